@@ -1,0 +1,59 @@
+"""Shared fixtures: small real implementations of the protocols (no mocks)."""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import pytest
+
+from tsrl.types import Anchor, PairRequest, Prompt, Verdict
+
+
+class NumberTask:
+    """A task whose latent quality is the number written in the response ("q=1.5 ...")."""
+
+    name = "numbers"
+
+    def __init__(self, prompts: list[Prompt] | None = None) -> None:
+        self._prompts = prompts or []
+
+    def prompts(self, split: str) -> list[Prompt]:
+        return self._prompts
+
+    def quality(self, prompt: Prompt, text: str) -> float:
+        return float(re.search(r"q=(-?[\d.]+)", text).group(1))
+
+
+class ScriptedJudge:
+    """Answers from a table {(first, second): p}; unknown pairs answer by comparing the texts' q numbers.
+    Records every request it receives."""
+
+    def __init__(self, table: dict[tuple[str, str], float | None] | None = None) -> None:
+        self.table = table or {}
+        self.requests: list[PairRequest] = []
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        self.requests += requests
+        out = []
+        for r in requests:
+            if (r.first, r.second) in self.table:
+                p = self.table[(r.first, r.second)]
+            else:
+                q1, q2 = (NumberTask().quality(r.prompt, t) for t in (r.first, r.second))
+                p = 0.5 if q1 == q2 else float(q1 > q2)
+            out.append(Verdict(p_first=p, error=None if p is not None else "scripted failure"))
+        return out
+
+    def drain_metrics(self) -> dict[str, float]:
+        return {"calls": float(len(self.requests))}
+
+
+def number_prompt(pid: str, qualities: Sequence[float]) -> Prompt:
+    return Prompt(id=pid, text=f"prompt {pid}", anchors=tuple(Anchor(f"q={q} anchor {i}", f"t{i}")
+                                                            for i, q in enumerate(qualities)))
+
+
+@pytest.fixture
+def number_task() -> NumberTask:
+    return NumberTask([number_prompt("p0", [3, 1, 2, 0]), number_prompt("p1", [0, 2, 1, 3])])

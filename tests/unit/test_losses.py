@@ -1,0 +1,97 @@
+import math
+
+import pytest
+import torch
+
+from tsrl.algo import NORMALIZERS, LossInputs, LossSettings, k3_kl, policy_loss
+
+
+def inputs(logp, old, adv, mask, normalizer=None, ref=None):
+    logp = torch.tensor(logp, requires_grad=True)
+    mask = torch.tensor(mask)
+    return LossInputs(logp, torch.tensor(old), torch.tensor(adv), mask,
+                      float(mask.sum()) if normalizer is None else normalizer,
+                      None if ref is None else torch.tensor(ref))
+
+
+def test_grpo_on_policy_ratio_is_one_and_loss_is_minus_mean_token_advantage():
+    inp = inputs([[-1.0, -2.0, -3.0], [-0.5, -0.1, -9.0]], [[-1.0, -2.0, -3.0], [-0.5, -0.1, -9.0]],
+                 [1.0, -1.0], [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    out = policy_loss("grpo", inp, LossSettings())
+    # tokens: (+1, +1) from row 0 and (-1) from row 1 -> -(1 + 1 - 1) / 3
+    assert out.loss.item() == pytest.approx(-1.0 / 3.0)
+    out.loss.backward()
+    # d/dlogp of -r*A at r = 1 is -A / normaliser on unmasked tokens, 0 elsewhere
+    assert torch.allclose(inp.logprobs.grad, torch.tensor([[-1 / 3, -1 / 3, 0.0], [1 / 3, 0.0, 0.0]]))
+    assert out.metrics["clip_frac"] == 0.0
+
+
+def test_grpo_clips_positive_advantage_above_one_plus_eps_high():
+    inp = inputs([[math.log(1.5)]], [[0.0]], [1.0], [[1.0]])
+    out = policy_loss("grpo", inp, LossSettings(eps_low=0.2, eps_high=0.2))
+    assert out.loss.item() == pytest.approx(-1.2)
+    out.loss.backward()
+    assert inp.logprobs.grad.item() == 0.0  # clipped: no gradient
+    assert out.metrics["clip_frac"] == 1.0
+
+
+def test_grpo_keeps_pessimistic_unclipped_term_for_negative_advantage():
+    inp = inputs([[math.log(1.5)]], [[0.0]], [-1.0], [[1.0]])
+    out = policy_loss("grpo", inp, LossSettings(eps_low=0.2, eps_high=0.2))
+    assert out.loss.item() == pytest.approx(1.5)
+    out.loss.backward()
+    assert inp.logprobs.grad.item() == pytest.approx(1.5)  # d/dlogp of r*1 = r
+
+
+def test_asymmetric_eps_low_clips_small_ratios():
+    inp = inputs([[math.log(0.5)]], [[0.0]], [-1.0], [[1.0]])
+    out = policy_loss("grpo", inp, LossSettings(eps_low=0.1, eps_high=0.3))
+    assert out.loss.item() == pytest.approx(0.9)  # -min(-0.5, -0.9)
+
+
+def test_dr_grpo_normalises_by_constant_not_token_count():
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    assert NORMALIZERS["dr_grpo"](mask, 4) == 8.0
+    assert NORMALIZERS["grpo"](mask, 4) == 3.0
+    inp = inputs([[0.0] * 4, [0.0] * 4], [[0.0] * 4, [0.0] * 4], [1.0, 1.0], mask.tolist(), normalizer=8.0)
+    assert policy_loss("dr_grpo", inp, LossSettings()).loss.item() == pytest.approx(-3.0 / 8.0)
+
+
+def test_cispo_caps_weight_at_absolute_value_and_keeps_gradient():
+    # ratio 10 > cap 4: weight 4, stop-gradient; ratio 2 < cap: weight 2
+    inp = inputs([[math.log(10.0), math.log(2.0)]], [[0.0, 0.0]], [0.5], [[1.0, 1.0]])
+    out = policy_loss("cispo", inp, LossSettings(cispo_cap=4.0))
+    expected = -(4.0 * 0.5 * math.log(10.0) + 2.0 * 0.5 * math.log(2.0)) / 2
+    assert out.loss.item() == pytest.approx(expected)
+    out.loss.backward()
+    assert torch.allclose(inp.logprobs.grad, torch.tensor([[-4.0 * 0.5 / 2, -2.0 * 0.5 / 2]]))
+    assert out.metrics["clip_frac"] == 0.5
+
+
+def test_cispo_on_policy_gradient_equals_reinforce():
+    inp = inputs([[-1.0, -2.0]], [[-1.0, -2.0]], [2.0], [[1.0, 1.0]])
+    policy_loss("cispo", inp, LossSettings()).loss.backward()
+    assert torch.allclose(inp.logprobs.grad, torch.tensor([[-1.0, -1.0]]))
+
+
+def test_k3_kl_hand_values_and_penalty():
+    assert k3_kl(torch.tensor([0.3]), torch.tensor([0.3])).item() == 0.0
+    value = k3_kl(torch.tensor([0.0]), torch.tensor([math.log(2.0)])).item()
+    assert value == pytest.approx(2.0 - math.log(2.0) - 1.0)
+    inp = inputs([[0.0]], [[0.0]], [0.0], [[1.0]], ref=[[math.log(2.0)]])
+    out = policy_loss("grpo", inp, LossSettings(kl_beta=0.5))
+    assert out.loss.item() == pytest.approx(0.5 * value)
+    assert out.metrics["kl"] == pytest.approx(value)
+
+
+def test_masked_tokens_never_contribute():
+    base = inputs([[-1.0, -1.0]], [[-1.0, -1.0]], [1.0], [[1.0, 0.0]])
+    other = inputs([[-1.0, 5.0]], [[-1.0, -7.0]], [1.0], [[1.0, 0.0]])
+    a = policy_loss("grpo", base, LossSettings()).loss.item()
+    b = policy_loss("grpo", other, LossSettings()).loss.item()
+    assert a == b
+
+
+def test_unknown_loss_is_rejected():
+    with pytest.raises(ValueError, match="Unknown loss"):
+        policy_loss("ppo2", inputs([[0.0]], [[0.0]], [0.0], [[1.0]]), LossSettings())

@@ -1,0 +1,47 @@
+"""Command-line entry points. `tsrl-train` is a Hydra app over configs/ (and recipes/)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from tsrl.config import REPO, RunConfig, register_configs
+from tsrl.errors import UserError
+
+CONFIG_DIR = os.environ.get("TSRL_CONFIG_DIR", str(REPO / "configs"))
+
+
+def to_run_config(cfg: DictConfig) -> RunConfig:
+    """The composed Hydra config as typed dataclasses; run_dir defaults to Hydra's output directory."""
+    if not cfg.run_dir:
+        from hydra.core.hydra_config import HydraConfig
+
+        cfg.run_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else "runs/default"
+    return OmegaConf.to_object(cfg)
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+def _train(cfg: DictConfig) -> None:
+    from tsrl.training.loop import train
+
+    try:
+        summary = train(to_run_config(cfg))
+    except UserError as err:
+        print(f"tsrl: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    if summary["winrate_start"] is not None:
+        print(f"held-out win-rate vs reference anchors: {summary['winrate_start']:.1f}% -> "
+              f"{summary['winrate_end']:.1f}% ({summary['winrate_end'] - summary['winrate_start']:+.1f} points)")
+    print(f"run directory: {summary['run_dir']} (metrics.jsonl, eval.json, plot.png, checkpoints/)")
+
+
+def train_main() -> None:
+    register_configs()
+    _train()
+
+
+if __name__ == "__main__":
+    train_main()

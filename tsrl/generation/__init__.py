@@ -1,0 +1,26 @@
+"""Generators: sample G completions per prompt and keep the policy's weights in sync."""
+
+from __future__ import annotations
+
+from typing import Iterable, Protocol, Sequence
+
+import torch
+
+from tsrl.generation.hf import HFGenerator, HFGeneratorConfig, chat_prompt
+from tsrl.types import Group, Prompt
+
+
+class Generator(Protocol):
+    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None) -> list[Group]: ...
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
+
+
+GENERATORS = {HFGeneratorConfig: HFGenerator}
+
+
+def build_generator(cfg, model, tokenizer) -> Generator:
+    return GENERATORS[type(cfg)](model, tokenizer, cfg)
+
+
+__all__ = ["Generator", "GENERATORS", "build_generator", "HFGenerator", "HFGeneratorConfig", "chat_prompt"]

@@ -1,0 +1,90 @@
+"""`generator=hf`: batched sampling with `transformers.generate` (left padding, G samples per prompt).
+
+Returns completion token ids (EOS kept when the model stopped, padding dropped), the sampling
+log-probabilities of those tokens under the processed distribution (temperature, top-p), and whether
+max_new_tokens cut the completion. The model object is shared with the learner, so weights are always in
+sync and load_weights is a no-op; a vLLM generator replaces this module on GPU.
+"""
+
+from __future__ import annotations
+
+from tsrl.errors import ConfigError
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import torch
+
+from tsrl.types import Group, Prompt, Rollout
+
+
+@dataclass
+class HFGeneratorConfig:
+    """Generator `hf`: transformers sampling on the policy's own weights."""
+
+    temperature: float = 1.0
+    """Sampling temperature (the learner divides logits by the same value)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_new_tokens: int = 48
+    """Completion length cap; longer completions are cut and flagged truncated."""
+    prompts_per_call: int = 16
+    """Prompts per generate() call (memory bound); each brings its G samples."""
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise ConfigError(f"generator.temperature must be > 0 (sampling), got {self.temperature}.")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"generator.top_p must lie in (0, 1], got {self.top_p}.")
+
+
+def chat_prompt(tokenizer, prompt: Prompt) -> str:
+    if tokenizer.chat_template is None:
+        return prompt.text
+    return tokenizer.apply_chat_template([{"role": "user", "content": prompt.text}], add_generation_prompt=True,
+                                         tokenize=False)
+
+
+class HFGenerator:
+    def __init__(self, model: torch.nn.Module, tokenizer, cfg: HFGeneratorConfig) -> None:
+        self.model, self.tokenizer, self.cfg = model, tokenizer, cfg
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Shared weights: nothing to copy."""
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None) -> list[Group]:
+        step = max(1, self.cfg.prompts_per_call)
+        groups: list[Group] = []
+        for start in range(0, len(prompts), step):
+            groups += self._generate_chunk(prompts[start:start + step], n, max_new_tokens or self.cfg.max_new_tokens)
+        return groups
+
+    def _generate_chunk(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int) -> list[Group]:
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        enc = tok([chat_prompt(tok, p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False)
+        was_training = self.model.training
+        self.model.eval()
+        out = self.model.generate(
+            **enc, do_sample=True, temperature=self.cfg.temperature, top_p=self.cfg.top_p, top_k=0,
+            max_new_tokens=max_new_tokens, num_return_sequences=n, output_scores=True,
+            return_dict_in_generate=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+        self.model.train(was_training)
+        width = enc["input_ids"].shape[1]
+        completions = out.sequences[:, width:]  # [B*n, T']
+        logprobs = torch.stack([
+            torch.log_softmax(score.float(), dim=-1).gather(1, completions[:, t:t + 1]).squeeze(1)
+            for t, score in enumerate(out.scores)], dim=1)  # [B*n, T']
+        is_eos = completions == tok.eos_token_id  # [B*n, T']
+        stopped = is_eos.any(dim=1)  # [B*n]
+        lengths = torch.where(stopped, is_eos.int().argmax(dim=1) + 1, torch.full_like(stopped, completions.shape[1], dtype=torch.long))
+        ids, lps = completions.tolist(), logprobs.tolist()
+        texts = tok.batch_decode([row[:length] for row, length in zip(ids, lengths.tolist())], skip_special_tokens=True)
+        groups = []
+        for b, prompt in enumerate(prompts):
+            prompt_ids = enc["input_ids"][b][enc["attention_mask"][b].bool()].tolist()
+            rollouts = [Rollout(text=texts[i].strip(), token_ids=ids[i][:lengths[i]], logprobs=lps[i][:lengths[i]],
+                                truncated=not bool(stopped[i])) for i in range(b * n, (b + 1) * n)]
+            groups.append(Group(prompt=prompt, prompt_ids=prompt_ids, rollouts=rollouts))
+        return groups

@@ -1,0 +1,82 @@
+"""`judge=rubric_sim`: an offline *simulated* judge for tests, demos and noise sweeps.
+
+It is not an LLM. Each task supplies a latent quality q(c) computed from observable properties of the
+response (for humor: both words present, length band, repetition, punchline shape). A verdict on
+(first, second) is a Bradley–Terry draw P(first ≻ second) = σ((q₁ + bias − q₂)/τ), where bias is an
+optional first-position advantage, plus a fixed per-text "taste" offset in [−taste, +taste]. Identical
+qualities give a tie (½). With probability flip_prob the verdict is flipped (the TSRL paper's §4.5 noise
+injection). All randomness is a hash of (seed, prompt id, first, second), so a repeated question gets the
+same answer — like a temperature-0 LLM judge — and runs are reproducible without judge state.
+"""
+
+from __future__ import annotations
+
+from tsrl.errors import ConfigError
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from tsrl.judging.base import JudgeCounters, stable_uniform
+from tsrl.tasks import Task
+from tsrl.types import PairRequest, Verdict
+
+
+@dataclass
+class RubricSimConfig:
+    """Judge `rubric_sim`: simulated Bradley–Terry judge over the task's latent quality."""
+
+    tau: float = 1.0
+    """Temperature of the Bradley–Terry verdicts (lower = more decisive)."""
+    flip_prob: float = 0.0
+    """Probability of flipping each verdict (noise injection)."""
+    position_bias: float = 0.0
+    """Extra latent quality given to whichever response is shown first."""
+    taste: float = 0.25
+    """Half-width of a fixed per-text offset added to q (judge idiosyncrasy)."""
+    both_orders: bool = True
+    """Ask both orders of every pair and average them (cancels position bias)."""
+    seed: int = 0
+    """Seed of the verdict draws."""
+
+    def __post_init__(self) -> None:
+        if self.tau <= 0:
+            raise ConfigError(f"judge.tau must be > 0, got {self.tau}.")
+        if not 0.0 <= self.flip_prob <= 1.0:
+            raise ConfigError(f"judge.flip_prob must lie in [0, 1], got {self.flip_prob}.")
+
+
+class SimulatedJudge:
+    """Answers pairwise questions from the task's latent quality; see the module docstring."""
+
+    name = "rubric_sim"
+
+    def __init__(self, cfg: RubricSimConfig, task: Task) -> None:
+        self.cfg = cfg
+        self.task = task
+        self.counters = JudgeCounters()
+
+    def latent(self, request: PairRequest, text: str) -> float:
+        taste = self.cfg.taste * (2.0 * stable_uniform(self.cfg.seed, "taste", text) - 1.0)
+        return self.task.quality(request.prompt, text) + taste
+
+    def _verdict(self, request: PairRequest) -> Verdict:
+        q1 = self.latent(request, request.first) + self.cfg.position_bias
+        q2 = self.latent(request, request.second)
+        key = (self.cfg.seed, request.prompt.id, request.first, request.second)
+        if q1 == q2:
+            p = 0.5
+        else:
+            p_first = 1.0 / (1.0 + math.exp(-(q1 - q2) / self.cfg.tau))
+            p = 1.0 if stable_uniform(*key, "draw") < p_first else 0.0
+        if stable_uniform(*key, "flip") < self.cfg.flip_prob:
+            p = 1.0 - p
+        return Verdict(p_first=p, raw=f"simulated verdict: q_first={q1:.3f} q_second={q2:.3f} -> {p}")
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        verdicts = [self._verdict(r) for r in requests]
+        self.counters.record(verdicts)
+        return verdicts
+
+    def drain_metrics(self) -> dict[str, float]:
+        return self.counters.drain()

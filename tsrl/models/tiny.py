@@ -1,0 +1,184 @@
+"""`model=tiny`: a few-million-parameter Llama built from config, with a byte-level BPE tokenizer trained
+locally on the task's own text, and a short supervised warm start. Built once, cached on disk.
+
+The warm start teaches the format, not the preference: it fits the training prompts' anchors of *every*
+tier equally (top to low), plus copies in which the two required words are swapped for other common
+nouns so that the model learns to copy words from the prompt. The warm-started policy
+therefore writes a mix of good and bad jokes, and RL has a real preference to learn. Held-out prompts and
+their anchors are never trained on; the substitution vocabulary is a shipped list of common nouns (see the
+task), which stands in for the general vocabulary any pretrained policy has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from tsrl.tasks import Task
+from tsrl.types import Prompt
+
+SPECIAL_TOKENS = ["<|pad|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+BUILD_VERSION = "1"  # bump when the build recipe changes, so cached models are rebuilt
+
+
+@dataclass
+class TinyModelConfig:
+    """Model `tiny`: small Llama + locally trained tokenizer, warm-started on the task's anchors."""
+
+    vocab_size: int = 2048
+    """BPE vocabulary size."""
+    hidden_size: int = 128
+    """Transformer width."""
+    num_layers: int = 4
+    """Transformer blocks."""
+    num_heads: int = 4
+    """Attention heads."""
+    warmstart_steps: int = 400
+    """Supervised steps on the training anchors before RL (0 = random init)."""
+    warmstart_lr: float = 3e-3
+    """Peak learning rate of the warm start."""
+    copy_prob: float = 0.9
+    """Share of warm-start examples whose two words are swapped for random common nouns."""
+    cache_dir: str = "~/.cache/tsrl/models"
+    """Where built models are stored and looked up."""
+    seed: int = 0
+    """Seed of initialisation and warm start."""
+
+
+def _fingerprint(cfg: TinyModelConfig, task: Task) -> str:
+    digest = hashlib.sha256(json.dumps({**asdict(cfg), "version": BUILD_VERSION, "task": task.name}).encode())
+    for p in task.prompts("train"):
+        digest.update((p.text + "".join(a.text for a in p.anchors)).encode())
+    digest.update("|".join(_vocabulary(task)).encode())
+    return digest.hexdigest()[:16]
+
+
+def _substitute(text: str, words: tuple[str, ...], new: tuple[str, ...]) -> str:
+    for old, repl in zip(words, new):
+        text = re.sub(rf"\b{re.escape(old)}\b", repl, text)
+        text = re.sub(rf"\b{re.escape(old.capitalize())}\b", repl.capitalize(), text)
+    return text
+
+
+def warmstart_examples(prompts: list[Prompt], vocab: list[str], n: int, copy_prob: float,
+                       rng: random.Random) -> list[tuple[str, str]]:
+    """n (prompt, response) pairs drawn uniformly over training anchors of every tier; with probability
+    copy_prob the two required words are replaced, in prompt and response, by random words of `vocab`
+    (fresh each time, so the only way to predict them is to copy them from the prompt)."""
+    pairs = []
+    for _ in range(n):
+        prompt = rng.choice(prompts)
+        anchor = rng.choice(prompt.anchors)
+        words = prompt.fields.get("words")
+        if not words or not vocab or rng.random() >= copy_prob:
+            pairs.append((prompt.text, anchor.text))
+            continue
+        new = tuple(rng.sample(vocab, len(words)))
+        text = prompt.text
+        for old, repl in zip(words, new):
+            text = text.replace(old, repl)
+        pairs.append((text, _substitute(anchor.text, words, new)))
+    return pairs
+
+
+def train_tokenizer(corpus: list[str], vocab_size: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    core.train_from_iterator(corpus, trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|end|>", pad_token="<|pad|>",
+                                        additional_special_tokens=SPECIAL_TOKENS[2:])
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def tokenize_pairs(tokenizer, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+    """(input ids, labels) per pair: the chat prompt is masked (-100), the response and its <|end|> are not."""
+    heads = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+             for p, _ in pairs]
+    head_ids = tokenizer(heads, add_special_tokens=False)["input_ids"]
+    tail_ids = tokenizer([r for _, r in pairs], add_special_tokens=False)["input_ids"]
+    return [(h + t + [tokenizer.eos_token_id], [-100] * len(h) + t + [tokenizer.eos_token_id])
+            for h, t in zip(head_ids, tail_ids)]
+
+
+def pad_batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(ids) for ids, _ in rows)
+    return {
+        "input_ids": torch.tensor([ids + [pad_id] * (width - len(ids)) for ids, _ in rows]),  # [b, L]
+        "attention_mask": torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows]),  # [b, L]
+        "labels": torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in rows]),  # [b, L]
+    }
+
+
+def warm_start(model, tokenizer, task: Task, cfg: TinyModelConfig, batch_size: int = 32) -> list[float]:
+    """Supervised fine-tuning on freshly sampled examples (one-cycle LR); returns every step's loss."""
+    rng = random.Random(cfg.seed)
+    prompts, vocab = task.prompts("train"), _vocabulary(task)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.warmstart_lr, weight_decay=0.01)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=cfg.warmstart_lr, total_steps=cfg.warmstart_steps,
+                                                    pct_start=0.1)
+    model.train()
+    losses = []
+    for _ in range(cfg.warmstart_steps):
+        rows = tokenize_pairs(tokenizer, warmstart_examples(prompts, vocab, batch_size, cfg.copy_prob, rng))
+        loss = model(**pad_batch(rows, tokenizer.pad_token_id)).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
+
+
+def _vocabulary(task: Task) -> list[str]:
+    return task.vocabulary() if hasattr(task, "vocabulary") else []
+
+
+def build_tiny(cfg: TinyModelConfig, task: Task, target: Path) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(cfg.seed)
+    vocab = _vocabulary(task)
+    sample = warmstart_examples(task.prompts("train"), vocab, 4000, cfg.copy_prob, random.Random(cfg.seed))
+    tokenizer = train_tokenizer([t for pair in sample for t in pair] + vocab, cfg.vocab_size)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=4 * cfg.hidden_size,
+        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
+        max_position_embeddings=512, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+    )
+    model = LlamaForCausalLM(config)
+    losses = warm_start(model, tokenizer, task, cfg) if cfg.warmstart_steps else []
+    tmp = target.with_name(target.name + ".tmp")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "warmstart.json").write_text(json.dumps({"losses": losses}))
+    tmp.replace(target)  # atomic: concurrent builders or a crash never leave a half-written model
+
+
+def load_tiny(cfg: TinyModelConfig, task: Task):
+    """(model, tokenizer) of the tiny policy, building and caching it on first use."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = Path(cfg.cache_dir).expanduser() / f"tiny-{task.name}-{_fingerprint(cfg, task)}"
+    if not target.is_dir():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        build_tiny(cfg, task, target)
+    return AutoModelForCausalLM.from_pretrained(target), AutoTokenizer.from_pretrained(target)

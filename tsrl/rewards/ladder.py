@@ -1,0 +1,150 @@
+"""`reward=ladder`: the TSRL anchor-ladder reward (Juneja et al., ICML 2026).
+
+Build once per prompt: a round-robin among its anchors with the judge (K(K−1)/2 pairs, each asked in both
+orders when the judge wraps BothOrders), Bradley–Terry strengths β [K] from the soft outcomes, anchors
+sorted strongest first, frozen and stored as JSONL (reused by later runs with the same anchors, judge and
+λ). Training reward of a completion c against the k selected anchors r_1..r_k:
+
+    w(c) = (1/k) Σ_i p(c ≻ r_i),   p ∈ {0, ½, 1} for hard verdicts (ties count ½), soft otherwise.
+
+Anchor selection for k < K (a project choice; the paper does not say): k ranks evenly spaced over the
+ladder, always including the strongest, so k = 1 is the best anchor. A verdict the judge could not give
+is left out of the mean (and counted); a completion with no verdict at all makes its group dropped (all
+rewards NaN → zero advantages downstream), never a silent 0.
+
+Shapes: B groups, G completions, k anchors; judge calls per sample = k (× 2 with both orders).
+"""
+
+from __future__ import annotations
+
+from tsrl.errors import ConfigError
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from tsrl.ranking import fit_bradley_terry
+from tsrl.rewards.base import RegimeContext
+from tsrl.types import Anchor, Group, PairRequest, Prompt, RewardBatch
+
+
+@dataclass
+class LadderConfig:
+    """Reward `ladder`: win-rate over k frozen anchors ranked by Bradley–Terry."""
+
+    k: int = 4
+    """Anchors per prompt the completion is compared with (1 ≤ k ≤ anchors available)."""
+    l2: float = 0.1
+    """L2 strength λ of the Bradley–Terry ladder fit (project default)."""
+    ladder_dir: str = "~/.cache/tsrl/ladders"
+    """Where built ladders are stored and looked up."""
+    rebuild: bool = False
+    """Ignore a stored ladder and judge the round-robin again."""
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ConfigError(f"reward.k must be at least 1, got {self.k}.")
+
+
+@dataclass
+class Rung:
+    anchor: Anchor
+    strength: float
+
+
+def round_robin(n: int) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def build_ladders(prompts: Sequence[Prompt], ctx: RegimeContext, l2: float) -> dict[str, list[Rung]]:
+    """Judge every prompt's anchor round-robin in one batch and rank each by Bradley–Terry."""
+    schedule = [(p, i, j) for p in prompts for i, j in round_robin(len(p.anchors))]
+    verdicts = ctx.judge.compare([PairRequest(p, p.anchors[i].text, p.anchors[j].text) for p, i, j in schedule])
+    matches: dict[str, list[tuple[int, int, float]]] = {p.id: [] for p in prompts}
+    for (p, i, j), v in zip(schedule, verdicts):
+        if v.p_first is not None:
+            matches[p.id].append((i, j, v.p_first))
+    ladders = {}
+    for p in prompts:
+        beta = fit_bradley_terry(len(p.anchors), matches[p.id], l2=l2)
+        order = np.argsort(-beta, kind="stable")
+        ladders[p.id] = [Rung(p.anchors[i], float(beta[i])) for i in order]
+    return ladders
+
+
+def ladder_path(cfg: LadderConfig, ctx: RegimeContext, prompts: Sequence[Prompt]) -> Path:
+    digest = hashlib.sha256(f"{ctx.judge_fingerprint}|l2={cfg.l2}".encode())
+    for p in prompts:
+        digest.update(json.dumps([p.id, p.text, [a.text for a in p.anchors]]).encode())
+    return Path(cfg.ladder_dir).expanduser() / f"{ctx.task.name}-{digest.hexdigest()[:16]}.jsonl"
+
+
+def save_ladders(path: Path, ladders: dict[str, list[Rung]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for pid, rungs in ladders.items():
+            rows = [{"text": r.anchor.text, "tier": r.anchor.tier, "strength": r.strength} for r in rungs]
+            handle.write(json.dumps({"prompt_id": pid, "anchors": rows}) + "\n")
+    tmp.replace(path)  # atomic: a crash never leaves a half-written ladder behind
+
+
+def load_ladders(path: Path) -> dict[str, list[Rung]]:
+    ladders = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        ladders[row["prompt_id"]] = [Rung(Anchor(a["text"], a["tier"]), a["strength"]) for a in row["anchors"]]
+    return ladders
+
+
+def select_rungs(rungs: list[Rung], k: int) -> list[Rung]:
+    """k rungs evenly spaced from the strongest down (k = 1 → the strongest)."""
+    idx = np.unique(np.round(np.linspace(0, len(rungs) - 1, k)).astype(int)) if k > 1 else np.array([0])
+    return [rungs[i] for i in idx]
+
+
+class LadderRegime:
+    """Scores groups by win-rate over each prompt's frozen anchor ladder."""
+
+    def __init__(self, cfg: LadderConfig, ctx: RegimeContext) -> None:
+        prompts = ctx.task.prompts("train")
+        short = [p for p in prompts if len(p.anchors) < cfg.k]
+        if short:
+            raise ConfigError(
+                f"reward.k={cfg.k} but prompt {short[0].id!r} has only {len(short[0].anchors)} anchors; "
+                f"set reward.k to at most {min(len(p.anchors) for p in prompts)}.")
+        self.cfg, self.ctx = cfg, ctx
+        self.path = ladder_path(cfg, ctx, prompts)
+        self.build_calls = 0
+        if self.path.is_file() and not cfg.rebuild:
+            self.ladders = load_ladders(self.path)
+        else:
+            self.ladders = build_ladders(prompts, ctx, cfg.l2)
+            self.build_calls = sum(len(round_robin(len(p.anchors))) for p in prompts)
+            save_ladders(self.path, self.ladders)
+        save_ladders(ctx.run_dir / "ladder.jsonl", self.ladders)
+        self.selected = {pid: select_rungs(rungs, cfg.k) for pid, rungs in self.ladders.items()}
+
+    def score(self, groups: Sequence[Group]) -> RewardBatch:
+        B, G, k = len(groups), groups[0].size, self.cfg.k
+        requests = [PairRequest(g.prompt, r.text, rung.anchor.text)
+                    for g in groups for r in g.rollouts for rung in self.selected[g.prompt.id]]
+        verdicts = self.ctx.judge.compare(requests)
+        wins = np.array([np.nan if v.p_first is None else v.p_first for v in verdicts]).reshape(B, G, k)
+        missing = np.isnan(wins)
+        counts = (~missing).sum(axis=-1)  # [B, G]
+        rewards = np.where(counts > 0, np.nansum(wins, axis=-1) / np.maximum(counts, 1), np.nan)  # [B, G]
+        dropped = np.isnan(rewards).any(axis=1)  # [B]
+        rewards[dropped] = np.nan
+        spread = [self.ladders[g.prompt.id][0].strength - self.ladders[g.prompt.id][-1].strength for g in groups]
+        metrics = {
+            "reward/comparisons_per_sample": len(requests) / (B * G),
+            "reward/missing_verdicts": float(missing.sum()),
+            "reward/dropped_groups": float(dropped.sum()),
+            "ladder/bt_spread": float(np.mean(spread)),
+        }
+        return RewardBatch(rewards=rewards, routes=["ladder"] * B, judge_calls=len(requests), metrics=metrics)

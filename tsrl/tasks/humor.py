@@ -1,0 +1,97 @@
+"""Humor with word constraints (the MWAHAHA setting): write a joke that uses two given words.
+
+Data rows (JSONL): {"id": str, "words": [str, str], "anchors": [{"text": str, "tier": str}, ...]}.
+The shipped data (tsrl/tasks/data/humor/) was written for tsrl: 64 training and 24 held-out prompts, each
+with five anchors spanning tiers top > good > okay > weak > low.
+
+Latent quality for the simulated judge, from observable properties only (a stand-in for taste, not a
+model of humour):
+    q = 2·(#required words present) + length term (1 inside 12–28 words, −0.25 per word outside, ≥ −2)
+        − 4·(1 − distinct-word ratio) + 1.0·[setup/punchline shape] + 0.5·[ends with . ! ?]
+An empty response scores −5.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tsrl.tasks.base import DATA_DIR, DataError, parse_anchors, read_jsonl
+from tsrl.types import Prompt
+
+WORD = re.compile(r"[A-Za-z']+")
+PUNCHLINE_MARKERS = ("because", " - ", "...", "turns out", " but ", " so ", "until")
+
+
+@dataclass
+class HumorConfig:
+    """Task `humor`: jokes that must use two given words."""
+
+    train_file: str = ""
+    """JSONL with training prompts; empty = the shipped file."""
+    eval_file: str = ""
+    """JSONL with held-out prompts and their reference anchors; empty = the shipped file."""
+    max_prompts: int = 0
+    """Use only the first N training prompts (0 = all)."""
+
+
+def humor_prompt_text(words: tuple[str, str]) -> str:
+    return f"Write a short, funny joke that uses both of these words: {words[0]}, {words[1]}."
+
+
+def _parse_row(row: dict[str, Any], where: str) -> Prompt:
+    words = row["words"]
+    if not (isinstance(words, list) and len(words) == 2 and all(isinstance(w, str) and w.strip() for w in words)):
+        raise DataError(f"{where}: 'words' must be a list of two non-empty strings, got {words!r}.")
+    pair = (words[0].strip().lower(), words[1].strip().lower())
+    return Prompt(id=str(row["id"]), text=humor_prompt_text(pair), anchors=parse_anchors(row, where),
+                  fields={"words": pair})
+
+
+def humor_quality(text: str, words: tuple[str, ...]) -> float:
+    """Latent quality q(text) used by the simulated judge (see module docstring)."""
+    tokens = [w.lower() for w in WORD.findall(text)]
+    if not tokens:
+        return -5.0
+    present = sum(1 for w in words if w in tokens)
+    n = len(tokens)
+    distance = max(0, 12 - n, n - 28)
+    length = max(-2.0, 1.0 - 0.25 * distance) if distance else 1.0
+    content = [t for t in tokens if len(t) > 2]
+    distinct = len(set(content)) / len(content) if content else 0.0
+    stripped = text.strip()
+    qa = "?" in stripped[:-1] and len(WORD.findall(stripped.split("?", 1)[1])) >= 2
+    shaped = qa or any(m in stripped.lower() for m in PUNCHLINE_MARKERS)
+    return 2.0 * present + length - 4.0 * (1.0 - distinct) + 1.0 * shaped + 0.5 * stripped.endswith((".", "!", "?"))
+
+
+class HumorTask:
+    name = "humor"
+
+    def __init__(self, cfg: HumorConfig) -> None:
+        root = DATA_DIR / "humor"
+        self.files = {
+            "train": Path(cfg.train_file).expanduser() if cfg.train_file else root / "train.jsonl",
+            "eval": Path(cfg.eval_file).expanduser() if cfg.eval_file else root / "eval.jsonl",
+        }
+        self.max_prompts = cfg.max_prompts
+        self._cache: dict[str, list[Prompt]] = {}
+
+    def prompts(self, split: str) -> list[Prompt]:
+        if split not in self.files:
+            raise ValueError(f"Unknown split {split!r}; humor has {sorted(self.files)}.")
+        if split not in self._cache:
+            rows = read_jsonl(self.files[split], _parse_row)
+            self._cache[split] = rows[: self.max_prompts] if split == "train" and self.max_prompts else rows
+        return self._cache[split]
+
+    def vocabulary(self) -> list[str]:
+        """General English nouns (shipped words.txt) plus the training words, for warm-start augmentation."""
+        lines = (DATA_DIR / "humor" / "words.txt").read_text().splitlines()
+        train_words = [w for p in self.prompts("train") for w in p.fields["words"]]
+        return sorted({w.strip() for w in lines if w.strip() and not w.startswith("#")} | set(train_words))
+
+    def quality(self, prompt: Prompt, text: str) -> float:
+        return humor_quality(text, prompt.fields["words"])

@@ -1,0 +1,52 @@
+"""Checkpoints: accelerate state (model, optimizer, scheduler, every process's RNG) + the policy in
+Hugging Face format + the trainer's own position (step, data sampler). `trainer_state.json` is written
+last, so a checkpoint without it is incomplete and never resumed from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tsrl.errors import ConfigError
+
+STATE_FILE = "trainer_state.json"
+
+
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    return run_dir / "checkpoints" / f"step_{step:06d}"
+
+
+def complete_checkpoints(run_dir: Path) -> list[Path]:
+    root = run_dir / "checkpoints"
+    return sorted(p for p in root.glob("step_*") if (p / STATE_FILE).is_file()) if root.is_dir() else []
+
+
+def find_resume(run_dir: Path, resume: str) -> Path | None:
+    """The checkpoint to resume from: none, the newest complete one (auto), or an explicit directory."""
+    if resume == "never":
+        return None
+    if resume == "auto":
+        found = complete_checkpoints(run_dir)
+        return found[-1] if found else None
+    path = Path(resume).expanduser()
+    if not (path / STATE_FILE).is_file():
+        raise ConfigError(f"trainer.checkpoint.resume={resume!r} is not a complete checkpoint directory "
+                          f"(no {STATE_FILE}); use 'auto', 'never' or a path under <run_dir>/checkpoints/.")
+    return path
+
+
+def save_checkpoint(accelerator, model, tokenizer, path: Path, trainer_state: dict, keep: int) -> None:
+    accelerator.save_state(str(path))
+    if accelerator.is_main_process:
+        accelerator.unwrap_model(model).save_pretrained(path / "policy", safe_serialization=True)
+        tokenizer.save_pretrained(path / "policy")
+        (path / STATE_FILE).write_text(json.dumps(trainer_state, indent=1))
+        for old in complete_checkpoints(path.parent.parent)[:-keep] if keep > 0 else []:
+            shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+
+
+def load_checkpoint(accelerator, path: Path) -> dict:
+    accelerator.load_state(str(path))
+    return json.loads((path / STATE_FILE).read_text())

@@ -1,0 +1,114 @@
+"""Run records: metrics.jsonl (one object per step), eval.json, samples.jsonl, plot.png, optional wandb.
+
+Only the main process writes. On resume, rows after the checkpoint's step are dropped so that the files
+describe one trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from tsrl.types import Group
+
+
+def _keep_until(path: Path, step: int) -> None:
+    if path.is_file():
+        rows = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        path.write_text("".join(line + "\n" for line in rows))
+
+
+class RunLog:
+    def __init__(self, run_dir: Path, logger_cfg: Any, config: dict, resume_step: int | None, enabled: bool) -> None:
+        self.run_dir, self.cfg, self.enabled = run_dir, logger_cfg, enabled
+        self.metrics_path, self.samples_path = run_dir / "metrics.jsonl", run_dir / "samples.jsonl"
+        self.eval_path = run_dir / "eval.json"
+        self.evals: list[dict] = []
+        self.wandb = None
+        if not enabled:
+            return
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(config, indent=1, default=str))
+        if resume_step is None:
+            for path in (self.metrics_path, self.samples_path, self.eval_path):
+                path.unlink(missing_ok=True)
+        else:
+            _keep_until(self.metrics_path, resume_step)
+            _keep_until(self.samples_path, resume_step)
+            if self.eval_path.is_file():
+                self.evals = [e for e in json.loads(self.eval_path.read_text())["history"] if e["step"] <= resume_step]
+        if hasattr(logger_cfg, "project"):
+            self.wandb = _start_wandb(logger_cfg, run_dir, config)
+
+    def log_step(self, step: int, metrics: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        with self.metrics_path.open("a") as handle:
+            handle.write(json.dumps({"step": step, **metrics}) + "\n")
+        if self.wandb:
+            self.wandb.log(metrics, step=step)
+
+    def log_eval(self, step: int, result: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        self.evals.append({"step": step, **result})
+        summary = {"start": self.evals[0], "latest": self.evals[-1], "history": self.evals}
+        self.eval_path.write_text(json.dumps(summary, indent=1))
+        if self.wandb:
+            self.wandb.log({f"eval/{k}": v for k, v in result.items()}, step=step)
+        self.plot()
+
+    def log_samples(self, step: int, groups: Sequence[Group], rewards: np.ndarray) -> None:
+        every = self.cfg.samples_every
+        if not self.enabled or not every or step % every:
+            return
+        rows = [{"step": step, "prompt_id": g.prompt.id, "prompt": g.prompt.text, "completion": r.text,
+                 "reward": None if np.isnan(rewards[b, i]) else float(rewards[b, i])}
+                for b, g in enumerate(groups) for i, r in enumerate(g.rollouts)]
+        with self.samples_path.open("a") as handle:
+            handle.writelines(json.dumps(row) + "\n" for row in rows)
+        if self.wandb:
+            import wandb
+
+            table = wandb.Table(columns=["step", "prompt", "completion", "reward"],
+                                data=[[r["step"], r["prompt"], r["completion"], r["reward"]] for r in rows])
+            self.wandb.log({"samples": table}, step=step)
+
+    def plot(self) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        steps, rewards = [], []
+        if self.metrics_path.is_file():
+            for line in self.metrics_path.read_text().splitlines():
+                row = json.loads(line)
+                steps.append(row["step"])
+                rewards.append(row["reward/mean"])
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+        left.plot(steps, rewards, color="tab:blue")
+        left.set(title="train reward (win-rate over ladder anchors)", xlabel="step", ylabel="reward")
+        right.plot([e["step"] for e in self.evals], [e["winrate"] for e in self.evals], "o-", color="tab:red")
+        right.set(title="held-out win-rate vs reference anchors", xlabel="step", ylabel="win-rate (%)")
+        for ax in (left, right):
+            ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(self.run_dir / "plot.png", dpi=110)
+        plt.close(fig)
+
+    def close(self) -> None:
+        if self.enabled:
+            self.plot()
+        if self.wandb:
+            self.wandb.finish()
+
+
+def _start_wandb(cfg: Any, run_dir: Path, config: dict):
+    import wandb
+
+    return wandb.init(project=cfg.project, entity=cfg.entity or None, mode=cfg.mode, dir=str(run_dir),
+                      config=config, name=run_dir.name, reinit="finish_previous")

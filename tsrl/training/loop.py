@@ -1,0 +1,269 @@
+"""The RL loop: generate → score → advantages → update → log, one step per function call.
+
+Where it departs from textbook GRPO (all configurable, defaults in configs/):
+- advantages are TSRL's group-centred win-rates, w − mean(w), with no std scaling (algo.adv_scale=none);
+- the on-policy case (1 epoch, 1 minibatch) uses the current log-probs, detached, as the "old" ones, so the
+  ratio is exactly 1 and no extra forward pass is paid; otherwise the pre-update log-probs are computed once;
+- a group whose reward could not be computed (no verdicts) is dropped: zero advantages, counted in metrics;
+- each process generates and scores whole groups for its own prompts, so tournaments always see all G.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import defaultdict
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from tsrl.algo import NORMALIZERS, LossInputs, LossSettings, group_advantages, policy_loss
+from tsrl.config import RunConfig
+from tsrl.evaluation import winrate_sums, winrate_summary
+from tsrl.generation import Generator, build_generator
+from tsrl.judging import Judge, build_judge
+from tsrl.models import load_policy
+from tsrl.rewards import RegimeContext, RewardRegime, build_regime
+from tsrl.tasks import Task, build_task
+from tsrl.training.checkpoint import checkpoint_dir, find_resume, load_checkpoint, save_checkpoint
+from tsrl.training.logs import RunLog
+from tsrl.training.rollouts import RolloutBatch, collate, completion_logprobs
+from tsrl.training.sampler import PromptSampler
+from tsrl.types import Group
+
+SUMMED = {"judge/calls", "judge/errors", "judge/tokens", "judge/cache_hits", "reward/missing_verdicts",
+          "reward/dropped_groups"}
+
+
+@dataclass
+class Run:
+    """Everything the step needs, built once by `setup`."""
+
+    cfg: RunConfig
+    accelerator: Any
+    task: Task
+    model: torch.nn.Module
+    ref_model: torch.nn.Module | None
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    generator: Generator
+    judge: Judge
+    eval_judge: Judge
+    regime: RewardRegime
+    sampler: PromptSampler
+    log: RunLog
+    start_step: int
+
+
+def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
+    """One RL step on this process's prompts; returns (metrics, groups, rewards [B, G])."""
+    cfg = run.cfg.trainer
+    t0 = time.perf_counter()
+    groups = run.generator.generate(run.sampler.next_batch(), cfg.group_size)
+    t1 = time.perf_counter()
+    scored = run.regime.score(groups)
+    t2 = time.perf_counter()
+    rewards = torch.tensor(scored.rewards, dtype=torch.float32)  # [B, G], NaN rows = dropped groups
+    dropped = torch.isnan(rewards).any(dim=1)  # [B]
+    advantages = group_advantages(torch.nan_to_num(rewards), run.cfg.algo.adv_scale, run.cfg.algo.std_floor)  # [B, G]
+    advantages[dropped] = 0.0
+    batch = collate(groups, advantages, run.tokenizer.pad_token_id)
+    update = update_policy(run, batch, step)
+    t3 = time.perf_counter()
+    kept = rewards[~dropped]  # [B', G]
+    lengths = batch.completion_mask.sum(1)  # [N]
+    judge_metrics = {f"judge/{k}": v for k, v in run.judge.drain_metrics().items()}
+    metrics = {
+        "reward/mean": float(kept.mean()) if kept.numel() else float("nan"),
+        "reward/std": float(kept.std(correction=0)) if kept.numel() else float("nan"),
+        "reward/zero_var_frac": float((kept.std(dim=1, correction=0) == 0).float().mean()) if kept.numel() else 1.0,
+        "completion/length_mean": float(lengths.mean()),
+        "completion/truncated_frac": float(np.mean([r.truncated for g in groups for r in g.rollouts])),
+        **scored.metrics, **judge_metrics, **update,
+        "judge/calls_per_sample": judge_metrics.get("judge/calls", 0.0) / len(batch),
+        "time/generate_s": t1 - t0, "time/score_s": t2 - t1, "time/update_s": t3 - t2, "time/step_s": t3 - t0,
+        "throughput/tokens_per_s": float(lengths.sum()) / (t3 - t0),
+    }
+    return metrics, groups, scored.rewards
+
+
+def update_policy(run: Run, batch: RolloutBatch, step: int) -> dict[str, float]:
+    """algo.epochs passes × algo.minibatches optimizer steps over the rollouts, with gradient accumulation."""
+    algo, cfg, acc, model = run.cfg.algo, run.cfg.trainer, run.accelerator, run.model
+    temperature, t_max = run.cfg.generator.temperature, run.cfg.generator.max_new_tokens
+    settings = LossSettings(algo.eps_low, algo.eps_high, algo.cispo_cap, algo.kl_beta)
+    on_policy = algo.epochs * algo.minibatches == 1
+    old = None if on_policy else frozen_logprobs(model, batch, temperature, cfg.micro_batch_size)
+    ref = None if run.ref_model is None else frozen_logprobs(run.ref_model, batch, temperature, cfg.micro_batch_size)
+    shuffle = torch.Generator().manual_seed(run.cfg.seed * 1_000_003 + step)
+    stats: dict[str, list[float]] = defaultdict(list)
+    for epoch in range(algo.epochs):
+        order = torch.randperm(len(batch), generator=shuffle) if algo.minibatches > 1 else torch.arange(len(batch))
+        for minibatch in order.chunk(algo.minibatches):
+            normalizer = NORMALIZERS[algo.loss](batch.completion_mask[minibatch], t_max)
+            micros = minibatch.split(cfg.micro_batch_size)
+            for i, index in enumerate(micros):
+                micro = batch.select(index)
+                with acc.no_sync(model) if i < len(micros) - 1 else nullcontext():
+                    logp, entropy = completion_logprobs(model, micro, temperature, with_entropy=epoch == 0)
+                    inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
+                                        micro.completion_mask, normalizer, None if ref is None else ref[index])
+                    out = policy_loss(algo.loss, inputs, settings)
+                    acc.backward(out.loss)
+                mask = micro.completion_mask
+                for key, value in out.metrics.items():
+                    stats[f"train/{key}"].append(value)
+                stats["train/loss"].append(float(out.loss.detach()) * normalizer / max(float(mask.sum()), 1.0))
+                if entropy is not None:
+                    stats["train/entropy"].append(float((entropy * mask).sum() / mask.sum().clamp_min(1)))
+                    diff = ((logp.detach() - micro.sampler_logprobs).abs() * mask).sum() / mask.sum().clamp_min(1)
+                    stats["train/sampler_logprob_diff"].append(float(diff))
+            norm = acc.clip_grad_norm_(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+            stats["train/grad_norm"].append(float(norm))
+            run.optimizer.step()
+            run.optimizer.zero_grad(set_to_none=True)
+    metrics = {key: float(np.mean(values)) for key, values in stats.items()}
+    metrics["train/lr"] = run.scheduler.get_last_lr()[0]
+    run.scheduler.step()
+    return metrics
+
+
+@torch.no_grad()
+def frozen_logprobs(model: torch.nn.Module, batch: RolloutBatch, temperature: float, micro: int) -> torch.Tensor:
+    """Log-probs [N, T] under a model, without gradient, in micro-batches."""
+    parts = [completion_logprobs(model, batch.select(index), temperature)[0]
+             for index in torch.arange(len(batch)).split(micro)]
+    return torch.cat(parts)
+
+
+def evaluate(run: Run) -> dict[str, float]:
+    """Held-out win-rate, with its own RNG so that evaluating never changes the training trajectory."""
+    acc, cfg = run.accelerator, run.cfg.trainer.eval
+    prompts = run.task.prompts("eval")
+    prompts = prompts[: cfg.max_prompts] if cfg.max_prompts else prompts
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed + acc.process_index)
+        sums = winrate_sums(run.generator, run.eval_judge, prompts[acc.process_index::acc.num_processes], cfg.samples)
+    result = winrate_summary(sum_dicts(gather(acc, sums)))
+    result["judge_calls"] = sum(d["calls"] for d in gather(acc, run.eval_judge.drain_metrics()))
+    return result
+
+
+def gather(acc: Any, value: dict[str, float]) -> list[dict[str, float]]:
+    if acc.num_processes == 1:
+        return [value]
+    from accelerate.utils import gather_object
+
+    return gather_object([value])
+
+
+def sum_dicts(dicts: list[dict[str, float]]) -> dict[str, float]:
+    total: dict[str, float] = defaultdict(float)
+    for d in dicts:
+        for key, value in d.items():
+            total[key] += value
+    return dict(total)
+
+
+def reduce_metrics(acc: Any, metrics: dict[str, float]) -> dict[str, float]:
+    """Across processes: sums for counters, means for everything else."""
+    every = gather(acc, metrics)
+    total = sum_dicts(every)
+    return {k: v if k in SUMMED else v / len(every) for k, v in total.items()}
+
+
+def setup(cfg: RunConfig) -> Run:
+    """Build every component, prepare them with accelerate, and resume if asked."""
+    from accelerate import Accelerator
+    from accelerate.utils import InitProcessGroupKwargs, set_seed
+
+    quiet_libraries()
+
+    handlers = []
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # on CPU, gloo: otherwise every rank thinks it is rank 0 of 1
+        handlers.append(InitProcessGroupKwargs(backend="nccl" if torch.cuda.is_available() else "gloo"))
+    acc = Accelerator(kwargs_handlers=handlers)
+    set_seed(cfg.seed, device_specific=True)
+    run_dir = Path(cfg.run_dir)
+    task = build_task(cfg.task)
+    with acc.main_process_first():
+        model, tokenizer = load_policy(cfg.model, task)
+    ref_model = None
+    if cfg.algo.kl_beta > 0:
+        ref_model = load_policy(cfg.model, task)[0].to(acc.device).eval().requires_grad_(False)
+    judge, eval_judge = build_judge(cfg.judge, task), build_judge(cfg.judge, task)
+    fingerprint = json.dumps({"kind": type(cfg.judge).__name__, **asdict(cfg.judge)}, sort_keys=True)
+    with acc.main_process_first():
+        regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.trainer.lr_schedule, cfg.trainer.warmup_steps,
+                                                                       cfg.trainer.max_steps))
+    model, optimizer = acc.prepare(model, optimizer)
+    acc.register_for_checkpointing(scheduler)  # not prepared: accelerate would step it once per process
+    sampler = PromptSampler(task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index,
+                            acc.num_processes)
+    resume_from = find_resume(run_dir, cfg.trainer.checkpoint.resume)
+    start_step = 0
+    if resume_from is not None:
+        state = load_checkpoint(acc, resume_from)
+        start_step = state["step"]
+        sampler.load_state_dict(state["sampler"])
+    log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process)
+    generator = build_generator(cfg.generator, acc.unwrap_model(model), tokenizer)
+    return Run(cfg, acc, task, model, ref_model, tokenizer, optimizer, scheduler, generator, judge, eval_judge,
+               regime, sampler, log, start_step)
+
+
+def quiet_libraries() -> None:
+    """Keep the console to tsrl's own progress bar: no per-shard bars or INFO chatter from libraries."""
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    logging.getLogger("accelerate").setLevel(logging.WARNING)
+
+
+def lr_lambda(schedule: str, warmup: int, total: int):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        return {"constant": 1.0, "linear": 1.0 - progress, "cosine": 0.5 * (1 + np.cos(np.pi * progress))}[schedule]
+
+    return factor
+
+
+def train(cfg: RunConfig) -> dict[str, Any]:
+    """Run the whole training job; returns the held-out win-rate at start and end."""
+    from tqdm import tqdm
+
+    run = setup(cfg)
+    acc, tcfg, log = run.accelerator, cfg.trainer, run.log
+    if run.start_step == 0:
+        log.log_eval(0, evaluate(run))
+    bar = tqdm(range(run.start_step + 1, tcfg.max_steps + 1), initial=run.start_step, total=tcfg.max_steps,
+               disable=not acc.is_main_process, desc="tsrl", dynamic_ncols=True)
+    for step in bar:
+        metrics, groups, rewards = train_step(run, step)
+        metrics = reduce_metrics(acc, metrics)
+        log.log_step(step, metrics)
+        log.log_samples(step, groups, rewards)
+        if step == tcfg.max_steps or (tcfg.eval.every and step % tcfg.eval.every == 0):
+            log.log_eval(step, evaluate(run))
+        if step == tcfg.max_steps or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
+            save_checkpoint(acc, run.model, run.tokenizer, checkpoint_dir(Path(cfg.run_dir), step),
+                            {"step": step, "sampler": run.sampler.state_dict()}, tcfg.checkpoint.keep)
+        win = log.evals[-1]["winrate"] if log.evals else float("nan")
+        bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout_win=f"{win:.1f}%",
+                        loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")
+    log.close()
+    summary = {"run_dir": cfg.run_dir, "winrate_start": log.evals[0]["winrate"] if log.evals else None,
+               "winrate_end": log.evals[-1]["winrate"] if log.evals else None}
+    return summary

@@ -1,0 +1,87 @@
+"""The records that travel between stages: plain dataclasses, no behaviour.
+
+Dimension letters used across tsrl: B prompts, G completions per prompt (group), K anchors, T tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A reference response for a prompt, with the quality tier its author intended."""
+
+    text: str
+    tier: str = ""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One task prompt: the user-visible text plus whatever the task needs to judge or verify it."""
+
+    id: str
+    text: str
+    anchors: tuple[Anchor, ...] = ()
+    fields: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass
+class Rollout:
+    """One sampled completion."""
+
+    text: str
+    token_ids: list[int]  # [T] completion tokens, EOS included when the model stopped
+    logprobs: list[float]  # [T] sampling log-probabilities of those tokens
+    truncated: bool  # True when max_new_tokens was reached without EOS
+
+
+@dataclass
+class Group:
+    """All G completions of one prompt. Tournaments always see a whole group."""
+
+    prompt: Prompt
+    prompt_ids: list[int]  # [P] tokenised chat prompt
+    rollouts: list[Rollout]
+
+    @property
+    def size(self) -> int:
+        return len(self.rollouts)
+
+
+@dataclass(frozen=True)
+class PairRequest:
+    """Ask the judge which of two responses to the same prompt is better (first vs second)."""
+
+    prompt: Prompt
+    first: str
+    second: str
+
+
+@dataclass
+class Verdict:
+    """A judge's answer to one PairRequest.
+
+    p_first is P(first is better) in [0, 1] (1 = first wins, 0.5 = tie), or None when no verdict could be
+    obtained; error then says why. A verdict is never silently turned into a tie or a win.
+    """
+
+    p_first: float | None
+    raw: str = ""
+    error: str | None = None
+    tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    swap_agreement: float | None = None  # for both-orders judging: 1 if the two orders agreed
+
+
+@dataclass
+class RewardBatch:
+    """What a reward regime returns for a list of groups."""
+
+    rewards: np.ndarray  # [B, G] float
+    routes: list[str]  # [B] how each group was scored (e.g. "ladder", "verifier", "tournament")
+    judge_calls: int  # judge requests issued for these groups
+    metrics: dict[str, float] = field(default_factory=dict)
