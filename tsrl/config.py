@@ -85,7 +85,7 @@ class CheckpointConfig:
 class TrainerConfig:
     """The RL loop: batch shape, optimisation and schedule."""
 
-    max_steps: int = 60
+    max_steps: int = 100
     """Training steps (one step = generate, score, update)."""
     prompts_per_step: int = 8
     """B: prompts per step on each process."""

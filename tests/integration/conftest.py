@@ -25,7 +25,7 @@ def tsrl(cache_dir, tmp_path):
     def call(*overrides: str, run_dir: Path | None = None, multirun: bool = False) -> subprocess.CompletedProcess:
         small = [
             f"model.cache_dir={cache_dir / 'models'}", "model.warmstart_steps=30", "model.hidden_size=32",
-            "model.num_layers=2", "model.num_heads=2", "model.vocab_size=600", "model.augment=1",
+            "model.num_layers=2", "model.num_heads=2", "model.vocab_size=600",
             f"reward.ladder_dir={cache_dir / 'ladders'}", "trainer.max_steps=3", "trainer.prompts_per_step=2",
             "trainer.group_size=4", "trainer.eval.samples=1", "trainer.eval.max_prompts=4",
             "generator.max_new_tokens=12",

@@ -24,6 +24,9 @@ def test_training_run_writes_metrics_eval_plot_and_checkpoint(tsrl, tmp_path):
     assert STEP_KEYS | {"train/kl"} <= set(rows[0])
     # 2 prompts x 4 samples x 4 anchors x 2 orders = 64 judge calls, 8 per sample
     assert rows[0]["judge/calls"] == 64 and rows[0]["judge/calls_per_sample"] == 8
+    setup = json.loads((run / "setup.json").read_text())["judge_calls_setup"]
+    assert setup in (0, 64 * 10 * 2)  # ladder round-robin: 64 prompts x C(5,2) pairs x 2 orders, or reused
+    assert rows[-1]["judge/calls_total"] == setup + 3 * 64
     assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows)
     evals = json.loads((run / "eval.json").read_text())
     assert [e["step"] for e in evals["history"]] == [0, 3]

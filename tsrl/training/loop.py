@@ -60,6 +60,7 @@ class Run:
     sampler: PromptSampler
     log: RunLog
     start_step: int
+    judge_calls_total: float  # every judge call of the run so far, ladder building included
 
 
 def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
@@ -202,6 +203,7 @@ def setup(cfg: RunConfig) -> Run:
     fingerprint = json.dumps({"kind": type(cfg.judge).__name__, **asdict(cfg.judge)}, sort_keys=True)
     with acc.main_process_first():
         regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir))
+    setup_calls = sum(d["calls"] for d in gather(acc, judge.drain_metrics()))  # e.g. the ladder round-robin
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.trainer.lr_schedule, cfg.trainer.warmup_steps,
                                                                        cfg.trainer.max_steps))
@@ -210,15 +212,18 @@ def setup(cfg: RunConfig) -> Run:
     sampler = PromptSampler(task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index,
                             acc.num_processes)
     resume_from = find_resume(run_dir, cfg.trainer.checkpoint.resume)
-    start_step = 0
+    start_step, calls_total = 0, setup_calls
     if resume_from is not None:
         state = load_checkpoint(acc, resume_from)
-        start_step = state["step"]
+        start_step, calls_total = state["step"], state["judge_calls_total"] + setup_calls
         sampler.load_state_dict(state["sampler"])
     log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process)
     generator = build_generator(cfg.generator, acc.unwrap_model(model), tokenizer)
+    if acc.is_main_process:
+        (run_dir / "setup.json").write_text(json.dumps({"judge_calls_setup": setup_calls, "resumed_from":
+                                                        str(resume_from) if resume_from else None}))
     return Run(cfg, acc, task, model, ref_model, tokenizer, optimizer, scheduler, generator, judge, eval_judge,
-               regime, sampler, log, start_step)
+               regime, sampler, log, start_step, calls_total)
 
 
 def quiet_libraries() -> None:
@@ -253,13 +258,16 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     for step in bar:
         metrics, groups, rewards = train_step(run, step)
         metrics = reduce_metrics(acc, metrics)
+        run.judge_calls_total += metrics["judge/calls"]
+        metrics["judge/calls_total"] = run.judge_calls_total
         log.log_step(step, metrics)
         log.log_samples(step, groups, rewards)
         if step == tcfg.max_steps or (tcfg.eval.every and step % tcfg.eval.every == 0):
             log.log_eval(step, evaluate(run))
         if step == tcfg.max_steps or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
             save_checkpoint(acc, run.model, run.tokenizer, checkpoint_dir(Path(cfg.run_dir), step),
-                            {"step": step, "sampler": run.sampler.state_dict()}, tcfg.checkpoint.keep)
+                            {"step": step, "sampler": run.sampler.state_dict(),
+                             "judge_calls_total": run.judge_calls_total}, tcfg.checkpoint.keep)
         win = log.evals[-1]["winrate"] if log.evals else float("nan")
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout_win=f"{win:.1f}%",
                         loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")
