@@ -77,6 +77,26 @@ class Verdict:
     swap_agreement: float | None = None  # for both-orders judging: 1 if the two orders agreed
 
 
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Ask the judge for a pointwise rubric score (0–10) of one response (the Rubrics baseline)."""
+
+    prompt: Prompt
+    response: str
+
+
+@dataclass
+class Score:
+    """A judge's pointwise answer: value in [0, 10], or None with error saying why."""
+
+    value: float | None
+    raw: str = ""
+    error: str | None = None
+    tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+
+
 @dataclass
 class RewardBatch:
     """What a reward regime returns for a list of groups."""

@@ -67,3 +67,13 @@ def test_invalid_settings_name_the_option():
         RubricSimConfig(flip_prob=1.5)
     with pytest.raises(ValueError, match="judge.tau"):
         RubricSimConfig(tau=0.0)
+
+
+def test_pointwise_scores_are_monotone_grades():
+    from tsrl.types import ScoreRequest
+
+    judge = BothOrders(SimulatedJudge(RubricSimConfig(taste=0.0), NumberTask()))
+    grades = [s.value for s in judge.score([ScoreRequest(PROMPT, f"q={q}") for q in (-3, 0, 3, 6, 9)])]
+    assert grades == sorted(grades) and grades[0] <= 1 and grades[-1] >= 9 and grades[2] == 5
+    assert all(float(g).is_integer() for g in grades)
+    assert judge.drain_metrics()["calls"] == 5

@@ -1,7 +1,7 @@
 """The Judge protocol and the counters every judge keeps.
 
 A judge answers batches of pairwise questions. `compare` returns one Verdict per request, in order;
-`drain_metrics` hands back the counters accumulated since its last call (the trainer logs them per step
+`score` returns one pointwise rubric Score (0–10) per request, in order; `drain_metrics` hands back the counters accumulated since its last call (the trainer logs them per step
 under judge/*). Wrappers (both orders, noise, cache, budget) are judges around a judge.
 """
 
@@ -12,11 +12,13 @@ import struct
 from collections import Counter
 from typing import Protocol, Sequence
 
-from tsrl.types import PairRequest, Verdict
+from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
 
 class Judge(Protocol):
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]: ...
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]: ...
 
     def drain_metrics(self) -> dict[str, float]: ...
 
@@ -27,15 +29,16 @@ class JudgeCounters:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
 
-    def record(self, verdicts: Sequence[Verdict]) -> None:
-        self.counts["calls"] += len(verdicts)
-        for v in verdicts:
-            if v.p_first is None:
+    def record(self, answers: Sequence[Verdict | Score]) -> None:
+        self.counts["calls"] += len(answers)
+        for answer in answers:
+            value = answer.p_first if isinstance(answer, Verdict) else answer.value
+            if value is None:
                 self.counts["errors"] += 1
-            elif v.p_first == 0.5:
+            elif isinstance(answer, Verdict) and value == 0.5:
                 self.counts["ties"] += 1
-            self.counts["tokens"] += v.tokens
-            self.counts["cache_hits"] += v.cached
+            self.counts["tokens"] += answer.tokens
+            self.counts["cache_hits"] += answer.cached
 
     def drain(self) -> dict[str, float]:
         counts, self.counts = self.counts, Counter()

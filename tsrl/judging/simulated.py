@@ -7,6 +7,10 @@ optional first-position advantage, plus a fixed per-text "taste" offset in [−t
 qualities give a tie (½). With probability flip_prob the verdict is flipped (the TSRL paper's §4.5 noise
 injection). All randomness is a hash of (seed, prompt id, first, second), so a repeated question gets the
 same answer — like a temperature-0 LLM judge — and runs are reproducible without judge state.
+
+Pointwise scores (the Rubrics baseline) map the latent quality through a logistic curve onto 0–10,
+10·σ((q − score_centre)/score_scale), rounded to an integer like a rubric grade; flip_prob replaces a
+score by a uniformly random grade.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Sequence
 
 from tsrl.judging.base import JudgeCounters, stable_uniform
 from tsrl.tasks import Task
-from tsrl.types import PairRequest, Verdict
+from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
 
 @dataclass
@@ -38,6 +42,10 @@ class RubricSimConfig:
     """Ask both orders of every pair and average them (cancels position bias)."""
     seed: int = 0
     """Seed of the verdict draws."""
+    score_centre: float = 3.0
+    """Latent quality that maps to a pointwise score of 5."""
+    score_scale: float = 1.5
+    """Latent-quality units per logistic unit of the pointwise score."""
 
     def __post_init__(self) -> None:
         if self.tau <= 0:
@@ -77,6 +85,20 @@ class SimulatedJudge:
         verdicts = [self._verdict(r) for r in requests]
         self.counters.record(verdicts)
         return verdicts
+
+    def _score(self, request: ScoreRequest) -> Score:
+        pair = PairRequest(request.prompt, request.response, "")
+        q = self.latent(pair, request.response)
+        key = (self.cfg.seed, request.prompt.id, request.response)
+        grade = float(round(10.0 / (1.0 + math.exp(-(q - self.cfg.score_centre) / self.cfg.score_scale))))
+        if stable_uniform(*key, "flip") < self.cfg.flip_prob:
+            grade = float(int(stable_uniform(*key, "grade") * 11))
+        return Score(value=grade, raw=f"simulated score: q={q:.3f} -> {grade}")
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        scores = [self._score(r) for r in requests]
+        self.counters.record(scores)
+        return scores
 
     def drain_metrics(self) -> dict[str, float]:
         return self.counters.drain()

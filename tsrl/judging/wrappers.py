@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from tsrl.judging.base import Judge
-from tsrl.types import PairRequest, Verdict
+from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
 
 class BothOrders:
@@ -35,6 +35,9 @@ class BothOrders:
             cached=fwd.cached and rev.cached,
             swap_agreement=agreement,
         )
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        return self.inner.score(requests)  # pointwise: no order to swap
 
     def drain_metrics(self) -> dict[str, float]:
         metrics = self.inner.drain_metrics()
