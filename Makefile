@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 train: $(STAMP)
-	$(BIN)/tsrl-train $(ARGS)
+	$(BIN)/tsrl-train recipes=cpu_demo $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -45,6 +45,8 @@ class AlgoConfig:
     """μ: passes over each batch of rollouts."""
     minibatches: int = 1
     """Optimizer steps per pass (each over 1/minibatches of the rollouts)."""
+    mask_truncated: bool = False
+    """Leave completions cut at max_new_tokens out of the loss (DAPO's overlong filtering)."""
 
     def __post_init__(self) -> None:
         if self.loss not in NORMALIZERS:

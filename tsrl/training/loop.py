@@ -5,6 +5,7 @@ Where it departs from textbook GRPO (all configurable, defaults in configs/):
 - the on-policy case (1 epoch, 1 minibatch) uses the current log-probs, detached, as the "old" ones, so the
   ratio is exactly 1 and no extra forward pass is paid; otherwise the pre-update log-probs are computed once;
 - a group whose reward could not be computed (no verdicts) is dropped: zero advantages, counted in metrics;
+- optionally (algo.mask_truncated) completions cut at max_new_tokens are left out of the loss (DAPO);
 - each process generates and scores whole groups for its own prompts, so tournaments always see all G.
 """
 
@@ -75,11 +76,11 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
     dropped = torch.isnan(rewards).any(dim=1)  # [B]
     advantages = group_advantages(torch.nan_to_num(rewards), run.cfg.algo.adv_scale, run.cfg.algo.std_floor)  # [B, G]
     advantages[dropped] = 0.0
-    batch = collate(groups, advantages, run.tokenizer.pad_token_id)
+    batch = collate(groups, advantages, run.tokenizer.pad_token_id, run.cfg.algo.mask_truncated)
     update = update_policy(run, batch, step)
     t3 = time.perf_counter()
     kept = rewards[~dropped]  # [B', G]
-    lengths = batch.completion_mask.sum(1)  # [N]
+    lengths = torch.tensor([float(len(r.token_ids)) for g in groups for r in g.rollouts])  # [N]
     judge_metrics = {f"judge/{k}": v for k, v in run.judge.drain_metrics().items()}
     metrics = {
         "reward/mean": float(kept.mean()) if kept.numel() else float("nan"),

@@ -29,8 +29,9 @@ class RolloutBatch:
                             self.advantages[index], self.sampler_logprobs[index], self.prompt_width)
 
 
-def collate(groups: Sequence[Group], advantages: torch.Tensor, pad_id: int) -> RolloutBatch:
-    """Pack groups [B] with advantages [B, G] into one RolloutBatch."""
+def collate(groups: Sequence[Group], advantages: torch.Tensor, pad_id: int, mask_truncated: bool = False) -> RolloutBatch:
+    """Pack groups [B] with advantages [B, G] into one RolloutBatch; with mask_truncated, completions cut
+    at max_new_tokens get an all-zero completion mask (they take no part in the loss)."""
     prompts = [g.prompt_ids for g in groups for _ in g.rollouts]
     rollouts = [r for g in groups for r in g.rollouts]
     P = max(map(len, prompts))
@@ -45,7 +46,10 @@ def collate(groups: Sequence[Group], advantages: torch.Tensor, pad_id: int) -> R
         input_ids[n, P:P + L] = torch.tensor(rollout.token_ids, dtype=torch.long)
         attention[n, P - len(prompt):P + L] = 1
         sampler_lp[n, :L] = torch.tensor(rollout.logprobs)
-    return RolloutBatch(input_ids, attention, attention[:, P:].float(), advantages.reshape(N).float(), sampler_lp, P)
+    completion_mask = attention[:, P:].float()  # [N, T]
+    if mask_truncated:
+        completion_mask[torch.tensor([r.truncated for r in rollouts])] = 0.0
+    return RolloutBatch(input_ids, attention, completion_mask, advantages.reshape(N).float(), sampler_lp, P)
 
 
 def completion_logprobs(model: torch.nn.Module, batch: RolloutBatch, temperature: float,
