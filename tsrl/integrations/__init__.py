@@ -1,0 +1,1 @@
+"""Adapters for use outside the trainer: the plain scoring API (scoring.py) and a TRL reward function (trl.py)."""

@@ -1,21 +1,64 @@
-"""Judges: the protocol, the simulated judge, and composable wrappers; chosen by config type."""
+"""Judges: the protocol, the simulated, OpenAI-compatible and local-HF judges, and composable wrappers.
+
+`build_judge` picks the model judge by config type and wraps it as the config says (see wrappers.py):
+order → noise → fallback → cache → budget → model judge. The openai and hf_local modules import their
+heavy dependencies only when such a judge is built, so `import tsrl` stays light.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from tsrl.judging.base import Judge, JudgeCounters, stable_uniform
+from tsrl.judging.cache import VerdictCache
+from tsrl.judging.hf_local import HFLocalJudgeConfig
+from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
-from tsrl.judging.wrappers import BothOrders
+from tsrl.judging.wrappers import (BothOrders, Budget, BudgetConfig, BudgetExceeded, Fallback, JudgePolicyConfig,
+                                   Noise, RandomOrder)
 from tsrl.tasks import Task
 
-JUDGES: dict[type, Callable[[Any, Task], Judge]] = {RubricSimConfig: SimulatedJudge}
+
+def _openai(cfg: OpenAIJudgeConfig, task: Task) -> Judge:
+    from tsrl.judging.openai_judge import OpenAIJudge
+
+    return OpenAIJudge(cfg, task)
+
+
+def _hf_local(cfg: HFLocalJudgeConfig, task: Task) -> Judge:
+    from tsrl.judging.hf_local import HFLocalJudge
+
+    return HFLocalJudge(cfg, task)
+
+
+JUDGES: dict[type, Callable[[Any, Task], Judge]] = {RubricSimConfig: SimulatedJudge, OpenAIJudgeConfig: _openai,
+                                                    HFLocalJudgeConfig: _hf_local}
+
+
+def wrap(judge: Judge, cfg: JudgePolicyConfig) -> Judge:
+    """Compose the wrappers a JudgePolicyConfig asks for around a model judge (innermost first)."""
+    wrapped: Judge = Budget(judge, cfg.budget)
+    if cfg.cache_path:
+        chunk = 4 * getattr(cfg, "concurrency", 8)  # committed per chunk: a crash loses at most one chunk
+        wrapped = VerdictCache(wrapped, cfg.cache_path, getattr(judge, "identity", type(judge).__name__), chunk)
+    wrapped = Fallback(wrapped, cfg.failure, cfg.seed)
+    if cfg.flip_prob > 0:
+        wrapped = Noise(wrapped, cfg.flip_prob, cfg.seed)
+    if cfg.order == "both":
+        wrapped = BothOrders(wrapped)
+    elif cfg.order == "random":
+        wrapped = RandomOrder(wrapped, cfg.seed)
+    return wrapped
 
 
 def build_judge(cfg: Any, task: Task) -> Judge:
     judge = JUDGES[type(cfg)](cfg, task)
-    return BothOrders(judge) if getattr(cfg, "both_orders", False) else judge
+    if isinstance(cfg, JudgePolicyConfig):
+        return wrap(judge, cfg)
+    return BothOrders(judge) if getattr(cfg, "both_orders", False) else judge  # rubric_sim: flips internally
 
 
 __all__ = ["Judge", "JudgeCounters", "stable_uniform", "RubricSimConfig", "SimulatedJudge", "BothOrders",
-           "JUDGES", "build_judge"]
+           "RandomOrder", "Noise", "Fallback", "Budget", "BudgetConfig", "BudgetExceeded", "VerdictCache",
+           "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HFLocalJudgeConfig", "JUDGES", "build_judge",
+           "wrap"]

@@ -12,6 +12,8 @@ import struct
 from collections import Counter
 from typing import Protocol, Sequence
 
+import numpy as np
+
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
 
@@ -24,10 +26,14 @@ class Judge(Protocol):
 
 
 class JudgeCounters:
-    """Per-step counters: calls, ties, errors; drained into a metrics dict."""
+    """Per-step counters: calls, ties, errors (total and by kind), tokens, latency; drained into metrics.
+
+    An error string reads "<kind>: <message>"; the kind is counted as errors/<kind>. `add` counts anything
+    else a judge or wrapper wants logged (retries, fallbacks, cost)."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self.latencies: list[float] = []
 
     def record(self, answers: Sequence[Verdict | Score]) -> None:
         self.counts["calls"] += len(answers)
@@ -35,17 +41,44 @@ class JudgeCounters:
             value = answer.p_first if isinstance(answer, Verdict) else answer.value
             if value is None:
                 self.counts["errors"] += 1
+                self.counts[f"errors/{error_kind(answer.error)}"] += 1
             elif isinstance(answer, Verdict) and value == 0.5:
                 self.counts["ties"] += 1
             self.counts["tokens"] += answer.tokens
             self.counts["cache_hits"] += answer.cached
+            if answer.latency_s > 0 and not answer.cached:
+                self.latencies.append(answer.latency_s)
+
+    def add(self, key: str, amount: float = 1.0) -> None:
+        self.counts[key] += amount
 
     def drain(self) -> dict[str, float]:
         counts, self.counts = self.counts, Counter()
+        latencies, self.latencies = self.latencies, []
         calls = counts["calls"]
-        metrics = {k: float(counts[k]) for k in ("calls", "errors", "tokens", "cache_hits")}
+        metrics = {k: float(counts[k]) for k in ("calls", "errors", "tokens", "cache_hits", "ties")}
+        metrics.update({k: float(v) for k, v in counts.items() if k not in metrics})
         metrics["tie_rate"] = counts["ties"] / calls if calls else 0.0
+        if latencies:
+            metrics["latency_p50_s"], metrics["latency_p95_s"] = (float(q) for q in np.quantile(latencies, [0.5, 0.95]))
         return metrics
+
+
+def error_kind(error: str | None) -> str:
+    """The kind part of an error string "<kind>: <message>" (the whole string if it has no colon)."""
+    return (error or "unknown").split(":", 1)[0].strip() or "unknown"
+
+
+def merge_metrics(outer: dict[str, float], inner: dict[str, float]) -> dict[str, float]:
+    """Add a wrapper's counts to its inner judge's metrics; tie_rate is recomputed from the summed counts."""
+    merged = dict(inner)
+    for key, value in outer.items():
+        if key.startswith("latency_") and key in inner:
+            continue  # cache hits carry no latency: the inner judge's percentiles stand
+        merged[key] = merged.get(key, 0.0) + value if key != "tie_rate" else 0.0
+    if merged.get("calls"):
+        merged["tie_rate"] = merged.get("ties", 0.0) / merged["calls"]
+    return merged
 
 
 def stable_uniform(*parts: object) -> float:

@@ -1,11 +1,80 @@
-"""Judges around a judge. `BothOrders` asks (a, b) and (b, a) and averages, cancelling position bias."""
+"""Judges around a judge, composed by `build_judge` from the shared `JudgePolicyConfig` fields:
+
+    order (BothOrders | RandomOrder) → Noise (flip_prob) → Fallback (tie | random | drop)
+        → VerdictCache (cache_path) → Budget → the model judge
+
+- BothOrders asks (a, b) and (b, a): P(a ≻ b) = ½·(p(a,b) + 1 − p(b,a)); logs swap agreement.
+- RandomOrder shows each pair in a random (seeded, stable) order and maps the answer back, so position
+  bias becomes noise instead of a systematic push; ranking fits add the mirror match (j, i, 1 − y).
+- Noise flips a real verdict with probability flip_prob (the TSRL paper's §4.5 noise injection).
+- Fallback replaces a missing verdict by a tie, a random winner, or keeps None (drop: the reward regime
+  then leaves that comparison out, or drops the group), and counts every use.
+- Budget stops the run with a UserError before a step or the run exceeds its call or token allowance.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from tsrl.judging.base import Judge
+from tsrl.errors import ConfigError, UserError
+from tsrl.judging.base import Judge, JudgeCounters, merge_metrics, stable_uniform
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+
+ORDERS = ("both", "random", "fixed")
+FAILURE_POLICIES = ("tie", "random", "drop")
+
+
+class BudgetExceeded(UserError):
+    """The judge budget of a step or of the run is spent."""
+
+
+@dataclass
+class BudgetConfig:
+    """Judge allowance; 0 = unlimited. Counts requests actually sent to the model (cache hits are free)."""
+
+    max_calls_per_step: int = 0
+    """Most model requests between two metric drains (one training step; setup's ladder build is one too)."""
+    max_tokens_per_step: int = 0
+    """Most judge tokens (prompt + completion) per step."""
+    max_calls_per_run: int = 0
+    """Most model requests in the whole process."""
+    max_tokens_per_run: int = 0
+    """Most judge tokens in the whole process."""
+
+
+@dataclass
+class JudgePolicyConfig:
+    """Wrapper settings shared by the model judges (openai, hf_local)."""
+
+    order: str = "both"
+    """both (ask both orders, average) | random (random order per pair) | fixed (as given)."""
+    flip_prob: float = 0.0
+    """Probability of flipping each real verdict (noise injection; 0 = off)."""
+    failure: str = "drop"
+    """What a missing verdict becomes: drop (None: the regime leaves it out) | tie (½) | random (0 or 1)."""
+    cache_path: str = ""
+    """SQLite verdict cache file (empty = no cache); shared safely across runs of the same judge."""
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    seed: int = 0
+    """Seed of random order, noise and random fallback (stable hashes, no state)."""
+
+    def __post_init__(self) -> None:
+        if self.order not in ORDERS:
+            raise ConfigError(f"judge.order={self.order!r} is unknown; choose one of {list(ORDERS)}.")
+        if self.failure not in FAILURE_POLICIES:
+            raise ConfigError(f"judge.failure={self.failure!r} is unknown; choose one of {list(FAILURE_POLICIES)}.")
+        if not 0.0 <= self.flip_prob <= 1.0:
+            raise ConfigError(f"judge.flip_prob must lie in [0, 1], got {self.flip_prob}.")
+
+
+def swapped(request: PairRequest) -> PairRequest:
+    return replace(request, first=request.second, second=request.first,
+                   first_image=request.second_image, second_image=request.first_image)
+
+
+def mirrored(verdict: Verdict) -> Verdict:
+    return replace(verdict, p_first=None if verdict.p_first is None else 1.0 - verdict.p_first)
 
 
 class BothOrders:
@@ -16,8 +85,7 @@ class BothOrders:
         self.agreements: list[float] = []
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
-        swapped = [PairRequest(prompt=r.prompt, first=r.second, second=r.first) for r in requests]
-        answers = self.inner.compare([*requests, *swapped])
+        answers = self.inner.compare([*requests, *map(swapped, requests)])
         return [self._combine(fwd, rev) for fwd, rev in zip(answers[: len(requests)], answers[len(requests):])]
 
     def _combine(self, fwd: Verdict, rev: Verdict) -> Verdict:
@@ -45,3 +113,114 @@ class BothOrders:
             metrics["swap_agreement"] = sum(self.agreements) / len(self.agreements)
         self.agreements = []
         return metrics
+
+
+class RandomOrder:
+    """Shows each pair in a stable pseudo-random order (hash of seed and texts) and maps answers back."""
+
+    def __init__(self, inner: Judge, seed: int) -> None:
+        self.inner, self.seed = inner, seed
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        flips = [stable_uniform(self.seed, "order", r.prompt.id, r.first, r.second) < 0.5 for r in requests]
+        answers = self.inner.compare([swapped(r) if f else r for r, f in zip(requests, flips)])
+        return [mirrored(v) if f else v for v, f in zip(answers, flips)]
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        return self.inner.score(requests)
+
+    def drain_metrics(self) -> dict[str, float]:
+        return self.inner.drain_metrics()
+
+
+class Noise:
+    """Flips each real verdict with probability flip_prob (stable hash of the question); counts flips."""
+
+    def __init__(self, inner: Judge, flip_prob: float, seed: int) -> None:
+        self.inner, self.flip_prob, self.seed = inner, flip_prob, seed
+        self.counters = JudgeCounters()
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        answers = self.inner.compare(requests)
+        out = []
+        for r, v in zip(requests, answers):
+            flip = v.p_first is not None and stable_uniform(self.seed, "flip", r.prompt.id, r.first, r.second) < self.flip_prob
+            self.counters.add("noise_flips", flip)
+            out.append(mirrored(v) if flip else v)
+        return out
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        return self.inner.score(requests)
+
+    def drain_metrics(self) -> dict[str, float]:
+        return merge_metrics(self.counters.drain(), self.inner.drain_metrics())
+
+
+class Fallback:
+    """Applies the failure policy to verdicts the judge could not give; the error text is kept."""
+
+    def __init__(self, inner: Judge, policy: str, seed: int) -> None:
+        self.inner, self.policy, self.seed = inner, policy, seed
+        self.counters = JudgeCounters()
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        answers = self.inner.compare(requests)
+        return [v if v.p_first is not None else self._fallback(r, v) for r, v in zip(requests, answers)]
+
+    def _fallback(self, request: PairRequest, verdict: Verdict) -> Verdict:
+        self.counters.add("fallbacks")
+        self.counters.add(f"fallbacks/{self.policy}")
+        if self.policy == "drop":
+            return verdict
+        coin = stable_uniform(self.seed, "fallback", request.prompt.id, request.first, request.second)
+        p = 0.5 if self.policy == "tie" else float(coin < 0.5)
+        return replace(verdict, p_first=p, raw=f"[fallback {self.policy}: {verdict.error}] {verdict.raw}")
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        return self.inner.score(requests)
+
+    def drain_metrics(self) -> dict[str, float]:
+        return merge_metrics(self.counters.drain(), self.inner.drain_metrics())
+
+
+class Budget:
+    """Refuses (BudgetExceeded, a UserError: the CLI stops with its one sentence) a batch that would pass
+    the call allowance, and stops after a batch whose tokens passed the token allowance."""
+
+    def __init__(self, inner: Judge, cfg: BudgetConfig) -> None:
+        self.inner, self.cfg = inner, cfg
+        self.step_calls = self.step_tokens = self.run_calls = self.run_tokens = 0
+
+    def _check_calls(self, n: int) -> None:
+        for used, limit, name in ((self.step_calls, self.cfg.max_calls_per_step, "max_calls_per_step"),
+                                  (self.run_calls, self.cfg.max_calls_per_run, "max_calls_per_run")):
+            if limit and used + n > limit:
+                raise BudgetExceeded(f"Judge budget spent: {used} calls made and {n} more needed exceed "
+                                     f"judge.budget.{name}={limit}; raise it or set it to 0 for no limit.")
+
+    def _charge(self, calls: int, tokens: int) -> None:
+        self.step_calls += calls
+        self.run_calls += calls
+        self.step_tokens += tokens
+        self.run_tokens += tokens
+        for used, limit, name in ((self.step_tokens, self.cfg.max_tokens_per_step, "max_tokens_per_step"),
+                                  (self.run_tokens, self.cfg.max_tokens_per_run, "max_tokens_per_run")):
+            if limit and used > limit:
+                raise BudgetExceeded(f"Judge budget spent: {used} judge tokens exceed judge.budget.{name}={limit}; "
+                                     "raise it or set it to 0 for no limit.")
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        self._check_calls(len(requests))
+        answers = self.inner.compare(requests)
+        self._charge(len(requests), sum(v.tokens for v in answers))
+        return answers
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        self._check_calls(len(requests))
+        answers = self.inner.score(requests)
+        self._charge(len(requests), sum(s.tokens for s in answers))
+        return answers
+
+    def drain_metrics(self) -> dict[str, float]:
+        self.step_calls = self.step_tokens = 0
+        return self.inner.drain_metrics()

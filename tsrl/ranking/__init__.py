@@ -1,5 +1,24 @@
-"""Pure ranking math: Bradley–Terry (and, later, Elo and tournament topologies). No I/O."""
+"""Pure ranking math: Bradley–Terry (per group and batched), Elo, and tournament schedules. No I/O."""
 
-from tsrl.ranking.bradley_terry import bradley_terry_loss, fit_bradley_terry
+import numpy as np
 
-__all__ = ["bradley_terry_loss", "fit_bradley_terry"]
+from tsrl.ranking.bradley_terry import bradley_terry_loss, fit_bradley_terry, fit_bradley_terry_batch, pad_matches
+from tsrl.ranking.elo import elo_ratings
+from tsrl.ranking.live import ConstitutionalBracket, LiveTrace, soft_outcome
+from tsrl.ranking.schedule import Match, Schedule, rank_rewards, ranks, run_schedules, standardise
+from tsrl.ranking.swiss import Swiss
+from tsrl.ranking.topologies import AnchorBased, DoubleElimination, RoundRobin, SingleElimination, bracket_order
+
+TOPOLOGIES = {
+    "round_robin": lambda n, seed: RoundRobin(n),
+    "anchor": lambda n, seed: AnchorBased(n),
+    "single_elimination": lambda n, seed: SingleElimination(n, seed=seed),
+    "double_elimination": lambda n, seed: DoubleElimination(n, seed=seed),
+    "swiss": lambda n, seed: Swiss(n, order=np.random.default_rng(seed).permutation(n).tolist()),
+}
+"""ArenaRL's intra-group topologies by name: (N, seed) → a fresh Schedule (Swiss starts from a seeded draw)."""
+
+__all__ = ["bradley_terry_loss", "fit_bradley_terry", "fit_bradley_terry_batch", "pad_matches", "elo_ratings",
+           "ConstitutionalBracket", "LiveTrace", "soft_outcome", "Match", "Schedule", "rank_rewards", "ranks",
+           "run_schedules", "standardise", "Swiss", "AnchorBased", "DoubleElimination", "RoundRobin",
+           "SingleElimination", "bracket_order", "TOPOLOGIES"]

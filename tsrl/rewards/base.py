@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from tsrl.judging import Judge
 from tsrl.tasks import Task
@@ -23,3 +23,17 @@ class RegimeContext:
     judge: Judge
     judge_fingerprint: str  # identifies judge + its settings, for stored ladders and caches
     run_dir: Path
+    model: Any = None  # the live policy (torch module), for regimes that read its logits (intuitor, reward_model)
+    tokenizer: Any = None  # the policy's tokenizer
+    generator: Any = None  # a Generator sampling from the live policy (self_bootstrap)
+
+
+def require_policy(ctx: RegimeContext, regime: str, *needs: str) -> None:
+    """Raise a UserError naming what `regime` needs from the policy when the context lacks it."""
+    missing = [name for name in needs if getattr(ctx, name) is None]
+    if missing:
+        from tsrl.errors import ConfigError
+
+        raise ConfigError(
+            f"reward={regime} needs the policy's {' and '.join(missing)}, which this context lacks; the trainer sets "
+            f"them, and outside it pass policy=(model, tokenizer) to tsrl.score_groups / tsrl.build_scorer.")

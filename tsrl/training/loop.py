@@ -39,7 +39,9 @@ from tsrl.training.sampler import PromptSampler
 from tsrl.types import Group
 
 SUMMED = {"judge/calls", "judge/errors", "judge/tokens", "judge/cache_hits", "reward/missing_verdicts",
-          "reward/dropped_groups"}
+          "reward/dropped_groups", "route/verifier", "route/tournament"}
+COUNTED = ("judge/errors/", "judge/attempt_errors/", "judge/fallbacks", "judge/retries", "judge/cost_usd",
+           "judge/ties", "judge/noise_flips", "judge/soft_verdicts")  # per-process counts: summed too
 
 
 @dataclass
@@ -178,7 +180,7 @@ def reduce_metrics(acc: Any, metrics: dict[str, float]) -> dict[str, float]:
     """Across processes: sums for counters, means for everything else."""
     every = gather(acc, metrics)
     total = sum_dicts(every)
-    return {k: v if k in SUMMED else v / len(every) for k, v in total.items()}
+    return {k: v if k in SUMMED or k.startswith(COUNTED) else v / len(every) for k, v in total.items()}
 
 
 def setup(cfg: RunConfig) -> Run:
@@ -202,8 +204,10 @@ def setup(cfg: RunConfig) -> Run:
         ref_model = load_policy(cfg.model, task)[0].to(acc.device).eval().requires_grad_(False)
     judge, eval_judge = build_judge(cfg.judge, task), build_judge(cfg.judge, task)
     fingerprint = json.dumps({"kind": type(cfg.judge).__name__, **asdict(cfg.judge)}, sort_keys=True)
+    generator = build_generator(cfg.generator, model, tokenizer)  # the raw module: prepare() keeps it in place
     with acc.main_process_first():
-        regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir))
+        regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir, model=model,
+                                                        tokenizer=tokenizer, generator=generator))
     setup_calls = sum(d["calls"] for d in gather(acc, judge.drain_metrics()))  # e.g. the ladder round-robin
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.trainer.lr_schedule, cfg.trainer.warmup_steps,
@@ -218,8 +222,9 @@ def setup(cfg: RunConfig) -> Run:
         state = load_checkpoint(acc, resume_from)
         start_step, calls_total = state["step"], state["judge_calls_total"] + setup_calls
         sampler.load_state_dict(state["sampler"])
+        if state.get("regime") is not None:  # stateful regimes (self_bootstrap's ladder and refresh schedule)
+            regime.load_state_dict(state["regime"])
     log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process)
-    generator = build_generator(cfg.generator, acc.unwrap_model(model), tokenizer)
     if acc.is_main_process:
         (run_dir / "setup.json").write_text(json.dumps({"judge_calls_setup": setup_calls, "resumed_from":
                                                         str(resume_from) if resume_from else None}))
@@ -268,7 +273,9 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         if step == tcfg.max_steps or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
             save_checkpoint(acc, run.model, run.tokenizer, checkpoint_dir(Path(cfg.run_dir), step),
                             {"step": step, "sampler": run.sampler.state_dict(),
-                             "judge_calls_total": run.judge_calls_total}, tcfg.checkpoint.keep)
+                             "judge_calls_total": run.judge_calls_total,
+                             "regime": run.regime.state_dict() if hasattr(run.regime, "state_dict") else None},
+                            tcfg.checkpoint.keep)
         win = log.evals[-1]["winrate"] if log.evals else float("nan")
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout_win=f"{win:.1f}%",
                         loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")

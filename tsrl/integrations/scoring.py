@@ -1,0 +1,151 @@
+"""Rewards without the trainer: score groups of completions with any regime and judge.
+
+    import tsrl
+    batch = tsrl.score_groups(prompts, completions, regime="ladder", judge="rubric_sim", k=2)
+    batch.rewards  # [B, G]
+
+The configuration is composed by Hydra from configs/ exactly as `tsrl-train` composes it (same defaults,
+same validation), so every regime and judge option is reachable: keyword options go to `reward.<name>`,
+anything else through `overrides=["judge.flip_prob=0.1", ...]`. Prompts are strings or `Prompt`s; a string
+equal to one of the task's prompts (train or eval split) takes that prompt's id, anchors and fields (what
+ladders and the simulated judge need). Regimes that read the policy (intuitor, reward_model,
+self_bootstrap) need `policy=(model, tokenizer)`.
+
+`build_scorer` builds once (ladders, reward models) and scores many batches; `score_groups` is one shot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from tsrl.errors import UserError
+from tsrl.types import Prompt, RewardBatch
+
+
+def hydra_value(value: Any) -> str:
+    """A Python value written in Hydra's override grammar."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    escaped = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def compose_run_config(regime: str, judge: str, task: str, run_dir: str, overrides: Sequence[str] = (),
+                       reward_options: dict[str, Any] | None = None):
+    """The typed RunConfig `tsrl-train reward=<regime> judge=<judge> task=<task> ...` would run with."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from tsrl.cli import CONFIG_DIR
+    from tsrl.config import register_configs
+
+    register_configs()
+    options = [f"reward.{key}={hydra_value(value)}" for key, value in (reward_options or {}).items()]
+    from hydra.errors import HydraException
+
+    with initialize_config_dir(version_base="1.3", config_dir=CONFIG_DIR, job_name="tsrl_score"):
+        try:
+            cfg = compose("config", overrides=[f"reward={regime}", f"judge={judge}", f"task={task}",
+                                               f"run_dir={hydra_value(run_dir)}", *options, *overrides])
+        except HydraException as err:  # unknown group, option or value: say which, without Hydra's traceback
+            raise UserError(f"Cannot configure reward={regime} judge={judge} task={task}: {err}") from None
+    return OmegaConf.to_object(cfg)
+
+
+def resolve_prompt(known: dict[str, Prompt], prompt: str | Prompt) -> Prompt:
+    """A string becomes the known Prompt with that text, else a bare Prompt with a stable id."""
+    if isinstance(prompt, Prompt):
+        return prompt
+    return known.get(prompt) or Prompt(id="text-" + hashlib.sha256(prompt.encode()).hexdigest()[:12], text=prompt)
+
+
+class PromptSet:
+    """The task seen through a fixed set of prompts: regimes build ladders for exactly these."""
+
+    def __init__(self, task, prompts: list[Prompt]) -> None:
+        self.task, self._prompts, self.name = task, prompts, task.name
+
+    def prompts(self, split: str) -> list[Prompt]:
+        return self._prompts
+
+    def quality(self, prompt: Prompt, text: str) -> float:
+        return self.task.quality(prompt, text)
+
+
+@dataclass
+class Scorer:
+    """A built regime over a fixed set of prompts; `score` turns completions into a RewardBatch."""
+
+    regime: Any
+    judge: Any
+    known: dict[str, Prompt]  # by text: the task's prompts and the scorer's own
+    tokenizer: Any = None
+    setup_judge_calls: float = 0.0
+
+    def score(self, prompts: Sequence[str | Prompt], completions: Sequence[Sequence[str]]) -> RewardBatch:
+        """Rewards [B, G] for completions[b] (G texts each) of prompts[b]; whole groups only."""
+        from tsrl.rewards.policy_features import text_groups
+        from tsrl.types import Group, Rollout
+
+        if len(prompts) != len(completions) or len({len(c) for c in completions}) > 1:
+            raise UserError("score needs one list of completions per prompt, all of the same length G; got "
+                            f"{len(prompts)} prompts and group sizes {sorted({len(c) for c in completions})}.")
+        resolved = [resolve_prompt(self.known, p) for p in prompts]
+        if self.tokenizer is not None:
+            groups = text_groups(self.tokenizer, resolved, completions)
+        else:
+            groups = [Group(p, [], [Rollout(t, [], [], False) for t in texts]) for p, texts in zip(resolved, completions)]
+        batch = self.regime.score(groups)
+        batch.metrics.update({f"judge/{k}": v for k, v in self.judge.drain_metrics().items()})
+        return batch
+
+
+def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = "humor",
+                 prompts: Sequence[str | Prompt] | None = None, policy: tuple[Any, Any] | None = None,
+                 overrides: Sequence[str] = (), run_dir: str | Path | None = None, **reward_options: Any) -> Scorer:
+    """Build a regime once (ladders, reward models) for `prompts` (default: the task's training prompts).
+
+    policy=(model, tokenizer) gives regimes that read the policy its logits and a sampler; run_dir
+    (default: a fresh temporary directory) receives what the regime writes (ladder.jsonl, ...).
+    """
+    from tsrl.generation import build_generator
+    from tsrl.judging import build_judge
+    from tsrl.rewards import RegimeContext, build_regime
+    from tsrl.tasks import build_task
+
+    run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="tsrl-score-"))
+    cfg = compose_run_config(regime, judge, task, str(run_dir), overrides, reward_options)
+    base = build_task(cfg.task)
+    known = {p.text: p for split in ("train", "eval") for p in base.prompts(split)}
+    chosen = [resolve_prompt(known, p) for p in prompts] if prompts is not None else base.prompts("train")
+    judge_obj = build_judge(cfg.judge, base)
+    fingerprint = json.dumps({"kind": type(cfg.judge).__name__, **asdict(cfg.judge)}, sort_keys=True)  # as setup()
+    model, tokenizer = policy if policy is not None else (None, None)
+    generator = build_generator(cfg.generator, model, tokenizer) if model is not None else None
+    ctx = RegimeContext(PromptSet(base, chosen), judge_obj, fingerprint, run_dir, model=model, tokenizer=tokenizer,
+                        generator=generator)
+    built = build_regime(cfg.reward, ctx)
+    setup_calls = judge_obj.drain_metrics().get("calls", 0.0)
+    return Scorer(built, judge_obj, {**known, **{p.text: p for p in chosen}}, tokenizer, setup_calls)
+
+
+def score_groups(prompts: Sequence[str | Prompt], completions: Sequence[Sequence[str]], regime: str = "ladder",
+                 judge: str = "rubric_sim", task: str = "humor", policy: tuple[Any, Any] | None = None,
+                 overrides: Sequence[str] = (), **reward_options: Any) -> RewardBatch:
+    """One shot: build the regime for these prompts and score their groups; see the module docstring."""
+    with tempfile.TemporaryDirectory(prefix="tsrl-score-") as run_dir:
+        scorer = build_scorer(regime, judge, task, prompts, policy, overrides, run_dir, **reward_options)
+        batch = scorer.score(prompts, completions)
+    batch.metrics["judge/setup_calls"] = scorer.setup_judge_calls
+    return batch

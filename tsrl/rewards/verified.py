@@ -1,0 +1,116 @@
+"""`reward=verifier` (plain RLVR) and `reward=adaptive` (Reasoning Arena's routed reward).
+
+verifier: reward = task.verify(prompt, completion) ∈ [0, 1] (humor: both required words present → 1).
+No judge calls.
+
+adaptive, per group of G completions with verifier rewards v [G]:
+- route `verifier` when Var(v) > 0 — the verifier already separates the group, reward = v;
+- route `tournament` otherwise — a live trace tournament (tsrl.ranking.LiveTrace: each arriving trace vs
+  the current best, worst and median, ≤ 3 matches per trace, 3G − 6 per group), hard verdicts turned into
+  soft outcomes y ∈ {m, ½, 1 − m}, every match mirror-augmented, Bradley–Terry β [G] by
+  L(β) = −Σ[y·log σ(βi−βj) + (1−y)·log σ(βj−βi)] + (λ/2)‖β‖², reward = (β − min β)/(max β − min β);
+  a constant β (no preference at all) gives every completion ½ — a constant group, so zero advantages.
+Route counts and fractions are logged (route/verifier, route/tournament, route/*_frac).
+
+Shapes: B groups, G completions. Differences from Reasoning Arena: traces finish together in tsrl's
+generator, so arrival order is a seeded permutation; m = 0.9 and λ = 0.1 are project defaults (the paper
+does not publish them); the paper's CISPO loss is `algo=cispo`, not implied by this regime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from tsrl.errors import ConfigError
+from tsrl.ranking import LiveTrace
+from tsrl.rewards.base import RegimeContext
+from tsrl.rewards.matches import Table, check_fallback, diagnostics, play
+from tsrl.tasks import Task, Verifiable
+from tsrl.types import Group, RewardBatch
+
+
+@dataclass
+class VerifierConfig:
+    """Reward `verifier`: the task's programmatic check (plain RLVR), no judge."""
+
+
+@dataclass
+class AdaptiveConfig:
+    """Reward `adaptive`: verifier when it separates the group, else live tournament + Bradley–Terry."""
+
+    margin: float = 0.9
+    """Soft margin m ∈ (½, 1]: a win is the outcome m, a loss 1 − m (project default)."""
+    l2: float = 0.1
+    """L2 strength λ of the Bradley–Terry fit (project default)."""
+    on_failure: str = "drop"
+    """A match without verdict: drop (the group) | tie | random (project default: drop)."""
+    seed: int = 0
+    """Seed of the arrival order and the random fallback (mixed with the step)."""
+
+    def __post_init__(self) -> None:
+        if not 0.5 < self.margin <= 1.0:
+            raise ConfigError(f"reward.margin={self.margin} must lie in (0.5, 1]; the paper's soft margin is m > ½.")
+        if self.l2 <= 0:
+            raise ConfigError(f"reward.l2={self.l2} must be > 0 to keep Bradley-Terry strengths finite.")
+        check_fallback(self.on_failure)
+
+
+def verifier_of(task: Task, regime: str) -> Verifiable:
+    if not isinstance(task, Verifiable):
+        raise ConfigError(f"reward={regime} needs a task with a verifier, and task {task.name!r} has none; "
+                          "pick a task that defines verify(prompt, text) or another reward.")
+    return task
+
+
+def verify_groups(task: Verifiable, groups: Sequence[Group]) -> np.ndarray:
+    """Verifier rewards [B, G]."""
+    return np.array([[task.verify(g.prompt, r.text) for r in g.rollouts] for g in groups], dtype=np.float64)
+
+
+def min_max(beta: np.ndarray) -> np.ndarray:
+    """(β − min)/(max − min) over the last axis; a constant row becomes ½."""
+    low, high = beta.min(axis=-1, keepdims=True), beta.max(axis=-1, keepdims=True)
+    return np.where(high - low > 1e-9, (beta - low) / np.maximum(high - low, 1e-9), 0.5)
+
+
+class VerifierRegime:
+    """reward = task.verify(prompt, completion)."""
+
+    def __init__(self, cfg: VerifierConfig, ctx: RegimeContext) -> None:
+        self.task = verifier_of(ctx.task, "verifier")
+
+    def score(self, groups: Sequence[Group]) -> RewardBatch:
+        rewards = verify_groups(self.task, groups)  # [B, G]
+        metrics = {"reward/comparisons_per_sample": 0.0, "verifier/pass_rate": float(rewards.mean()),
+                   "verifier/separating_frac": float((rewards.std(axis=1) > 0).mean())}
+        return RewardBatch(rewards=rewards, routes=["verifier"] * len(groups), judge_calls=0, metrics=metrics)
+
+
+class AdaptiveRegime:
+    """Route each group to its verifier rewards or to a live trace tournament; see the module docstring."""
+
+    def __init__(self, cfg: AdaptiveConfig, ctx: RegimeContext) -> None:
+        self.cfg, self.ctx, self.steps = cfg, ctx, 0
+        self.task = verifier_of(ctx.task, "adaptive")
+
+    def score(self, groups: Sequence[Group]) -> RewardBatch:
+        self.steps += 1
+        rewards = verify_groups(self.task, groups)  # [B, G]
+        routed = [b for b in range(len(groups)) if rewards[b].std() == 0]  # the verifier cannot separate these
+        rng = np.random.default_rng([self.cfg.seed, self.steps])
+        schedules = [LiveTrace(groups[b].size, arrival=rng.permutation(groups[b].size).tolist(),
+                               margin=self.cfg.margin, l2=self.cfg.l2) for b in routed]
+        played = play([groups[b] for b in routed], schedules, Table(self.ctx.judge, self.cfg.on_failure, rng))
+        for b, schedule in zip(routed, schedules):
+            rewards[b] = min_max(schedule.scores())
+        for k in played.dropped:
+            rewards[routed[k]] = np.nan
+        metrics = diagnostics([s.tally.history for s in schedules], groups[0].size, played, rewards.size)
+        B = len(groups)
+        metrics.update({"route/verifier": float(B - len(routed)), "route/tournament": float(len(routed)),
+                        "route/verifier_frac": (B - len(routed)) / B, "route/tournament_frac": len(routed) / B})
+        routes = ["tournament" if b in routed else "verifier" for b in range(B)]
+        return RewardBatch(rewards=rewards, routes=routes, judge_calls=played.requests, metrics=metrics)
