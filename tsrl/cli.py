@@ -32,6 +32,8 @@ def _train(cfg: DictConfig) -> None:
     except UserError as err:
         print(f"tsrl: error: {err}", file=sys.stderr)
         sys.exit(2)
+    if not summary["main_process"]:
+        return
     if summary["winrate_start"] is not None:
         print(f"held-out win-rate vs reference anchors: {summary['winrate_start']:.1f}% -> "
               f"{summary['winrate_end']:.1f}% ({summary['winrate_end'] - summary['winrate_start']:+.1f} points)")

@@ -76,3 +76,9 @@ def test_missing_verdicts_are_excluded_and_empty_rows_drop_the_group(tmp_path):
     assert np.isnan(batch.rewards[1]).all()  # y has no verdict at all: whole group dropped
     assert batch.metrics["reward/missing_verdicts"] == 3.0
     assert batch.metrics["reward/dropped_groups"] == 1.0
+
+
+def test_scoring_a_prompt_without_a_ladder_says_so(number_task, tmp_path):
+    ladder, _ = regime(number_task, tmp_path)
+    with pytest.raises(ValueError, match="Prompt 'elsewhere' has no anchor ladder"):
+        ladder.score([group(number_prompt("elsewhere", [1, 0]), ["q=1 a", "q=0 b"])])

@@ -26,7 +26,7 @@ Differences from the paper: λ, the Elo K-factor and order averaging, and the ru
 
 from __future__ import annotations
 
-from tsrl.errors import ConfigError
+from tsrl.errors import ConfigError, UserError
 
 import hashlib
 import json
@@ -185,6 +185,10 @@ class LadderRegime:
 
     def score(self, groups: Sequence[Group]) -> RewardBatch:
         B, G, k = len(groups), groups[0].size, self.cfg.k
+        unknown = [g.prompt.id for g in groups if g.prompt.id not in self.selected]
+        if unknown:
+            raise UserError(f"Prompt {unknown[0]!r} has no anchor ladder: the ladder regime scores only the task's "
+                            "training prompts; pass one of them (same text) or use a regime without anchors.")
         requests = [PairRequest(g.prompt, r.text, rung.anchor.text)
                     for g in groups for r in g.rollouts for rung in self.selected[g.prompt.id]]
         verdicts = self.ctx.judge.compare(requests)

@@ -280,6 +280,7 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout_win=f"{win:.1f}%",
                         loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")
     log.close()
-    summary = {"run_dir": cfg.run_dir, "winrate_start": log.evals[0]["winrate"] if log.evals else None,
+    summary = {"run_dir": cfg.run_dir, "main_process": acc.is_main_process,
+               "winrate_start": log.evals[0]["winrate"] if log.evals else None,
                "winrate_end": log.evals[-1]["winrate"] if log.evals else None}
     return summary
