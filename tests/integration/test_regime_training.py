@@ -44,3 +44,23 @@ def test_regime_trains_two_steps(name, cache_dir, tmp_path):
             assert row["reward/comparisons_per_sample"] == pytest.approx(per_sample)
     if name == "adaptive":
         assert all(r["route/verifier"] + r["route/tournament"] == 2 for r in rows)
+
+
+@pytest.mark.parametrize("overrides", [["reward=arena", "reward.topology=swiss"], ["reward=adaptive"]])
+def test_seeded_tournament_regimes_resume_on_the_same_trajectory(overrides, cache_dir, tmp_path):
+    """Per-step randomness (Swiss draws, coin flips, arrival order) is seeded by the count of scored steps;
+    that count travels in checkpoints, so 2 + 2 resumed steps equal 4 uninterrupted ones."""
+    env = {**os.environ, "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
+
+    def run(run_dir, *extra):
+        cmd = [TRAIN, f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides, *extra]
+        result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    run(tmp_path / "whole", "trainer.max_steps=4", "trainer.prompts_per_step=4")
+    run(tmp_path / "split", "trainer.max_steps=2", "trainer.prompts_per_step=4")
+    run(tmp_path / "split", "trainer.max_steps=4", "trainer.prompts_per_step=4", "trainer.checkpoint.resume=auto")
+    a, b = read_metrics(tmp_path / "whole"), read_metrics(tmp_path / "split")
+    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    for key in ("reward/mean", "reward/std", "train/loss", "judge/calls"):
+        assert [r[key] for r in a] == pytest.approx([r[key] for r in b], rel=1e-6), key

@@ -37,3 +37,17 @@ def require_policy(ctx: RegimeContext, regime: str, *needs: str) -> None:
         raise ConfigError(
             f"reward={regime} needs the policy's {' and '.join(missing)}, which this context lacks; the trainer sets "
             f"them, and outside it pass policy=(model, tokenizer) to tsrl.score_groups / tsrl.build_scorer.")
+
+
+class StepCounted:
+    """For regimes that seed each step's randomness (draws, coin flips, arrival order) from the number of
+    score() calls so far: the count travels in checkpoints (the trainer saves state_dict()), so a resumed
+    run draws the same numbers as an uninterrupted one."""
+
+    steps: int = 0
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps = state["steps"]

@@ -30,7 +30,7 @@ import numpy as np
 
 from tsrl.errors import ConfigError, DataError
 from tsrl.ranking import ConstitutionalBracket, Match
-from tsrl.rewards.base import RegimeContext
+from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, diagnostics, play
 from tsrl.tasks.base import DATA_DIR
 from tsrl.types import Group, PairRequest, RewardBatch
@@ -72,7 +72,7 @@ def coherent(text: str, min_distinct: float) -> bool:
     return bool(words) and len(set(words)) / len(words) >= min_distinct
 
 
-class ConstitutionalRegime:
+class ConstitutionalRegime(StepCounted):
     """Constitutional bracket per group; reward = wins / rounds, vetoed completions 0."""
 
     def __init__(self, cfg: ConstitutionalConfig, ctx: RegimeContext) -> None:

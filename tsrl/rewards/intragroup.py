@@ -27,7 +27,7 @@ import numpy as np
 
 from tsrl.errors import ConfigError
 from tsrl.ranking import TOPOLOGIES, RoundRobin, rank_rewards
-from tsrl.rewards.base import RegimeContext
+from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, check_fallback, diagnostics, play
 from tsrl.types import Group, RewardBatch
 
@@ -69,7 +69,7 @@ def finish(rewards: np.ndarray, played, histories, n: int, route: str) -> Reward
     return RewardBatch(rewards=rewards, routes=[route] * len(rewards), judge_calls=played.requests, metrics=metrics)
 
 
-class InBatchRegime:
+class InBatchRegime(StepCounted):
     """Round-robin inside each group; reward = mean win-rate against the rest of the group."""
 
     def __init__(self, cfg: InBatchConfig, ctx: RegimeContext) -> None:
@@ -86,7 +86,7 @@ class InBatchRegime:
         return batch
 
 
-class ArenaRegime:
+class ArenaRegime(StepCounted):
     """One ArenaRL topology per group; reward = standardised 1 − rank/(G−1)."""
 
     def __init__(self, cfg: ArenaConfig, ctx: RegimeContext) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 
 from tsrl.errors import ConfigError
 from tsrl.ranking import LiveTrace
-from tsrl.rewards.base import RegimeContext
+from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, check_fallback, diagnostics, play
 from tsrl.tasks import Task, Verifiable
 from tsrl.types import Group, RewardBatch
@@ -89,7 +89,7 @@ class VerifierRegime:
         return RewardBatch(rewards=rewards, routes=["verifier"] * len(groups), judge_calls=0, metrics=metrics)
 
 
-class AdaptiveRegime:
+class AdaptiveRegime(StepCounted):
     """Route each group to its verifier rewards or to a live trace tournament; see the module docstring."""
 
     def __init__(self, cfg: AdaptiveConfig, ctx: RegimeContext) -> None:
