@@ -18,23 +18,28 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+# A 2-layer, 32-wide policy with a 30-step warm start and tiny batches: every CLI test builds it once per session.
+TINY = ["model.warmstart_steps=30", "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2",
+        "model.vocab_size=600", "trainer.prompts_per_step=2", "trainer.group_size=4", "trainer.eval.samples=1",
+        "generator.max_new_tokens=12"]
+
+
+def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`tsrl-train *args` as a subprocess with the current environment (tests may set variables), output captured."""
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run([TRAIN, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+
+
 @pytest.fixture
 def tsrl(cache_dir, tmp_path):
-    """Call tsrl-train with a tiny model and a few steps; extra overrides win. Returns CompletedProcess."""
+    """Call tsrl-train with the tiny policy and 3 steps; extra overrides win. Returns CompletedProcess."""
 
     def call(*overrides: str, run_dir: Path | None = None, multirun: bool = False) -> subprocess.CompletedProcess:
-        small = [
-            f"model.cache_dir={cache_dir / 'models'}", "model.warmstart_steps=30", "model.hidden_size=32",
-            "model.num_layers=2", "model.num_heads=2", "model.vocab_size=600",
-            f"reward.ladder_dir={cache_dir / 'ladders'}", "trainer.max_steps=3", "trainer.prompts_per_step=2",
-            "trainer.group_size=4", "trainer.eval.samples=1", "trainer.eval.max_prompts=4",
-            "generator.max_new_tokens=12",
-        ]
+        small = [f"model.cache_dir={cache_dir / 'models'}", *TINY, f"reward.ladder_dir={cache_dir / 'ladders'}",
+                 "trainer.max_steps=3", "trainer.eval.max_prompts=4"]
         if not multirun:
             small.append(f"run_dir={run_dir or tmp_path / 'run'}")
-        env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HYDRA_FULL_ERROR": "0"}
-        cmd = [TRAIN, *(["-m"] if multirun else []), *small, *overrides]
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        return run_cli([*(["-m"] if multirun else []), *small, *overrides], tmp_path)
 
     return call
 

@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
 
-from tests.integration.conftest import TRAIN, read_metrics
+from tests.integration.conftest import TINY, read_metrics, run_cli
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["model.warmstart_steps=30", "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2",
-         "model.vocab_size=600", "trainer.max_steps=2", "trainer.prompts_per_step=2", "trainer.group_size=4",
-         "trainer.eval.samples=1", "trainer.eval.max_prompts=2", "generator.max_new_tokens=12"]
+SMALL = [*TINY, "trainer.max_steps=2", "trainer.eval.max_prompts=2"]
 
 
 def train(cache_dir, run_dir, *overrides: str) -> subprocess.CompletedProcess:
-    """tsrl-train with the tiny overrides of tests/integration/conftest.py, minus reward.ladder_dir (these regimes
-    keep their ladders under reward.ladder.* or none at all)."""
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HYDRA_FULL_ERROR": "0"}
-    cmd = [TRAIN, f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=run_dir.parent, timeout=600)
+    """tsrl-train with the shared tiny overrides, minus reward.ladder_dir (these regimes keep their ladders
+    under reward.ladder.* or none at all)."""
+    return run_cli([f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides], run_dir.parent)
 
 
 @pytest.mark.parametrize("regime, overrides, keys", [

@@ -1,17 +1,13 @@
 """Every ranking-core regime trains end to end: the real `tsrl-train` CLI, tiny model, simulated judge."""
 
-import os
-import subprocess
 
 import pytest
 
-from tests.integration.conftest import TRAIN, read_metrics
+from tests.integration.conftest import TINY, read_metrics, run_cli
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["model.warmstart_steps=30", "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2",
-         "model.vocab_size=600", "trainer.max_steps=2", "trainer.prompts_per_step=2", "trainer.group_size=4",
-         "trainer.eval.samples=1", "trainer.eval.max_prompts=2", "generator.max_new_tokens=12"]
+SMALL = [*TINY, "trainer.max_steps=2", "trainer.eval.max_prompts=2"]
 
 # (overrides, metric the regime must log, expected judge comparisons per sample or None)
 REGIMES = {
@@ -32,9 +28,8 @@ REGIMES = {
 def test_regime_trains_two_steps(name, cache_dir, tmp_path):
     overrides, metric, per_sample = REGIMES[name]
     ladder = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if name in ("ladder_elo", "one_anchor") else []
-    cmd = [TRAIN, f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={tmp_path / 'run'}", *overrides, *ladder]
-    env = {**os.environ, "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    result = run_cli([f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={tmp_path / 'run'}", *overrides,
+                      *ladder], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2]
@@ -50,11 +45,9 @@ def test_regime_trains_two_steps(name, cache_dir, tmp_path):
 def test_seeded_tournament_regimes_resume_on_the_same_trajectory(overrides, cache_dir, tmp_path):
     """Per-step randomness (Swiss draws, coin flips, arrival order) is seeded by the count of scored steps;
     that count travels in checkpoints, so 2 + 2 resumed steps equal 4 uninterrupted ones."""
-    env = {**os.environ, "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
-
     def run(run_dir, *extra):
-        cmd = [TRAIN, f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides, *extra]
-        result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        result = run_cli([f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides, *extra],
+                         tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]
 
     run(tmp_path / "whole", "trainer.max_steps=4", "trainer.prompts_per_step=4")

@@ -136,15 +136,6 @@ def image_part(source: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": source}}
 
 
-@dataclass
-class Answer:
-    value: float | None
-    raw: str = ""
-    error: str | None = None
-    tokens: int = 0
-    latency_s: float = 0.0
-
-
 class OpenAIJudge:
     """See the module docstring."""
 
@@ -181,7 +172,7 @@ class OpenAIJudge:
             fence = new_fence()
             messages = render(self.score_template, r.prompt.text, r.prompt.fields.get("rubric", ""), (r.response,), fence)
             jobs.append((messages, fence, parse_score))
-        scores = [Score(a.value, a.raw, a.error, a.tokens, a.latency_s) for a in self._run(jobs)]
+        scores = self._run(jobs)  # already Scores: value, raw text, error, tokens, latency
         self.counters.record(scores)
         self._raise_if_dead()
         return scores
@@ -200,13 +191,13 @@ class OpenAIJudge:
             messages[1] = {"role": "user", "content": parts}  # type: ignore[dict-item]
         return messages
 
-    def _run(self, jobs: list[tuple[list, str, Callable[[str, str], float]]]) -> list[Answer]:
-        async def run_all() -> list[Answer]:
+    def _run(self, jobs: list[tuple[list, str, Callable[[str, str], float]]]) -> list[Score]:
+        async def run_all() -> list[Score]:
             return await asyncio.gather(*(self._ask(*job) for job in jobs))
 
         return asyncio.run_coroutine_threadsafe(run_all(), self.loop).result()
 
-    async def _ask(self, messages: list, fence: str, parse: Callable[[str, str], float]) -> Answer:
+    async def _ask(self, messages: list, fence: str, parse: Callable[[str, str], float]) -> Score:
         async with self.semaphore:
             start = time.perf_counter()
             answer = await self._attempts(messages, fence, parse)
@@ -217,11 +208,11 @@ class OpenAIJudge:
             self.consecutive_failures += 1
         return answer
 
-    async def _attempts(self, messages: list, fence: str, parse: Callable[[str, str], float]) -> Answer:
+    async def _attempts(self, messages: list, fence: str, parse: Callable[[str, str], float]) -> Score:
         retry = self.cfg.retry
         for attempt in range(retry.max_retries + 1):
             if self.consecutive_failures >= retry.max_consecutive_failures:
-                return Answer(None, error="judge_unavailable: skipped after too many consecutive failures")
+                return Score(None, error="judge_unavailable: skipped after too many consecutive failures")
             index = next(self.turn) % len(self.clients)
             try:
                 # post() with a plain dict body: the SDK's TypedDict transform and pydantic parsing of
@@ -234,23 +225,23 @@ class OpenAIJudge:
                 self.counters.add(f"attempt_errors/{kind}")
                 self.last_failure = (self.cfg.base_urls[index], f"{kind}: {str(exc)[:200]}")
                 if not retryable or attempt == retry.max_retries:
-                    return Answer(None, error=f"{kind}: {str(exc)[:200]}")
+                    return Score(None, error=f"{kind}: {str(exc)[:200]}")
                 self.counters.add("retries")
                 await asyncio.sleep(self._backoff(attempt, wait))
                 continue
             return self._parse(text, tokens, top, fence, parse, index)
         raise AssertionError("unreachable")
 
-    def _parse(self, text: str, tokens: int, top: list, fence: str, parse: Callable, index: int) -> Answer:
+    def _parse(self, text: str, tokens: int, top: list, fence: str, parse: Callable, index: int) -> Score:
         try:
             value = parse(text, fence)
         except ParseError as err:
             self.counters.add(f"attempt_errors/{err.kind}")
             self.last_failure = (self.cfg.base_urls[index], f"{err.kind}: {err}")
-            return Answer(None, text, f"{err.kind}: {err}", tokens)
+            return Score(None, text, f"{err.kind}: {err}", tokens)
         soft = soft_verdict(top) if top and parse is parse_verdict else None
         self.counters.add("soft_verdicts", soft is not None)
-        return Answer(value if soft is None else soft, text, None, tokens)
+        return Score(value if soft is None else soft, text, None, tokens)
 
     def _request_args(self, messages: list) -> dict[str, Any]:
         args: dict[str, Any] = {"model": self.cfg.model, "messages": messages, "temperature": self.cfg.temperature,
