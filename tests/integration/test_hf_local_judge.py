@@ -15,20 +15,46 @@ EASY = [  # (prompt, clearly better, clearly worse)
     ("Name a primary colour.", "Red is a primary colour.", ""),
     ("Translate 'gracias' to English.", "'Gracias' means 'thank you'.", "asdf qwerty zxcv"),
     ("How many legs does a spider have?", "A spider has eight legs.", "Spiders have three wheels."),
+    ("What colour is the sky on a clear day?", "The sky is blue on a clear day.", "The sky is made of cheese."),
+    ("What is the opposite of hot?", "The opposite of hot is cold.", "hot hot hot hot"),
+    ("How many days are in a week?", "There are seven days in a week.", "A week has forty-two days."),
+    ("What do bees make?", "Bees make honey.", "Bees make cars."),
+    ("What is water made of?", "Water is made of hydrogen and oxygen.", "zzzz"),
+    ("Who wrote Romeo and Juliet?", "William Shakespeare wrote Romeo and Juliet.", "A dog wrote it last week."),
+    ("What is the largest planet in our solar system?", "Jupiter is the largest planet.", "The Moon is the largest planet."),
+    ("Say thank you politely.", "Thank you very much for your help!", "whatever"),
+    ("What is 10 minus 3?", "10 minus 3 is 7.", "10 minus 3 is a potato."),
+    ("Which animal barks?", "Dogs bark.", "Fish bark loudly at night."),
+    ("What season comes after winter?", "Spring comes after winter.", "Tuesday comes after winter."),
+    ("How many wheels does a bicycle have?", "A bicycle has two wheels.", "A bicycle has nine wheels and a roof."),
+    ("What do you use to write on paper?", "You can use a pen or a pencil.", "You use a sandwich."),
+    ("What is frozen water called?", "Frozen water is called ice.", "lol idk"),
 ]
 
 
-def test_smollm2_judges_offline_reproducibly_and_its_accuracy_is_measured():
-    """Both orders per pair (position bias cancels). Measured: SmolLM2-135M with the rubric template is at
-    chance on these easy pairs (2/6, every p_first within 0.49–0.52), so the test checks the plumbing —
-    valid, reproducible soft verdicts read from the verdict token, counted calls — not the judge's taste."""
+def judge_easy_pairs(method: str):
     pytest.importorskip("gguf")
-    judge = build_judge(HFLocalJudgeConfig(order="both", batch_size=4, device="cpu"), NumberTask())
+    judge = build_judge(HFLocalJudgeConfig(order="both", batch_size=4, device="cpu", method=method), NumberTask())
     requests = [PairRequest(Prompt(f"e{i}", q), good, bad) for i, (q, good, bad) in enumerate(EASY)]
     verdicts = judge.compare(requests)
-    metrics = judge.drain_metrics()
     correct = sum(v.p_first > 0.5 for v in verdicts)
-    print(f"hf_local SmolLM2 easy-pair accuracy: {correct}/{len(EASY)}; p_first={[round(v.p_first, 3) for v in verdicts]}")
-    assert all(0.0 <= v.p_first <= 1.0 for v in verdicts) and metrics["calls"] == 2 * len(EASY)
+    print(f"hf_local SmolLM2 ({method}) easy-pair accuracy: {correct}/{len(EASY)}")
+    return judge, requests, verdicts, correct
+
+
+def test_smollm2_contrast_judge_agrees_with_the_obvious_answer():
+    """Grading each response yes/no and comparing: measured 19/20 on these pairs. At chance, 16 or more of
+    20 happens with probability ≈ 0.6 %, so the bound checks that the judge has a real signal."""
+    judge, requests, verdicts, correct = judge_easy_pairs("contrast")
+    assert correct >= 16
+    assert judge.drain_metrics()["calls"] == 2 * len(EASY)  # both orders
+    assert [v.p_first for v in judge.compare(requests)] == [v.p_first for v in verdicts]  # reproducible
+
+
+def test_smollm2_pairwise_judge_plumbing():
+    """The pairwise A/B template is beyond SmolLM2-135M (measured: at chance, p_first within 0.49–0.52), so
+    this checks the plumbing — valid soft verdicts read from the verdict token, reproducible, text-dependent."""
+    judge, requests, verdicts, _ = judge_easy_pairs("pairwise")
+    assert all(0.0 <= v.p_first <= 1.0 for v in verdicts) and judge.drain_metrics()["calls"] == 2 * len(EASY)
     assert [v.p_first for v in judge.compare(requests)] == [v.p_first for v in verdicts]
     assert len({round(v.p_first, 6) for v in verdicts}) > 1  # the verdict depends on the texts

