@@ -54,6 +54,22 @@ def number_prompt(pid: str, qualities: Sequence[float]) -> Prompt:
                                                             for i, q in enumerate(qualities)))
 
 
+@pytest.fixture(scope="module")
+def policy():
+    """(model, tokenizer): a randomly initialised 2-layer Llama with a BPE tokenizer trained on a few words."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tsrl.models.tiny import train_tokenizer
+
+    tokenizer = train_tokenizer(["q=1 a tiny corpus about jokes, q=2 penguins and q=3 taxes"] * 4, vocab_size=300)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id)
+    return LlamaForCausalLM(config).eval(), tokenizer
+
+
 @pytest.fixture
 def number_task() -> NumberTask:
     return NumberTask([number_prompt("p0", [3, 1, 2, 0]), number_prompt("p1", [0, 2, 1, 3])])

@@ -7,20 +7,7 @@ import torch
 from tests.conftest import number_prompt
 from tsrl.algo import group_advantages
 from tsrl.generation import HFGenerator, HFGeneratorConfig
-from tsrl.models.tiny import train_tokenizer
 from tsrl.training.rollouts import collate, completion_logprobs
-
-
-@pytest.fixture(scope="module")
-def policy():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tokenizer = train_tokenizer(["a tiny corpus about jokes and words, penguins and taxes"] * 4, vocab_size=300)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id)
-    return LlamaForCausalLM(config).eval(), tokenizer
 
 
 @pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 1.0)])

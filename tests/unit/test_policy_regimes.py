@@ -22,20 +22,6 @@ from tsrl.rewards.self_bootstrap import RefreshState, refresh_decision
 from tsrl.types import Anchor, Group, Rollout
 
 
-@pytest.fixture(scope="module")
-def policy():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from tsrl.models.tiny import train_tokenizer
-
-    tokenizer = train_tokenizer(["q=1 a tiny corpus about jokes, q=2 penguins and q=3 taxes"] * 4, vocab_size=300)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id)
-    return LlamaForCausalLM(config).eval(), tokenizer
-
-
 def context(task, tmp_path, judge=None, **policy):
     return RegimeContext(task, judge or ScriptedJudge(), "scripted", tmp_path / "run", **policy)
 
