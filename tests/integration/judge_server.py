@@ -11,13 +11,14 @@ is counted in `stats` (thread-safe). Run as a script for use from another proces
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import math
 import random
 import re
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 FENCE = re.compile(r"\[\[RESPONSE ([AB]) ([0-9a-f]+)\]\]\n(.*?)\n\[\[END RESPONSE \1 \2\]\]", re.DOTALL)
@@ -37,35 +38,46 @@ def scripted_verdict(user_text: str) -> str:
 
 
 class JudgeServer:
+    """Runs on its own asyncio loop in a background thread (one coroutine per connection, so a 50 ms latency
+    costs a sleep, not a thread); `stats` and `auth_headers` are only written from that loop."""
+
     def __init__(self, fault_rate: float = 0.0, fault_kinds: tuple[str, ...] = FAULTS, latency_s: float = 0.0,
                  hang_s: float = 3.0, seed: int = 0, logprobs: bool = True) -> None:
         self.fault_rate, self.fault_kinds, self.latency_s, self.hang_s = fault_rate, fault_kinds, latency_s, hang_s
-        self.rng, self.lock, self.logprobs = random.Random(seed), threading.Lock(), logprobs
+        self.rng, self.logprobs = random.Random(seed), logprobs
         self.stats: Counter[str] = Counter()
         self.queue: list[str] = []
         self.auth_headers: list[str] = []
-        ThreadingHTTPServer.request_queue_size = 256  # the default listen backlog of 5 stalls concurrent clients
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
-        self.httpd.handle_error = lambda *args: None  # a client killed mid-request is expected here
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.connections: set[asyncio.StreamWriter] = set()
+        self.loop = asyncio.new_event_loop()
+        self.server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0, backlog=512))
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def __enter__(self) -> "JudgeServer":
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        async def stop() -> None:
+            self.server.close()
+            for writer in self.connections:  # open keep-alive connections too: the URL is dead from here on
+                writer.transport.abort()
+            for task in asyncio.all_tasks() - {asyncio.current_task()}:
+                task.cancel()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
 
     def next_fault(self) -> str | None:
-        with self.lock:
-            self.stats["requests"] += 1
-            fault = self.queue.pop(0) if self.queue else (
-                self.rng.choice(self.fault_kinds) if self.rng.random() < self.fault_rate else None)
-            if fault:
-                self.stats[f"fault/{fault}"] += 1
-            return fault
+        self.stats["requests"] += 1
+        fault = self.queue.pop(0) if self.queue else (
+            self.rng.choice(self.fault_kinds) if self.rng.random() < self.fault_rate else None)
+        if fault:
+            self.stats[f"fault/{fault}"] += 1
+        return fault
 
     def completion(self, body: dict, fault: str | None) -> dict:
         messages = body["messages"]
@@ -82,7 +94,7 @@ class JudgeServer:
         choice: dict = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
         if body.get("logprobs") and self.logprobs and verdict in ("A", "B", "TIE") and fault is None:
             p = {"A": [0.9, 0.08, 0.02], "B": [0.08, 0.9, 0.02], "TIE": [0.1, 0.1, 0.8]}[verdict]
-            alts = [{"token": t, "logprob": __import__("math").log(q), "bytes": None} for t, q in zip((" A", " B", " T"), p)]
+            alts = [{"token": t, "logprob": math.log(q), "bytes": None} for t, q in zip((" A", " B", " T"), p)]
             tokens = [{"token": "VERDICT", "logprob": 0.0, "bytes": None, "top_logprobs": []},
                       {"token": ":", "logprob": 0.0, "bytes": None, "top_logprobs": []},
                       {"token": alts[("A", "B", "TIE").index(verdict)]["token"], "logprob": -0.1, "bytes": None,
@@ -92,46 +104,43 @@ class JudgeServer:
                 "choices": [choice], "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": 12,
                                                "total_tokens": len(user) // 4 + 12}}
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                with server.lock:
-                    server.auth_headers.append(self.headers.get("authorization", ""))
-                fault = server.next_fault()
-                time.sleep(server.hang_s if fault == "hang" else server.latency_s)
-                if fault == "drop":
-                    self.close_connection = True
-                    self.connection.close()
-                    return
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One keep-alive HTTP/1.1 connection: read requests until the client closes it."""
+        self.connections.add(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                body = json.loads(await reader.readexactly(int(headers.get("content-length", 0))))
+                due = self.loop.time() + (self.hang_s if (fault := self.next_fault()) == "hang" else self.latency_s)
+                self.auth_headers.append(headers.get("authorization", ""))
                 if fault in ("rate_limited", "server_error"):
                     status = 429 if fault == "rate_limited" else 500
                     extra = {"retry-after-ms": "50", "Retry-After": "0.05"} if status == 429 else {}
-                    return self._send(status, b'{"error": {"message": "injected"}}', extra)
-                payload = b'{"choices": [{"message": ' if fault == "malformed_json" else \
-                    json.dumps(server.completion(body, fault)).encode()
-                self._send(200, payload, {})
+                    status, payload = status, b'{"error": {"message": "injected"}}'
+                else:
+                    status, extra = 200, {}
+                    payload = b'{"choices": [{"message": ' if fault == "malformed_json" else \
+                        json.dumps(self.completion(body, fault)).encode()
+                await asyncio.sleep(due - self.loop.time())  # the answer is ready; it leaves at arrival + latency
+                if fault == "drop":
+                    writer.transport.abort()
+                    return
+                self._send(writer, status, payload, extra)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client closed the connection (or gave up on a hanging request)
+        finally:
+            self.connections.discard(writer)
+            writer.transport.abort()
 
-            def _send(self, status: int, payload: bytes, headers: dict) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(payload)))
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except OSError:
-                    pass  # the client gave up (timeout) first
-
-        return Handler
+    @staticmethod
+    def _send(writer: asyncio.StreamWriter, status: int, payload: bytes, headers: dict) -> None:
+        reason = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error"}[status]
+        lines = [f"HTTP/1.1 {status} {reason}", "content-type: application/json", f"content-length: {len(payload)}",
+                 *(f"{name}: {value}" for name, value in headers.items())]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload)
 
 
 def main() -> None:

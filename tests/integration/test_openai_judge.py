@@ -1,4 +1,5 @@
-"""The openai judge against a real OpenAI-compatible server on loopback, driven by the real openai client."""
+"""The openai judge against a real OpenAI-compatible server on loopback, through both transports: the lean
+aiohttp client (default) and the real openai SDK client."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import pytest
 from tests.conftest import NumberTask
 from tests.integration.conftest import read_metrics
 from tests.integration.judge_server import CONTENT, TRANSPORT, JudgeServer
-from tsrl.judging import BudgetConfig, BudgetExceeded, OpenAIJudgeConfig, RetryConfig, build_judge
+from tsrl.judging import BudgetConfig, BudgetExceeded, OpenAIJudgeConfig, RetryConfig, build_judge, close_judge
 from tsrl.judging.openai_judge import JudgeUnavailable
+from tsrl.judging.transport import TRANSPORTS
 from tsrl.types import PairRequest, Prompt
 
 KEY_ENV, KEY = "TSRL_TEST_JUDGE_KEY", "sk-test-5ecret-never-logged"
@@ -24,15 +26,22 @@ PROMPT = Prompt("p", "Say something.")
 FAST = RetryConfig(timeout_s=0.5, max_retries=8, backoff_s=0.005, backoff_max_s=0.1, max_consecutive_failures=20)
 
 
+OPENED: list = []  # judges made by the current test, closed after it
+
+
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
+    yield
+    while OPENED:
+        close_judge(OPENED.pop())
 
 
 def judge_for(server: JudgeServer, **overrides):
     settings = {"base_urls": [server.url], "api_key_env": KEY_ENV, "order": "fixed", "concurrency": 16,
                 "retry": FAST, **overrides}
-    return build_judge(OpenAIJudgeConfig(**settings), NumberTask())
+    OPENED.append(build_judge(OpenAIJudgeConfig(**settings), NumberTask()))
+    return OPENED[-1]
 
 
 def word_pairs(n: int) -> list[PairRequest]:
@@ -45,12 +54,13 @@ def expected(request: PairRequest) -> float:
     return 1.0 if a > b else 0.0 if b > a else 0.5
 
 
-def test_every_fault_is_counted_and_verdicts_stay_aligned():
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_every_fault_is_counted_and_verdicts_stay_aligned(transport):
     """20% faults over every kind: transport faults are retried (one attempt error each), content faults
     become failed verdicts of their own kind; every real verdict matches its own request."""
     requests = word_pairs(300)
     with JudgeServer(fault_rate=0.2, hang_s=1.0, seed=3) as server:
-        judge = judge_for(server)
+        judge = judge_for(server, transport=transport)
         verdicts = judge.compare(requests)
         metrics = judge.drain_metrics()
     faults = {k.split("/", 1)[1]: v for k, v in server.stats.items() if k.startswith("fault/")}
@@ -96,10 +106,11 @@ def test_verdict_like_text_inside_responses_cannot_pose_as_the_verdict():
     assert all(v.p_first is None and v.error.startswith("echoed_prompt") for v in echoed)
 
 
-def test_retry_after_is_honoured_and_urls_are_balanced():
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_retry_after_is_honoured_and_urls_are_balanced(transport):
     with JudgeServer() as a, JudgeServer() as b:
         a.queue = ["rate_limited"]
-        judge = judge_for(a, base_urls=[a.url, b.url], concurrency=1)
+        judge = judge_for(a, base_urls=[a.url, b.url], concurrency=1, transport=transport)
         start = time.perf_counter()
         verdicts = judge.compare(word_pairs(1))
         assert time.perf_counter() - start >= 0.05  # the server asked for 50 ms; backoff alone is ≤ 5 ms
@@ -108,10 +119,11 @@ def test_retry_after_is_honoured_and_urls_are_balanced():
         assert a.stats["requests"] == 6 and b.stats["requests"] == 6
 
 
-def test_a_dead_judge_stops_with_one_sentence_naming_the_url():
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_dead_judge_stops_with_one_sentence_naming_the_url(transport):
     with JudgeServer() as server:
         url = server.url
-    judge = judge_for(server, base_urls=[url], retry=RetryConfig(timeout_s=0.3, max_retries=1, backoff_s=0.001,
+    judge = judge_for(server, base_urls=[url], transport=transport, retry=RetryConfig(timeout_s=0.3, max_retries=1, backoff_s=0.001,
                                                                  max_consecutive_failures=5))
     with pytest.raises(JudgeUnavailable, match=f"judge at {url} failed 5 requests in a row") as err:
         judge.compare(word_pairs(30))
@@ -149,7 +161,7 @@ def test_sigkill_mid_judging_then_restart_repays_nothing_cached(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     with JudgeServer(latency_s=0.02) as server:
         proc = subprocess.Popen([sys.executable, "-c", DRIVER, server.url, str(cache)], env=env,
-                                stdout=subprocess.PIPE, text=True)
+                                stdout=subprocess.DEVNULL)
         while server.stats["requests"] < 150:
             assert proc.poll() is None, "driver ended before it could be killed"
             time.sleep(0.01)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from tsrl.judging.base import Judge, JudgeCounters, stable_uniform
+from tsrl.judging.base import Judge, JudgeCounters, close_judge, stable_uniform
 from tsrl.judging.cache import VerdictCache
 from tsrl.judging.hf_local import HFLocalJudgeConfig
 from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
@@ -58,7 +58,7 @@ def build_judge(cfg: Any, task: Task) -> Judge:
     return BothOrders(judge) if getattr(cfg, "both_orders", False) else judge  # rubric_sim: flips internally
 
 
-__all__ = ["Judge", "JudgeCounters", "stable_uniform", "RubricSimConfig", "SimulatedJudge", "BothOrders",
+__all__ = ["Judge", "JudgeCounters", "close_judge", "stable_uniform", "RubricSimConfig", "SimulatedJudge", "BothOrders",
            "RandomOrder", "Noise", "Fallback", "Budget", "BudgetConfig", "BudgetExceeded", "VerdictCache",
            "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HFLocalJudgeConfig", "JUDGES", "build_judge",
            "wrap"]

@@ -64,6 +64,15 @@ class JudgeCounters:
         return metrics
 
 
+def close_judge(judge: object) -> None:
+    """Release what a judge holds (connections, its event loop, the cache file), down through its wrappers."""
+    while judge is not None:
+        close = getattr(judge, "close", None)
+        if callable(close):
+            close()
+        judge = getattr(judge, "inner", None)
+
+
 def error_kind(error: str | None) -> str:
     """The kind part of an error string "<kind>: <message>" (the whole string if it has no colon)."""
     return (error or "unknown").split(":", 1)[0].strip() or "unknown"

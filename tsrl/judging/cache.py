@@ -97,5 +97,8 @@ class VerdictCache:
         metrics["cache_hit_rate"] = metrics.get("cache_hits", 0.0) / metrics["calls"] if metrics.get("calls") else 0.0
         return metrics
 
+    def close(self) -> None:
+        self.db.close()
+
     def __len__(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]

@@ -30,11 +30,15 @@ from typing import Any, Callable, Sequence
 
 from tsrl.errors import ConfigError, UserError
 from tsrl.judging.base import JudgeCounters
+from tsrl.judging.transport import TRANSPORTS, AttemptError, build_transport
 from tsrl.judging.prompting import (ParseError, load_template, new_fence, parse_score, parse_verdict, render,
                                     resolve_template, soft_verdict)
 from tsrl.judging.wrappers import JudgePolicyConfig
 from tsrl.tasks import Task
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+
+
+Job = tuple[list, str, Callable[[str, str], float]]  # (chat messages, fence, answer parser)
 
 
 class JudgeUnavailable(UserError):
@@ -83,10 +87,14 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     """Price per 1M prompt tokens, for the judge/cost_usd metric."""
     price_out_per_m: float = 0.0
     """Price per 1M completion tokens."""
+    transport: str = "aiohttp"
+    """aiohttp (lean client, default) | openai (the openai SDK's AsyncOpenAI); see tsrl/judging/transport.py."""
     retry: RetryConfig = field(default_factory=RetryConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.transport not in TRANSPORTS:
+            raise ConfigError(f"judge.transport={self.transport!r} is unknown; choose one of {list(TRANSPORTS)}.")
         if not self.base_urls:
             raise ConfigError("judge.base_urls is empty; give at least one URL such as http://127.0.0.1:8000/v1.")
         if self.concurrency < 1:
@@ -103,32 +111,6 @@ def read_api_key(env_name: str) -> str:
     return key
 
 
-def retry_after(response: Any) -> float | None:
-    """Seconds the server asked us to wait (retry-after-ms or retry-after in seconds), if any."""
-    headers = getattr(response, "headers", None) or {}
-    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
-        try:
-            return float(headers[name]) * scale
-        except (KeyError, TypeError, ValueError):
-            continue
-    return None
-
-
-def classify(exc: Exception) -> tuple[str, bool, float | None]:
-    """(error kind, retryable, server-requested wait) of one failed attempt."""
-    import openai
-
-    if isinstance(exc, openai.APITimeoutError):
-        return "timeout", True, None
-    if isinstance(exc, openai.APIConnectionError):
-        return "connection", True, None
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        kind = "rate_limited" if status == 429 else "server_error" if status >= 500 else f"http_{status}"
-        return kind, status in (408, 409, 429) or status >= 500, retry_after(exc.response)
-    return "malformed_response", True, None  # body that is not a chat completion (bad JSON, wrong shape)
-
-
 def image_part(source: str) -> dict[str, Any]:
     if not source.startswith("data:"):
         mime = mimetypes.guess_type(source)[0] or "image/png"
@@ -140,17 +122,19 @@ class OpenAIJudge:
     """See the module docstring."""
 
     def __init__(self, cfg: OpenAIJudgeConfig, task: Task) -> None:
-        import openai
-
         self.cfg, self.task = cfg, task
         self.template = load_template(resolve_template(cfg.template, task.name))
         self.score_template = load_template(resolve_template("auto", task.name, "pointwise"))
         self.identity = f"{cfg.model}|{self.template.identity}"
         key = read_api_key(cfg.api_key_env)
         self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="tsrl-judge", daemon=True).start()
-        self.clients = [openai.AsyncOpenAI(base_url=url, api_key=key, timeout=cfg.retry.timeout_s, max_retries=0)
-                        for url in cfg.base_urls]
+        self.thread = threading.Thread(target=self.loop.run_forever, name="tsrl-judge", daemon=True)
+        self.thread.start()
+
+        async def connect() -> Any:  # aiohttp sessions belong to the loop they are made on
+            return build_transport(cfg.transport, cfg.base_urls, key, cfg.retry.timeout_s, cfg.concurrency)
+
+        self.transport = asyncio.run_coroutine_threadsafe(connect(), self.loop).result()
         self.semaphore = asyncio.Semaphore(cfg.concurrency)
         self.turn = itertools.count()
         self.jitter = random.Random(cfg.seed)
@@ -159,20 +143,14 @@ class OpenAIJudge:
         self.last_failure = ("", "")
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
-        jobs = [(self._pair_messages(r, fence), fence, parse_verdict) for r in requests for fence in [new_fence()]]
-        answers = self._run(jobs)
+        answers = self._run(requests, self._pair_job)
         verdicts = [Verdict(a.value, a.raw, a.error, a.tokens, a.latency_s) for a in answers]
         self.counters.record(verdicts)
         self._raise_if_dead()
         return verdicts
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
-        jobs = []
-        for r in requests:
-            fence = new_fence()
-            messages = render(self.score_template, r.prompt.text, r.prompt.fields.get("rubric", ""), (r.response,), fence)
-            jobs.append((messages, fence, parse_score))
-        scores = self._run(jobs)  # already Scores: value, raw text, error, tokens, latency
+        scores = self._run(requests, self._score_job)  # already Scores: value, raw text, error, tokens, latency
         self.counters.record(scores)
         self._raise_if_dead()
         return scores
@@ -180,7 +158,22 @@ class OpenAIJudge:
     def drain_metrics(self) -> dict[str, float]:
         return self.counters.drain()
 
-    def _pair_messages(self, request: PairRequest, fence: str) -> list[dict[str, Any]]:
+    def close(self) -> None:
+        """Close the connections and stop the judge's event loop (the judge is unusable afterwards)."""
+        if self.loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self.transport.aclose(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+    def _score_job(self, request: ScoreRequest) -> Job:
+        fence = new_fence()
+        rubric = request.prompt.fields.get("rubric", "")
+        return render(self.score_template, request.prompt.text, rubric, (request.response,), fence), fence, parse_score
+
+    def _pair_job(self, request: PairRequest) -> Job:
+        fence = new_fence()
         criteria = request.prompt.fields.get("rubric", "")
         messages = render(self.template, request.prompt.text, criteria, (request.first, request.second), fence)
         images = [(label, src) for label, src in (("A", request.first_image), ("B", request.second_image)) if src]
@@ -189,13 +182,22 @@ class OpenAIJudge:
             for label, src in images:
                 parts += [{"type": "text", "text": f"Rendering of response {label}:"}, image_part(src)]
             messages[1] = {"role": "user", "content": parts}  # type: ignore[dict-item]
-        return messages
+        return messages, fence, parse_verdict
 
-    def _run(self, jobs: list[tuple[list, str, Callable[[str, str], float]]]) -> list[Score]:
-        async def run_all() -> list[Score]:
-            return await asyncio.gather(*(self._ask(*job) for job in jobs))
+    def _run(self, requests: Sequence[Any], make_job: Callable[[Any], Job]) -> list[Score]:
+        """Answer every request, in order: `concurrency` workers take the next request, render it, ask."""
+        answers: list[Score] = [Score(None)] * len(requests)
+        pending = iter(range(len(requests)))
 
-        return asyncio.run_coroutine_threadsafe(run_all(), self.loop).result()
+        async def worker() -> None:
+            for i in pending:
+                answers[i] = await self._ask(*make_job(requests[i]))
+
+        async def run_all() -> None:
+            await asyncio.gather(*(worker() for _ in range(min(self.cfg.concurrency, len(requests)))))
+
+        asyncio.run_coroutine_threadsafe(run_all(), self.loop).result()
+        return answers
 
     async def _ask(self, messages: list, fence: str, parse: Callable[[str, str], float]) -> Score:
         async with self.semaphore:
@@ -213,21 +215,17 @@ class OpenAIJudge:
         for attempt in range(retry.max_retries + 1):
             if self.consecutive_failures >= retry.max_consecutive_failures:
                 return Score(None, error="judge_unavailable: skipped after too many consecutive failures")
-            index = next(self.turn) % len(self.clients)
+            index = next(self.turn) % len(self.cfg.base_urls)
             try:
-                # post() with a plain dict body: the SDK's TypedDict transform and pydantic parsing of
-                # chat.completions.create cost about half of the client's CPU per call (py-spy, judge_bench).
-                response = await self.clients[index].post("/chat/completions", body=self._request_args(messages),
-                                                          cast_to=dict)
-                text, tokens, top = self._read(response)
-            except Exception as exc:  # classified below; nothing is swallowed silently
-                kind, retryable, wait = classify(exc)
-                self.counters.add(f"attempt_errors/{kind}")
-                self.last_failure = (self.cfg.base_urls[index], f"{kind}: {str(exc)[:200]}")
-                if not retryable or attempt == retry.max_retries:
-                    return Score(None, error=f"{kind}: {str(exc)[:200]}")
+                text, tokens, top = self._read(await self.transport.post(index, self._request_args(messages)))
+            except AttemptError as err:
+                error = f"{err.kind}: {str(err)[:200]}"
+                self.counters.add(f"attempt_errors/{err.kind}")
+                self.last_failure = (self.cfg.base_urls[index], error)
+                if not err.retryable or attempt == retry.max_retries:
+                    return Score(None, error=error)
                 self.counters.add("retries")
-                await asyncio.sleep(self._backoff(attempt, wait))
+                await asyncio.sleep(self._backoff(attempt, err.wait))
                 continue
             return self._parse(text, tokens, top, fence, parse, index)
         raise AssertionError("unreachable")
@@ -252,7 +250,7 @@ class OpenAIJudge:
 
     def _read(self, response: Any) -> tuple[str, int, list[dict[str, float]]]:
         """(answer text, total tokens, per-token top log-probs) of a chat-completion JSON body; a body of any
-        other shape raises ValueError (counted as malformed_response and retried)."""
+        other shape raises AttemptError malformed_response (retried)."""
         try:
             choice = response["choices"][0]
             content = choice["message"].get("content") or ""
@@ -261,9 +259,10 @@ class OpenAIJudge:
             items = (choice.get("logprobs") or {}).get("content") or []
             top = [{alt["token"]: alt["logprob"] for alt in (item.get("top_logprobs") or [])} for item in items]
         except (KeyError, IndexError, TypeError, AttributeError) as err:
-            raise ValueError(f"response is not a chat completion ({type(err).__name__}: {err})") from None
+            raise AttemptError("malformed_response", f"not a chat completion ({type(err).__name__}: {err})",
+                               True) from None
         if not isinstance(content, str):
-            raise ValueError("response message content is not text")
+            raise AttemptError("malformed_response", "the message content is not text", True)
         cost = self.cfg.price_in_per_m * prompt_tokens + self.cfg.price_out_per_m * completion_tokens
         self.counters.add("cost_usd", cost / 1e6)
         return content, prompt_tokens + completion_tokens, top

@@ -28,7 +28,7 @@ from tsrl.algo import NORMALIZERS, LossInputs, LossSettings, group_advantages, p
 from tsrl.config import RunConfig
 from tsrl.evaluation import winrate_sums, winrate_summary
 from tsrl.generation import Generator, build_generator
-from tsrl.judging import Judge, build_judge
+from tsrl.judging import Judge, build_judge, close_judge
 from tsrl.models import load_policy
 from tsrl.rewards import RegimeContext, RewardRegime, build_regime
 from tsrl.tasks import Task, build_task
@@ -253,10 +253,23 @@ def lr_lambda(schedule: str, warmup: int, total: int):
 
 def train(cfg: RunConfig) -> dict[str, Any]:
     """Run the whole training job; returns the held-out win-rate at start and end."""
+    run = setup(cfg)
+    try:
+        run_steps(run)
+    finally:  # connections, the judge's event loop, the verdict cache file
+        close_judge(run.judge)
+        close_judge(run.eval_judge)
+    evals = run.log.evals
+    return {"run_dir": cfg.run_dir, "main_process": run.accelerator.is_main_process,
+            "winrate_start": evals[0]["winrate"] if evals else None,
+            "winrate_end": evals[-1]["winrate"] if evals else None}
+
+
+def run_steps(run: Run) -> None:
+    """Evaluate at the start, then step, log, evaluate and checkpoint until trainer.max_steps."""
     from tqdm import tqdm
 
-    run = setup(cfg)
-    acc, tcfg, log = run.accelerator, cfg.trainer, run.log
+    acc, tcfg, log = run.accelerator, run.cfg.trainer, run.log
     if run.start_step == 0:
         log.log_eval(0, evaluate(run))
     bar = tqdm(range(run.start_step + 1, tcfg.max_steps + 1), initial=run.start_step, total=tcfg.max_steps,
@@ -271,7 +284,7 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         if step == tcfg.max_steps or (tcfg.eval.every and step % tcfg.eval.every == 0):
             log.log_eval(step, evaluate(run))
         if step == tcfg.max_steps or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
-            save_checkpoint(acc, run.model, run.tokenizer, checkpoint_dir(Path(cfg.run_dir), step),
+            save_checkpoint(acc, run.model, run.tokenizer, checkpoint_dir(Path(run.cfg.run_dir), step),
                             {"step": step, "sampler": run.sampler.state_dict(),
                              "judge_calls_total": run.judge_calls_total,
                              "regime": run.regime.state_dict() if hasattr(run.regime, "state_dict") else None},
@@ -280,7 +293,3 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout_win=f"{win:.1f}%",
                         loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")
     log.close()
-    summary = {"run_dir": cfg.run_dir, "main_process": acc.is_main_process,
-               "winrate_start": log.evals[0]["winrate"] if log.evals else None,
-               "winrate_end": log.evals[-1]["winrate"] if log.evals else None}
-    return summary
