@@ -7,7 +7,7 @@ from typing import Sequence
 
 import pytest
 
-from tsrl.types import Anchor, PairRequest, Prompt, Verdict
+from tsrl.types import Anchor, PairRequest, Prompt, Score, ScoreRequest, Verdict
 
 
 class NumberTask:
@@ -29,9 +29,11 @@ class ScriptedJudge:
     """Answers from a table {(first, second): p}; unknown pairs answer by comparing the texts' q numbers.
     Records every request it receives."""
 
-    def __init__(self, table: dict[tuple[str, str], float | None] | None = None) -> None:
-        self.table = table or {}
+    def __init__(self, table: dict[tuple[str, str], float | None] | None = None,
+                 grades: dict[str, float | None] | None = None) -> None:
+        self.table, self.grades = table or {}, grades or {}
         self.requests: list[PairRequest] = []
+        self.score_requests: list[ScoreRequest] = []
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         self.requests += requests
@@ -45,8 +47,15 @@ class ScriptedJudge:
             out.append(Verdict(p_first=p, error=None if p is not None else "scripted failure"))
         return out
 
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        """Grades from the `grades` table, else the response's q number (capped at 10)."""
+        self.score_requests += requests
+        values = [self.grades.get(r.response, min(10.0, NumberTask().quality(r.prompt, r.response))) for r in requests]
+        return [Score(v, raw=f"graded {v}", error=None if v is not None else "scripted failure", tokens=3)
+                for v in values]
+
     def drain_metrics(self) -> dict[str, float]:
-        return {"calls": float(len(self.requests))}
+        return {"calls": float(len(self.requests) + len(self.score_requests))}
 
 
 def number_prompt(pid: str, qualities: Sequence[float]) -> Prompt:

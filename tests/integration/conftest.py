@@ -24,10 +24,20 @@ TINY = ["model.warmstart_steps=30", "model.hidden_size=32", "model.num_layers=2"
         "generator.max_new_tokens=12"]
 
 
+def cli_env() -> dict[str, str]:
+    """The current environment (tests may set variables), wandb offline and quiet."""
+    return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HYDRA_FULL_ERROR": "0"}
+
+
+def tiny_overrides(cache_dir: Path) -> list[str]:
+    """The tiny policy (built once per session under cache_dir), 3 steps, a 4-prompt evaluation."""
+    return [f"model.cache_dir={cache_dir / 'models'}", *TINY, f"reward.ladder_dir={cache_dir / 'ladders'}",
+            "trainer.max_steps=3", "trainer.eval.max_prompts=4"]
+
+
 def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """`tsrl-train *args` as a subprocess with the current environment (tests may set variables), output captured."""
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HYDRA_FULL_ERROR": "0"}
-    return subprocess.run([TRAIN, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    """`tsrl-train *args` as a subprocess, output captured."""
+    return subprocess.run([TRAIN, *args], capture_output=True, text=True, env=cli_env(), cwd=cwd, timeout=600)
 
 
 @pytest.fixture
@@ -35,8 +45,7 @@ def tsrl(cache_dir, tmp_path):
     """Call tsrl-train with the tiny policy and 3 steps; extra overrides win. Returns CompletedProcess."""
 
     def call(*overrides: str, run_dir: Path | None = None, multirun: bool = False) -> subprocess.CompletedProcess:
-        small = [f"model.cache_dir={cache_dir / 'models'}", *TINY, f"reward.ladder_dir={cache_dir / 'ladders'}",
-                 "trainer.max_steps=3", "trainer.eval.max_prompts=4"]
+        small = tiny_overrides(cache_dir)
         if not multirun:
             small.append(f"run_dir={run_dir or tmp_path / 'run'}")
         return run_cli([*(["-m"] if multirun else []), *small, *overrides], tmp_path)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import NumberTask
-from tests.integration.conftest import read_metrics
+from tests.integration.conftest import TRAIN, cli_env, read_metrics, run_cli, tiny_overrides
 from tests.integration.judge_server import CONTENT, TRANSPORT, JudgeServer
 from tsrl.judging import BudgetConfig, BudgetExceeded, OpenAIJudgeConfig, RetryConfig, build_judge, close_judge
 from tsrl.judging.openai_judge import JudgeUnavailable
@@ -23,6 +23,7 @@ from tsrl.types import PairRequest, Prompt
 
 KEY_ENV, KEY = "TSRL_TEST_JUDGE_KEY", "sk-test-5ecret-never-logged"
 PROMPT = Prompt("p", "Say something.")
+KILL_AFTER = 700  # judge requests sent when tsrl-train is killed: mid ladder build (a full run sends 1,448)
 FAST = RetryConfig(timeout_s=0.5, max_retries=8, backoff_s=0.005, backoff_max_s=0.1, max_consecutive_failures=20)
 
 
@@ -199,3 +200,37 @@ def test_training_run_completes_at_20_percent_faults_and_never_writes_the_key(ts
     files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
     assert files and not [p for p in files if KEY.encode() in p.read_bytes()]
     assert KEY not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_sigkilled_training_run_restarts_without_repaying_cached_verdicts(cache_dir, tmp_path):
+    """SIGKILL a real tsrl-train while it is judging; the restarted run (same seed, same cache) sends exactly
+    the questions whose verdicts were not committed, and a third run sends none."""
+    cache = tmp_path / "verdicts.sqlite"
+
+    def rows() -> int:
+        with sqlite3.connect(cache) as db:
+            return db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
+
+    with JudgeServer(latency_s=0.01) as server:
+        args = [*tiny_overrides(cache_dir), "judge=openai", f"judge.base_urls=[{server.url}]",
+                f"judge.api_key_env={KEY_ENV}", f"judge.cache_path={cache}", "judge.concurrency=4",
+                f"reward.ladder_dir={tmp_path / 'ladders'}", "trainer.max_steps=2"]
+        killed = subprocess.Popen([TRAIN, *args, f"run_dir={tmp_path / 'killed'}"], env=cli_env(), cwd=tmp_path,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while server.stats["requests"] < KILL_AFTER:
+            assert killed.poll() is None, "tsrl-train ended before it could be killed"
+            time.sleep(0.005)
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        asked, committed = server.stats["requests"], rows()
+        assert 0 < committed < asked  # the chunk in flight was lost with the process
+        restarted = run_cli([*args, f"run_dir={tmp_path / 'restarted'}"], tmp_path)
+        assert restarted.returncode == 0, restarted.stderr[-3000:]
+        total = rows()
+        assert server.stats["requests"] - asked == total - committed  # only the uncommitted questions
+        before = server.stats["requests"]
+        again = run_cli([*args, f"run_dir={tmp_path / 'again'}"], tmp_path)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert server.stats["requests"] == before  # the same seed asks the same questions: all cached
+        assert read_metrics(tmp_path / "again")[-1]["judge/cache_hit_rate"] == 1.0

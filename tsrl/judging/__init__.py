@@ -40,7 +40,8 @@ def wrap(judge: Judge, cfg: JudgePolicyConfig) -> Judge:
     wrapped: Judge = Budget(judge, cfg.budget)
     if cfg.cache_path:
         chunk = 4 * getattr(cfg, "concurrency", 8)  # committed per chunk: a crash loses at most one chunk
-        wrapped = VerdictCache(wrapped, cfg.cache_path, getattr(judge, "identity", type(judge).__name__), chunk)
+        identity = getattr(judge, "identity", type(judge).__name__)
+        wrapped = VerdictCache(wrapped, cfg.cache_path, identity, chunk, getattr(judge, "score_identity", ""))
     wrapped = Fallback(wrapped, cfg.failure, cfg.seed)
     if cfg.flip_prob > 0:
         wrapped = Noise(wrapped, cfg.flip_prob, cfg.seed)

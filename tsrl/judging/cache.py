@@ -5,6 +5,9 @@ canonical order (sorted), which of the two was shown first, image digests). Keep
 in the key means position-bias cancellation still sees two independent answers; storing the verdict
 for the canonical orientation means one row answers a question however the caller phrases it.
 
+Pointwise rubric grades (`score`) are cached alike in their own table, keyed by the judge's score identity
+(model + pointwise template), prompt, rubric and response.
+
 Storage is SQLite in WAL mode. Misses go to the inner judge in chunks; each chunk's verdicts are committed
 in one transaction as soon as they arrive, so a process killed mid-judging loses at most the chunk in
 flight and a restart re-uses everything committed. Only real verdicts are stored, never failures.
@@ -21,7 +24,8 @@ from typing import Sequence
 from tsrl.judging.base import Judge, JudgeCounters, merge_metrics
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
-SCHEMA = "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, p REAL NOT NULL, raw TEXT, tokens INTEGER)"
+SCHEMA = ("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, p REAL NOT NULL, raw TEXT, tokens INTEGER)",
+          "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL, raw TEXT, tokens INTEGER)")
 
 
 def image_digest(path: str | None) -> str:
@@ -45,14 +49,17 @@ def cache_key(identity: str, request: PairRequest) -> tuple[str, bool]:
 class VerdictCache:
     """See the module docstring. `chunk` = misses sent to the inner judge per committed transaction."""
 
-    def __init__(self, inner: Judge, path: str | Path, identity: str, chunk: int = 256) -> None:
+    def __init__(self, inner: Judge, path: str | Path, identity: str, chunk: int = 256,
+                 score_identity: str = "") -> None:
         self.inner, self.identity, self.chunk = inner, identity, max(1, chunk)
+        self.score_identity = score_identity or f"{identity}|pointwise"
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process never corrupts the file
-        self.db.execute(SCHEMA)
+        for table in SCHEMA:
+            self.db.execute(table)
         self.counters = JudgeCounters()
 
     def _lookup(self, key: str) -> tuple[float, str, int] | None:
@@ -90,7 +97,32 @@ class VerdictCache:
             self.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)", rows)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
-        return self.inner.score(requests)  # pointwise scores are not cached
+        """Pointwise grades, cached the same way: key = score identity + prompt + rubric + response."""
+        keys = [hashlib.sha256(json.dumps([self.score_identity, r.prompt.text, r.prompt.fields.get("rubric", ""),
+                                           r.response]).encode()).hexdigest() for r in requests]
+        out: list[Score | None] = [None] * len(requests)
+        misses: dict[str, list[int]] = {}
+        for i, key in enumerate(keys):
+            row = self.db.execute("SELECT value, raw, tokens FROM scores WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                misses.setdefault(key, []).append(i)
+            else:
+                out[i] = Score(value=row[0], raw=row[1], tokens=0, cached=True)
+        self.counters.record([s for s in out if s is not None])
+        pending = list(misses.items())
+        for start in range(0, len(pending), self.chunk):
+            batch = pending[start:start + self.chunk]
+            answers = self.inner.score([requests[idx[0]] for _, idx in batch])
+            rows = [(key, a.value, a.raw, a.tokens) for (key, _), a in zip(batch, answers) if a.value is not None]
+            with self.db:
+                self.db.execute("BEGIN")
+                self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?)", rows)
+            for (_, idx), answer in zip(batch, answers):
+                out[idx[0]] = answer
+                for dup in idx[1:]:
+                    out[dup] = Score(answer.value, answer.raw, answer.error, cached=answer.value is not None)
+                self.counters.record([out[d] for d in idx[1:]])
+        return out  # type: ignore[return-value]
 
     def drain_metrics(self) -> dict[str, float]:
         metrics = merge_metrics(self.counters.drain(), self.inner.drain_metrics())

@@ -85,7 +85,10 @@ class HFLocalJudge:
         self.template = load_template(resolve_template(cfg.template, task.name))
         self.score_template = load_template(resolve_template("auto", task.name, "pointwise"))
         self.model, self.tokenizer, self.device = load_judge_model(cfg)
-        self.identity = f"hf_local:{cfg.model_path or SMOLLM2_GGUF}|{self.template.identity}"
+        model = f"hf_local:{cfg.model_path or SMOLLM2_GGUF}:{cfg.gguf_file}"
+        pairwise = self.template.identity if cfg.method == "pairwise" else "contrast-yes-no-v1"
+        self.identity = f"{model}|{pairwise}"  # cache keys: a verdict is reused only by the same judging method
+        self.score_identity = f"{model}|{self.score_template.identity}"
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -152,13 +155,15 @@ class HFLocalJudge:
         return verdicts
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        import torch
+
         prompts = [self._prompt(render(self.score_template, r.prompt.text, r.prompt.fields.get("rubric", ""),
                                        (r.response,), self._fence(r.prompt.text, r.response)), "SCORE:")
                    for r in requests]
         scores = []
         for row in self._next_token_probs(prompts):
             digits = row[self.digit_ids]
-            value = float((digits / digits.sum() * __import__("torch").arange(10)).sum()) * 10.0 / 9.0
+            value = float((digits / digits.sum() * torch.arange(10)).sum()) * 10.0 / 9.0
             scores.append(Score(value=value, raw=f"expected digit {value * 0.9:.3f}"))
         self.counters.record(scores)
         return scores

@@ -125,7 +125,8 @@ class OpenAIJudge:
         self.cfg, self.task = cfg, task
         self.template = load_template(resolve_template(cfg.template, task.name))
         self.score_template = load_template(resolve_template("auto", task.name, "pointwise"))
-        self.identity = f"{cfg.model}|{self.template.identity}"
+        self.identity = f"{cfg.model}|{self.template.identity}"  # cache keys
+        self.score_identity = f"{cfg.model}|{self.score_template.identity}"
         key = read_api_key(cfg.api_key_env)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="tsrl-judge", daemon=True)

@@ -8,7 +8,8 @@
   bias becomes noise instead of a systematic push; ranking fits add the mirror match (j, i, 1 − y).
 - Noise flips a real verdict with probability flip_prob (the TSRL paper's §4.5 noise injection).
 - Fallback replaces a missing verdict by a tie, a random winner, or keeps None (drop: the reward regime
-  then leaves that comparison out, or drops the group), and counts every use.
+  then leaves that comparison out, or drops the group), and counts every use; a missing pointwise grade
+  likewise becomes 5 (tie), a uniform grade in [0, 10] (random) or stays None (drop).
 - Budget stops the run with a UserError before a step or the run exceeds its call or token allowance.
 """
 
@@ -177,7 +178,18 @@ class Fallback:
         return replace(verdict, p_first=p, raw=f"[fallback {self.policy}: {verdict.error}] {verdict.raw}")
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
-        return self.inner.score(requests)
+        """The same policy for grades: tie → the middle grade 5, random → a uniform grade in [0, 10]."""
+        answers = self.inner.score(requests)
+        return [s if s.value is not None else self._fallback_score(r, s) for r, s in zip(requests, answers)]
+
+    def _fallback_score(self, request: ScoreRequest, score: Score) -> Score:
+        self.counters.add("fallbacks")
+        self.counters.add(f"fallbacks/{self.policy}")
+        if self.policy == "drop":
+            return score
+        draw = stable_uniform(self.seed, "fallback-score", request.prompt.id, request.response)
+        value = 5.0 if self.policy == "tie" else 10.0 * draw
+        return replace(score, value=value, raw=f"[fallback {self.policy}: {score.error}] {score.raw}")
 
     def drain_metrics(self) -> dict[str, float]:
         return merge_metrics(self.counters.drain(), self.inner.drain_metrics())
