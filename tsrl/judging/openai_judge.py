@@ -1,8 +1,9 @@
 """`judge=openai`: a pairwise judge behind any OpenAI-compatible endpoint (vLLM, SGLang, a hosted API).
 
 `compare` is synchronous for the trainer but runs the whole batch concurrently on a private asyncio loop
-(one background thread), at most `concurrency` requests in flight, spread round-robin over `base_urls`
-(a retry goes to the next URL). Each request is retried on 429, 5xx, timeouts, dropped connections and
+(one background thread): `concurrency` workers each take the next request, render its prompt and send it,
+spread round-robin over `base_urls` (a retry goes to the next URL), through `judge.transport` (the lean
+aiohttp client by default, or the openai SDK; see transport.py). Each request is retried on 429, 5xx, timeouts, dropped connections and
 malformed bodies with exponential backoff and jitter, waiting at least what Retry-After(-ms) asks.
 An answer that arrives but holds no valid verdict (empty, wrong format, echo of the prompt) is not
 retried: a temperature-0 judge would say the same again; it becomes a failed Verdict with its kind.

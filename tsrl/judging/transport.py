@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 TRANSPORTS = ("aiohttp", "openai")
 
@@ -57,6 +59,14 @@ def decode(raw: bytes) -> dict:
     return body
 
 
+def env_proxy(url: str) -> str | None:
+    """The proxy HTTP(S)_PROXY / NO_PROXY give for `url` (None = direct), as the SDK's httpx client reads them."""
+    parts = urlsplit(url)
+    if not parts.hostname or proxy_bypass(parts.hostname):
+        return None
+    return getproxies().get(parts.scheme)
+
+
 class AiohttpTransport:
     """See the module docstring. Create and use it on the event loop that will run the requests."""
 
@@ -66,15 +76,16 @@ class AiohttpTransport:
         self.aiohttp = aiohttp
         self.urls = [url.rstrip("/") + "/chat/completions" for url in base_urls]
         self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
-                        "Accept": "application/json"}
+                        "Accept": "application/json", "User-Agent": "tsrl-judge"}
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency, ttl_dns_cache=300)
-        self.session = aiohttp.ClientSession(connector=connector, timeout=self.timeout, auto_decompress=True)
+        self.proxies = [env_proxy(url) for url in base_urls]  # looked up once, not per request (trust_env)
+        self.session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
 
     async def post(self, index: int, body: dict) -> dict:
         try:
-            async with self.session.post(self.urls[index], data=json.dumps(body).encode(),
-                                         headers=self.headers) as response:
+            async with self.session.post(self.urls[index], data=json.dumps(body).encode(), headers=self.headers,
+                                         proxy=self.proxies[index]) as response:
                 raw = await response.read()
                 if response.status >= 400:
                     raise status_error(response.status, response.headers, raw.decode("utf-8", "replace"))
