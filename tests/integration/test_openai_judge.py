@@ -3,6 +3,7 @@ aiohttp client (default) and the real openai SDK client."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -234,3 +235,31 @@ def test_sigkilled_training_run_restarts_without_repaying_cached_verdicts(cache_
         assert again.returncode == 0, again.stderr[-3000:]
         assert server.stats["requests"] == before  # the same seed asks the same questions: all cached
         assert read_metrics(tmp_path / "again")[-1]["judge/cache_hit_rate"] == 1.0
+
+
+@pytest.mark.slow
+def test_a_spent_budget_stops_cleanly_and_the_resumed_run_matches_an_uninterrupted_one(cache_dir, tmp_path):
+    """A budget of exactly two steps' calls: step 3 is refused, the run saves step 2 (with the state from
+    before step 3) and exits 2 naming the budget and the checkpoint; resumed with no budget it ends where an
+    uninterrupted run ends. The stored ladder is reused although the budget changed (no setup calls)."""
+    with JudgeServer() as server:
+        base = [*tiny_overrides(cache_dir), "judge=openai", f"judge.base_urls=[{server.url}]",
+                f"judge.api_key_env={KEY_ENV}", f"reward.ladder_dir={tmp_path / 'ladders'}", "trainer.max_steps=4"]
+        whole = run_cli([*base, f"run_dir={tmp_path / 'whole'}"], tmp_path)
+        assert whole.returncode == 0, whole.stderr[-3000:]
+        reference = read_metrics(tmp_path / "whole")
+        budget = int(reference[0]["judge/calls"] + reference[1]["judge/calls"])
+        stopped = run_cli([*base, f"run_dir={tmp_path / 'split'}", f"judge.budget.max_calls_per_run={budget}"],
+                          tmp_path)
+        assert stopped.returncode == 2, stopped.stderr[-3000:]
+        message = stopped.stderr.strip().splitlines()[-1]
+        assert f"judge.budget.max_calls_per_run={budget}" in message and "step_000002" in message
+        assert [r["step"] for r in read_metrics(tmp_path / "split")] == [1, 2]
+        assert (tmp_path / "split" / "plot.png").is_file()
+        resumed = run_cli([*base, f"run_dir={tmp_path / 'split'}", "trainer.checkpoint.resume=auto"], tmp_path)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    split = read_metrics(tmp_path / "split")
+    assert [r["step"] for r in split] == [1, 2, 3, 4]
+    for key in ("reward/mean", "train/loss", "completion/length_mean", "judge/calls"):
+        assert [r[key] for r in split] == pytest.approx([r[key] for r in reference], rel=1e-6), key
+    assert json.loads((tmp_path / "split" / "setup.json").read_text())["judge_calls_setup"] == 0

@@ -17,9 +17,8 @@ self_bootstrap) need `policy=(model, tokenizer)`.
 from __future__ import annotations
 
 import hashlib
-import json
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -120,7 +119,7 @@ def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = 
     (default: a fresh temporary directory) receives what the regime writes (ladder.jsonl, ...).
     """
     from tsrl.generation import build_generator
-    from tsrl.judging import build_judge
+    from tsrl.judging import build_judge, judge_fingerprint
     from tsrl.rewards import RegimeContext, build_regime
     from tsrl.tasks import build_task
 
@@ -130,7 +129,7 @@ def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = 
     known = {p.text: p for split in ("train", "eval") for p in base.prompts(split)}
     chosen = [resolve_prompt(known, p) for p in prompts] if prompts is not None else base.prompts("train")
     judge_obj = build_judge(cfg.judge, base)
-    fingerprint = json.dumps({"kind": type(cfg.judge).__name__, **asdict(cfg.judge)}, sort_keys=True)  # as setup()
+    fingerprint = judge_fingerprint(cfg.judge)
     model, tokenizer = policy if policy is not None else (None, None)
     generator = build_generator(cfg.generator, model, tokenizer) if model is not None else None
     ctx = RegimeContext(PromptSet(base, chosen), judge_obj, fingerprint, run_dir, model=model, tokenizer=tokenizer,

@@ -7,6 +7,8 @@ heavy dependencies only when such a judge is built, so `import tsrl` stays light
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from typing import Any, Callable
 
 from tsrl.judging.base import Judge, JudgeCounters, close_judge, stable_uniform
@@ -52,6 +54,19 @@ def wrap(judge: Judge, cfg: JudgePolicyConfig) -> Judge:
     return wrapped
 
 
+# Settings that change how verdicts are fetched, paid for or stored, but not what they are.
+OPERATIONAL = ("base_urls", "api_key_env", "concurrency", "transport", "retry", "budget", "cache_path",
+               "price_in_per_m", "price_out_per_m", "batch_size", "device")
+
+
+def judge_fingerprint(cfg: Any) -> str:
+    """Identifies a judge's verdicts (kind + every setting that can change one), for stored ladders: a run that
+    only moves the endpoint, the budget, the cache or the concurrency reuses them. The served model name is
+    the model's identity, so give different judge models different names."""
+    settings = {k: v for k, v in asdict(cfg).items() if k not in OPERATIONAL}
+    return json.dumps({"kind": type(cfg).__name__, **settings}, sort_keys=True)
+
+
 def build_judge(cfg: Any, task: Task) -> Judge:
     judge = JUDGES[type(cfg)](cfg, task)
     if isinstance(cfg, JudgePolicyConfig):
@@ -61,5 +76,5 @@ def build_judge(cfg: Any, task: Task) -> Judge:
 
 __all__ = ["Judge", "JudgeCounters", "close_judge", "stable_uniform", "RubricSimConfig", "SimulatedJudge", "BothOrders",
            "RandomOrder", "Noise", "Fallback", "Budget", "BudgetConfig", "BudgetExceeded", "VerdictCache",
-           "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HFLocalJudgeConfig", "JUDGES", "build_judge",
+           "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HFLocalJudgeConfig", "JUDGES", "build_judge", "judge_fingerprint",
            "wrap"]

@@ -6,7 +6,8 @@ Where it departs from textbook GRPO (all configurable, defaults in configs/):
   ratio is exactly 1 and no extra forward pass is paid; otherwise the pre-update log-probs are computed once;
 - a group whose reward could not be computed (no verdicts) is dropped: zero advantages, counted in metrics;
 - optionally (algo.mask_truncated) completions cut at max_new_tokens are left out of the loss (DAPO);
-- each process generates and scores whole groups for its own prompts, so tournaments always see all G.
+- each process generates and scores whole groups for its own prompts, so tournaments always see all G;
+- a stop that needs the user (judge budget spent, judge down) checkpoints the last finished step first.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import time
 from collections import defaultdict
 from contextlib import nullcontext
@@ -26,9 +28,10 @@ import torch
 
 from tsrl.algo import NORMALIZERS, LossInputs, LossSettings, group_advantages, policy_loss
 from tsrl.config import RunConfig
+from tsrl.errors import UserError
 from tsrl.evaluation import winrate_sums, winrate_summary
 from tsrl.generation import Generator, build_generator
-from tsrl.judging import Judge, build_judge, close_judge
+from tsrl.judging import Judge, build_judge, close_judge, judge_fingerprint
 from tsrl.models import load_policy
 from tsrl.rewards import RegimeContext, RewardRegime, build_regime
 from tsrl.tasks import Task, build_task
@@ -203,7 +206,7 @@ def setup(cfg: RunConfig) -> Run:
     if cfg.algo.kl_beta > 0:
         ref_model = load_policy(cfg.model, task)[0].to(acc.device).eval().requires_grad_(False)
     judge, eval_judge = build_judge(cfg.judge, task), build_judge(cfg.judge, task)
-    fingerprint = json.dumps({"kind": type(cfg.judge).__name__, **asdict(cfg.judge)}, sort_keys=True)
+    fingerprint = judge_fingerprint(cfg.judge)
     generator = build_generator(cfg.generator, model, tokenizer)  # the raw module: prepare() keeps it in place
     with acc.main_process_first():
         regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir, model=model,
@@ -275,21 +278,64 @@ def run_steps(run: Run) -> None:
     bar = tqdm(range(run.start_step + 1, tcfg.max_steps + 1), initial=run.start_step, total=tcfg.max_steps,
                disable=not acc.is_main_process, desc="tsrl", dynamic_ncols=True)
     for step in bar:
-        metrics, groups, rewards = train_step(run, step)
+        before = capture_rng(), trainer_state(run, step - 1)  # what a checkpoint of the last finished step holds
+        try:
+            metrics, groups, rewards = train_step(run, step)
+        except UserError as err:  # e.g. the judge budget is spent or the judge is down: keep every finished step
+            restore_rng(before[0])
+            raise stopped_cleanly(run, before[1], err) from err
         metrics = reduce_metrics(acc, metrics)
         run.judge_calls_total += metrics["judge/calls"]
         metrics["judge/calls_total"] = run.judge_calls_total
         log.log_step(step, metrics)
         log.log_samples(step, groups, rewards)
         if step == tcfg.max_steps or (tcfg.eval.every and step % tcfg.eval.every == 0):
-            log.log_eval(step, evaluate(run))
+            try:
+                log.log_eval(step, evaluate(run))  # its own RNG: training's is untouched
+            except UserError as err:
+                raise stopped_cleanly(run, trainer_state(run, step), err) from err
         if step == tcfg.max_steps or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
             save_checkpoint(acc, run.model, run.tokenizer, checkpoint_dir(Path(run.cfg.run_dir), step),
-                            {"step": step, "sampler": run.sampler.state_dict(),
-                             "judge_calls_total": run.judge_calls_total,
-                             "regime": run.regime.state_dict() if hasattr(run.regime, "state_dict") else None},
-                            tcfg.checkpoint.keep)
+                            trainer_state(run, step), tcfg.checkpoint.keep)
         win = log.evals[-1]["winrate"] if log.evals else float("nan")
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout_win=f"{win:.1f}%",
                         loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")
     log.close()
+
+
+def trainer_state(run: Run, step: int) -> dict[str, Any]:
+    """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
+    regime = run.regime.state_dict() if hasattr(run.regime, "state_dict") else None
+    return json.loads(json.dumps({"step": step, "sampler": run.sampler.state_dict(),
+                                  "judge_calls_total": run.judge_calls_total, "regime": regime}))
+
+
+def capture_rng() -> tuple:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    return random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda
+
+
+def restore_rng(states: tuple) -> None:
+    python, numpy_state, torch_state, cuda = states
+    random.setstate(python)
+    np.random.set_state(numpy_state)
+    torch.set_rng_state(torch_state)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def stopped_cleanly(run: Run, state: dict[str, Any], err: UserError) -> UserError:
+    """Save what the run has finished before a stop that needs the user (a spent judge budget, a dead judge):
+    a checkpoint of the last finished step, exactly as the periodic one would be (state and RNG from before
+    the failed step), the logs and the plot. Returns the error to raise: the cause, then where to resume."""
+    acc, step = run.accelerator, state["step"]
+    run.log.close()
+    if step <= run.start_step:
+        return type(err)(f"{err} No step finished since the start; nothing new to save.")
+    if acc.num_processes > 1:  # the failure may have hit one rank only: a collective save could hang
+        return type(err)(f"{err} Multi-process run: the newest periodic checkpoint is the place to resume from.")
+    path = checkpoint_dir(Path(run.cfg.run_dir), step)
+    if not path.is_dir():
+        save_checkpoint(acc, run.model, run.tokenizer, path, state, run.cfg.trainer.checkpoint.keep)
+    return type(err)(f"{err} Steps 1–{step} are saved in {path}; after the fix, the same command with "
+                     "trainer.checkpoint.resume=auto continues from there.")
