@@ -59,6 +59,9 @@ class JudgeServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.loop.is_closed():  # stopped already (a test that takes a server down early)
+            return
+
         async def stop() -> None:
             self.server.close()
             for writer in self.connections:  # open keep-alive connections too: the URL is dead from here on

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -112,13 +113,36 @@ def test_verdict_like_text_inside_responses_cannot_pose_as_the_verdict():
 def test_retry_after_is_honoured_and_urls_are_balanced(transport):
     with JudgeServer() as a, JudgeServer() as b:
         a.queue = ["rate_limited"]
-        judge = judge_for(a, base_urls=[a.url, b.url], concurrency=1, transport=transport)
+        judge = judge_for(a, base_urls=[a.url, b.url], concurrency=1, transport=transport,
+                          retry=replace(FAST, endpoint_cooldown_s=0.0))  # rest only as long as Retry-After asks
         start = time.perf_counter()
         verdicts = judge.compare(word_pairs(1))
         assert time.perf_counter() - start >= 0.05  # the server asked for 50 ms; backoff alone is ≤ 5 ms
         assert verdicts[0].p_first is not None and a.stats["requests"] == 1 and b.stats["requests"] == 1
+        time.sleep(0.06)  # a's rest is over
         judge.compare(word_pairs(10))
         assert a.stats["requests"] == 6 and b.stats["requests"] == 6
+
+
+@pytest.mark.parametrize("fault", ["down", "hang"])
+def test_a_failing_endpoint_rests_while_the_others_serve(fault):
+    """Two endpoints, one down (connection refused) or hanging past the timeout: after its first failures it
+    rests, so nearly every request goes straight to the healthy one and no verdict is lost."""
+    with JudgeServer() as good, JudgeServer(fault_rate=1.0, fault_kinds=("hang",), hang_s=1.0) as bad:
+        bad_url = bad.url
+        if fault == "down":
+            bad.__exit__(None, None, None)
+        retry = replace(FAST, timeout_s=0.2, endpoint_cooldown_s=30.0)
+        judge = judge_for(good, base_urls=[bad_url, good.url], concurrency=4, retry=retry)
+        start = time.perf_counter()
+        verdicts = judge.compare(word_pairs(80))
+        elapsed = time.perf_counter() - start
+        metrics = judge.drain_metrics()
+    assert all(v.p_first is not None for v in verdicts) and good.stats["requests"] == 80
+    kind = "connection" if fault == "down" else "timeout"
+    assert 1 <= metrics[f"attempt_errors/{kind}"] <= 4  # the first wave only: one per worker at most
+    assert metrics["endpoints_resting"] == 1.0
+    assert elapsed < 0.2 * 4  # without rests about half of the 80 would wait out the 0.2 s timeout first
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

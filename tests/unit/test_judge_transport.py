@@ -1,9 +1,11 @@
-"""Pure parts of the judge transport: failure classification, Retry-After, proxies from the environment."""
+"""Pure parts of the judge transport: failure classification, Retry-After, proxies from the environment,
+endpoint rests."""
 
 from __future__ import annotations
 
 import pytest
 
+from tsrl.judging.openai_judge import Endpoints
 from tsrl.judging.transport import AttemptError, decode, env_proxy, retry_after, status_error
 
 
@@ -40,3 +42,16 @@ def test_proxies_come_from_the_environment_and_no_proxy_is_honoured(monkeypatch)
     assert env_proxy("https://api.example.com/v1") == "http://proxy.internal:3128"
     assert env_proxy("http://api.example.com/v1") is None  # no HTTP_PROXY set
     assert env_proxy("https://gpu-a:8000/v1") is None
+
+
+def test_endpoints_skip_resting_ones_and_fall_back_to_the_first_back():
+    endpoints = Endpoints(3, cooldown_s=10.0, max_s=60.0)
+    assert [endpoints.pick() for _ in range(4)] == [0, 1, 2, 0]
+    endpoints.failed(1, wait=None)
+    assert [endpoints.pick() for _ in range(4)] == [2, 0, 2, 0] and endpoints.resting() == 1
+    endpoints.failed(0, wait=30.0)  # Retry-After longer than the cooldown
+    endpoints.failed(2, wait=None)
+    endpoints.failed(2, wait=None)  # second failure in a row: 20 s
+    assert endpoints.resting() == 3 and endpoints.pick() == 1  # all rest: the one back first (10 s)
+    endpoints.succeeded(2)
+    assert endpoints.pick() == 2 and endpoints.resting() == 2

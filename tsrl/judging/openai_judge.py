@@ -2,7 +2,8 @@
 
 `compare` is synchronous for the trainer but runs the whole batch concurrently on a private asyncio loop
 (one background thread): `concurrency` workers each take the next request, render its prompt and send it,
-spread round-robin over `base_urls` (a retry goes to the next URL), through `judge.transport` (the lean
+spread round-robin over `base_urls` (a retry goes to the next URL; an endpoint whose attempt failed rests a
+while, see Endpoints), through `judge.transport` (the lean
 aiohttp client by default, or the openai SDK; see transport.py). Each request is retried on 429, 5xx, timeouts, dropped connections and
 malformed bodies with exponential backoff and jitter, waiting at least what Retry-After(-ms) asks.
 An answer that arrives but holds no valid verdict (empty, wrong format, echo of the prompt) is not
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import itertools
 import mimetypes
 import os
 import random
@@ -60,6 +60,9 @@ class RetryConfig:
     """Longest wait between attempts (also caps Retry-After)."""
     max_consecutive_failures: int = 20
     """Stop the run after this many requests in a row failed for good."""
+    endpoint_cooldown_s: float = 2.0
+    """With several base_urls: an endpoint whose attempt failed (timeout, connection, 429, 5xx, malformed body)
+    rests this long, doubling with each failure in a row (at most backoff_max_s), while the others serve."""
 
 
 @dataclass
@@ -119,6 +122,38 @@ def image_part(source: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": source}}
 
 
+class Endpoints:
+    """Round-robin over the base URLs, skipping those at rest. An endpoint rests after a failed attempt that
+    points at it (see RetryConfig.endpoint_cooldown_s), or as long as its Retry-After asks if that is longer;
+    a success ends its rest. When every endpoint rests, the one back first is used (so one URL = plain retries)."""
+
+    def __init__(self, count: int, cooldown_s: float, max_s: float) -> None:
+        self.count, self.cooldown_s, self.max_s = count, cooldown_s, max_s
+        self.turn = 0
+        self.failures = [0] * count
+        self.rest_until = [0.0] * count
+
+    def pick(self) -> int:
+        now = time.monotonic()
+        for _ in range(self.count):
+            index, self.turn = self.turn % self.count, self.turn + 1
+            if self.rest_until[index] <= now:
+                return index
+        return min(range(self.count), key=self.rest_until.__getitem__)
+
+    def failed(self, index: int, wait: float | None) -> None:
+        self.failures[index] += 1
+        rest = min(self.max_s, self.cooldown_s * 2 ** (self.failures[index] - 1))
+        self.rest_until[index] = time.monotonic() + max(rest, wait or 0.0)
+
+    def succeeded(self, index: int) -> None:
+        self.failures[index], self.rest_until[index] = 0, 0.0
+
+    def resting(self) -> int:
+        now = time.monotonic()
+        return sum(until > now for until in self.rest_until)
+
+
 class OpenAIJudge:
     """See the module docstring."""
 
@@ -138,7 +173,7 @@ class OpenAIJudge:
 
         self.transport = asyncio.run_coroutine_threadsafe(connect(), self.loop).result()
         self.semaphore = asyncio.Semaphore(cfg.concurrency)
-        self.turn = itertools.count()
+        self.endpoints = Endpoints(len(cfg.base_urls), cfg.retry.endpoint_cooldown_s, cfg.retry.backoff_max_s)
         self.jitter = random.Random(cfg.seed)
         self.counters = JudgeCounters()
         self.consecutive_failures = 0
@@ -158,7 +193,10 @@ class OpenAIJudge:
         return scores
 
     def drain_metrics(self) -> dict[str, float]:
-        return self.counters.drain()
+        metrics = self.counters.drain()
+        if self.endpoints.count > 1:
+            metrics["endpoints_resting"] = float(self.endpoints.resting())
+        return metrics
 
     def close(self) -> None:
         """Close the connections and stop the judge's event loop (the judge is unusable afterwards)."""
@@ -217,10 +255,12 @@ class OpenAIJudge:
         for attempt in range(retry.max_retries + 1):
             if self.consecutive_failures >= retry.max_consecutive_failures:
                 return Score(None, error="judge_unavailable: skipped after too many consecutive failures")
-            index = next(self.turn) % len(self.cfg.base_urls)
+            index = self.endpoints.pick()
             try:
                 text, tokens, top = self._read(await self.transport.post(index, self._request_args(messages)))
             except AttemptError as err:
+                if err.retryable:  # the endpoint's fault (not the request's, like a 400): rest it
+                    self.endpoints.failed(index, err.wait)
                 error = f"{err.kind}: {str(err)[:200]}"
                 self.counters.add(f"attempt_errors/{err.kind}")
                 self.last_failure = (self.cfg.base_urls[index], error)
@@ -229,6 +269,7 @@ class OpenAIJudge:
                 self.counters.add("retries")
                 await asyncio.sleep(self._backoff(attempt, err.wait))
                 continue
+            self.endpoints.succeeded(index)
             return self._parse(text, tokens, top, fence, parse, index)
         raise AssertionError("unreachable")
 
