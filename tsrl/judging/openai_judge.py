@@ -19,12 +19,14 @@ variable the config names and lives only inside the client: it is never logged o
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import mimetypes
 import os
 import random
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -122,6 +124,12 @@ def image_part(source: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": source}}
 
 
+def close_at_exit(ref: weakref.ref) -> None:
+    judge = ref()
+    if judge is not None:
+        judge.close()
+
+
 class Endpoints:
     """Round-robin over the base URLs, skipping those at rest. An endpoint rests after a failed attempt that
     points at it (see RetryConfig.endpoint_cooldown_s), or as long as its Retry-After asks if that is longer;
@@ -172,6 +180,7 @@ class OpenAIJudge:
             return build_transport(cfg.transport, cfg.base_urls, key, cfg.retry.timeout_s, cfg.concurrency)
 
         self.transport = asyncio.run_coroutine_threadsafe(connect(), self.loop).result()
+        atexit.register(close_at_exit, weakref.ref(self))  # users of the plain API may never call close()
         self.semaphore = asyncio.Semaphore(cfg.concurrency)
         self.endpoints = Endpoints(len(cfg.base_urls), cfg.retry.endpoint_cooldown_s, cfg.retry.backoff_max_s)
         self.jitter = random.Random(cfg.seed)
