@@ -70,7 +70,8 @@ def main() -> None:
     args = parser.parse_args()
     port_file = Path(tempfile.mkdtemp()) / "url"
     server = subprocess.Popen([sys.executable, str(ROOT / "tests/integration/judge_server.py"), "--port-file",
-                               str(port_file), "--latency", str(args.latency)], env={**os.environ, "PYTHONPATH": str(ROOT)})
+                               str(port_file), "--latency", str(args.latency)],
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     results: dict[str, list[dict[str, float]]] = {}
     try:
         while not port_file.is_file() or not port_file.read_text():

@@ -114,7 +114,8 @@ class JudgeServer:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                fields = (line.partition(":") for line in lines[1:] if line)
+                headers = {name.strip().lower(): value.strip() for name, _, value in fields}
                 body = json.loads(await reader.readexactly(int(headers.get("content-length", 0))))
                 due = self.loop.time() + (self.hang_s if (fault := self.next_fault()) == "hang" else self.latency_s)
                 self.auth_headers.append(headers.get("authorization", ""))

@@ -18,7 +18,8 @@ import pytest
 from tests.conftest import NumberTask
 from tests.integration.conftest import TRAIN, cli_env, read_metrics, run_cli, tiny_overrides
 from tests.integration.judge_server import CONTENT, TRANSPORT, JudgeServer
-from tsrl.judging import BudgetConfig, BudgetExceeded, OpenAIJudgeConfig, RetryConfig, build_judge, close_judge
+from tsrl.judging import (BudgetConfig, BudgetExceeded, OpenAIJudgeConfig, RetryConfig, build_judge,
+                          close_judge)
 from tsrl.judging.openai_judge import JudgeUnavailable
 from tsrl.judging.transport import TRANSPORTS
 from tsrl.types import PairRequest, Prompt
@@ -149,8 +150,8 @@ def test_a_failing_endpoint_rests_while_the_others_serve(fault):
 def test_a_dead_judge_stops_with_one_sentence_naming_the_url(transport):
     with JudgeServer() as server:
         url = server.url
-    judge = judge_for(server, base_urls=[url], transport=transport, retry=RetryConfig(timeout_s=0.3, max_retries=1, backoff_s=0.001,
-                                                                 max_consecutive_failures=5))
+    retry = RetryConfig(timeout_s=0.3, max_retries=1, backoff_s=0.001, max_consecutive_failures=5)
+    judge = judge_for(server, base_urls=[url], transport=transport, retry=retry)
     with pytest.raises(JudgeUnavailable, match=f"judge at {url} failed 5 requests in a row") as err:
         judge.compare(word_pairs(30))
     assert "connection" in str(err.value) and "\n" not in str(err.value)

@@ -16,8 +16,8 @@ from tsrl.judging.cache import VerdictCache
 from tsrl.judging.hf_local import HFLocalJudgeConfig
 from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
-from tsrl.judging.wrappers import (BothOrders, Budget, BudgetConfig, BudgetExceeded, Fallback, JudgePolicyConfig,
-                                   Noise, RandomOrder)
+from tsrl.judging.wrappers import (BothOrders, Budget, BudgetConfig, BudgetExceeded, Fallback,
+                                   JudgePolicyConfig, Noise, RandomOrder)
 from tsrl.tasks import Task
 
 
@@ -74,7 +74,7 @@ def build_judge(cfg: Any, task: Task) -> Judge:
     return BothOrders(judge) if getattr(cfg, "both_orders", False) else judge  # rubric_sim: flips internally
 
 
-__all__ = ["Judge", "JudgeCounters", "close_judge", "stable_uniform", "RubricSimConfig", "SimulatedJudge", "BothOrders",
-           "RandomOrder", "Noise", "Fallback", "Budget", "BudgetConfig", "BudgetExceeded", "VerdictCache",
-           "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HFLocalJudgeConfig", "JUDGES", "build_judge", "judge_fingerprint",
-           "wrap"]
+__all__ = ["Judge", "JudgeCounters", "close_judge", "stable_uniform", "RubricSimConfig", "SimulatedJudge",
+           "BothOrders", "RandomOrder", "Noise", "Fallback", "Budget", "BudgetConfig", "BudgetExceeded",
+           "VerdictCache", "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HFLocalJudgeConfig", "JUDGES",
+           "build_judge", "judge_fingerprint", "wrap"]

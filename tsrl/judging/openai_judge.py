@@ -1,11 +1,11 @@
 """`judge=openai`: a pairwise judge behind any OpenAI-compatible endpoint (vLLM, SGLang, a hosted API).
 
 `compare` is synchronous for the trainer but runs the whole batch concurrently on a private asyncio loop
-(one background thread): `concurrency` workers each take the next request, render its prompt and send it,
-spread round-robin over `base_urls` (a retry goes to the next URL; an endpoint whose attempt failed rests a
-while, see Endpoints), through `judge.transport` (the lean
-aiohttp client by default, or the openai SDK; see transport.py). Each request is retried on 429, 5xx, timeouts, dropped connections and
-malformed bodies with exponential backoff and jitter, waiting at least what Retry-After(-ms) asks.
+(one background thread): `concurrency` workers each take the next request, render its prompt and send it
+through `judge.transport` (the lean aiohttp client by default, or the openai SDK; see transport.py),
+round-robin over `base_urls` (a retry goes to the next URL; an endpoint whose attempt failed rests a while,
+see Endpoints). Each request is retried on 429, 5xx, timeouts, dropped connections and malformed bodies
+with exponential backoff and jitter, waiting at least what Retry-After(-ms) asks.
 An answer that arrives but holds no valid verdict (empty, wrong format, echo of the prompt) is not
 retried: a temperature-0 judge would say the same again; it becomes a failed Verdict with its kind.
 Every failed attempt is counted (attempt_errors/<kind>), every final failure too (errors/<kind>); after
@@ -33,13 +33,12 @@ from typing import Any, Callable, Sequence
 
 from tsrl.errors import ConfigError, UserError
 from tsrl.judging.base import JudgeCounters
-from tsrl.judging.transport import TRANSPORTS, AttemptError, build_transport
 from tsrl.judging.prompting import (ParseError, load_template, new_fence, parse_score, parse_verdict, render,
                                     resolve_template, soft_verdict)
+from tsrl.judging.transport import TRANSPORTS, AttemptError, build_transport
 from tsrl.judging.wrappers import JudgePolicyConfig
 from tsrl.tasks import Task
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
-
 
 Job = tuple[list, str, Callable[[str, str], float]]  # (chat messages, fence, answer parser)
 
