@@ -65,6 +65,28 @@ def test_stored_ladder_is_reused_without_judging_again(number_task, tmp_path):
     assert (tmp_path / "run" / "ladder.jsonl").is_file()
 
 
+def test_a_stored_ladder_is_re_ranked_from_its_matches_and_an_old_file_is_rebuilt(number_task, tmp_path):
+    """Stored strengths are only for reading: a later run fits them again from the stored matches (so a change
+    in the fit can never leave stale strengths behind); a file without matches (an older format) is rebuilt."""
+    first, _ = regime(number_task, tmp_path)
+    stored = next((tmp_path / "ladders").glob("*.jsonl"))
+    rows = [json.loads(line) for line in stored.read_text().splitlines()]
+    assert all(len(r["matches"]) == 6 for r in rows)  # (i, j, p) per round-robin pair
+    for row in rows:  # strengths from some other fit
+        row["anchors"] = [dict(a, strength=0.0) for a in row["anchors"]]
+    stored.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again, judge = regime(number_task, tmp_path)
+    assert judge.requests == [] and again.build_calls == 0
+    assert [r.strength for r in again.ladders["p0"]] == pytest.approx([r.strength for r in first.ladders["p0"]])
+
+    for row in rows:
+        del row["matches"]
+    stored.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rebuilt, judge = regime(number_task, tmp_path)
+    assert len(judge.requests) == 12 and rebuilt.build_calls == 12
+    assert all("matches" in json.loads(line) for line in stored.read_text().splitlines())
+
+
 def test_missing_verdicts_are_excluded_and_empty_rows_drop_the_group(tmp_path):
     prompt = number_prompt("p", [1, 0])
     task = NumberTask([prompt])

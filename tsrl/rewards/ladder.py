@@ -4,8 +4,8 @@ Build once per prompt: a round-robin among its anchors with the judge (K(K−1)/
 orders when the judge wraps BothOrders), Bradley–Terry strengths β [K] (reward.ranking=bt, all prompts in
 one batched fit) or Elo ratings (reward.ranking=elo: K-factor reward.elo_k, scale 400, averaged over
 seeded random match orders) from the soft outcomes, anchors
-sorted strongest first, frozen and stored as JSONL (reused by later runs with the same anchors, judge and
-λ). Training reward of a completion c against the k selected anchors r_1..r_k:
+sorted strongest first, frozen and stored as JSONL with the judged matches (later runs with the same
+anchors, judge and λ re-rank from the stored matches: no judge call, and always the current fit). Training reward of a completion c against the k selected anchors r_1..r_k:
 
     w(c) = (1/k) Σ_i p(c ≻ r_i),   p ∈ {0, ½, 1} for hard verdicts (ties count ½), soft otherwise.
 
@@ -26,8 +26,6 @@ Differences from the paper: λ, the Elo K-factor and order averaging, and the ru
 
 from __future__ import annotations
 
-from tsrl.errors import ConfigError, UserError
-
 import hashlib
 import json
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from tsrl.errors import ConfigError, UserError
 from tsrl.ranking import elo_ratings, fit_bradley_terry_batch, pad_matches
 from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.diversity import diversity_report
@@ -94,25 +93,32 @@ def round_robin(n: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n) for j in range(i + 1, n)]
 
 
-def build_ladders(prompts: Sequence[Prompt], ctx: RegimeContext, l2: float, ranking: str = "bt",
-                  elo_k: float = 16.0) -> dict[str, list[Rung]]:
-    """Judge every prompt's anchor round-robin in one batch and rank each by Bradley–Terry (or Elo)."""
+Matches = dict[str, list[tuple[int, int, float]]]  # prompt id → (i, j, p(anchor i ≻ anchor j)), task order
+
+
+def judge_round_robins(prompts: Sequence[Prompt], ctx: RegimeContext) -> Matches:
+    """Judge every prompt's anchor round-robin in one batch; a verdict the judge could not give is left out."""
     schedule = [(p, i, j) for p in prompts for i, j in round_robin(len(p.anchors))]
     verdicts = ctx.judge.compare([PairRequest(p, p.anchors[i].text, p.anchors[j].text) for p, i, j in schedule])
-    matches: dict[str, list[tuple[int, int, float]]] = {p.id: [] for p in prompts}
+    matches: Matches = {p.id: [] for p in prompts}
     for (p, i, j), v in zip(schedule, verdicts):
         if v.p_first is not None:
             matches[p.id].append((i, j, v.p_first))
+    return matches
+
+
+def rank_ladders(prompts: Sequence[Prompt], matches: Matches, l2: float, ranking: str = "bt",
+                 elo_k: float = 16.0) -> dict[str, list[Rung]]:
+    """Each prompt's anchors with their Bradley–Terry (or Elo) strength, strongest first."""
     ladders = {}
-    strengths = ladder_strengths(prompts, matches, l2, ranking, elo_k)
-    for p, beta in zip(prompts, strengths):
+    for p, beta in zip(prompts, ladder_strengths(prompts, matches, l2, ranking, elo_k)):
         order = np.argsort(-beta, kind="stable")
         ladders[p.id] = [Rung(p.anchors[i], float(beta[i])) for i in order]
     return ladders
 
 
-def ladder_strengths(prompts: Sequence[Prompt], matches: dict[str, list[tuple[int, int, float]]], l2: float,
-                     ranking: str, elo_k: float) -> list[np.ndarray]:
+def ladder_strengths(prompts: Sequence[Prompt], matches: Matches, l2: float, ranking: str,
+                     elo_k: float) -> list[np.ndarray]:
     """Strength per anchor [K] for every prompt: one batched Bradley–Terry fit per anchor count, or Elo."""
     if ranking == "elo":
         return [elo_ratings(len(p.anchors), matches[p.id], k_factor=elo_k, seed=i) for i, p in enumerate(prompts)]
@@ -133,22 +139,25 @@ def ladder_path(cfg: LadderConfig, ctx: RegimeContext, prompts: Sequence[Prompt]
     return Path(cfg.ladder_dir).expanduser() / f"{ctx.task.name}-{digest.hexdigest()[:16]}.jsonl"
 
 
-def save_ladders(path: Path, ladders: dict[str, list[Rung]]) -> None:
+def save_ladders(path: Path, ladders: dict[str, list[Rung]], matches: Matches) -> None:
+    """One JSON line per prompt: the ranked anchors (for reading) and the judged matches (what a later run
+    re-ranks from, so a change in the fit never leaves stale strengths behind and costs no judge call)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as handle:
         for pid, rungs in ladders.items():
             rows = [{"text": r.anchor.text, "tier": r.anchor.tier, "strength": r.strength} for r in rungs]
-            handle.write(json.dumps({"prompt_id": pid, "anchors": rows}) + "\n")
+            handle.write(json.dumps({"prompt_id": pid, "anchors": rows, "matches": matches[pid]}) + "\n")
     tmp.replace(path)  # atomic: a crash never leaves a half-written ladder behind
 
 
-def load_ladders(path: Path) -> dict[str, list[Rung]]:
-    ladders = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        ladders[row["prompt_id"]] = [Rung(Anchor(a["text"], a["tier"]), a["strength"]) for a in row["anchors"]]
-    return ladders
+def load_matches(path: Path) -> Matches | None:
+    """The judged matches of a stored ladder file, or None for a file without them (written by an older tsrl:
+    its strengths came from an older fit, so the ladder is built again)."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    if not all("matches" in row for row in rows):
+        return None
+    return {row["prompt_id"]: [(int(i), int(j), float(y)) for i, j, y in row["matches"]] for row in rows}
 
 
 def select_rungs(rungs: list[Rung], k: int) -> list[Rung]:
@@ -170,13 +179,14 @@ class LadderRegime:
         self.cfg, self.ctx = cfg, ctx
         self.path = ladder_path(cfg, ctx, prompts)
         self.build_calls = 0
-        if self.path.is_file() and not cfg.rebuild:
-            self.ladders = load_ladders(self.path)
-        else:
-            self.ladders = build_ladders(prompts, ctx, cfg.l2, cfg.ranking, cfg.elo_k)
+        matches = load_matches(self.path) if self.path.is_file() and not cfg.rebuild else None
+        if matches is None:
+            matches = judge_round_robins(prompts, ctx)
             self.build_calls = sum(len(round_robin(len(p.anchors))) for p in prompts)
-            save_ladders(self.path, self.ladders)
-        save_ladders(ctx.run_dir / "ladder.jsonl", self.ladders)
+        self.ladders = rank_ladders(prompts, matches, cfg.l2, cfg.ranking, cfg.elo_k)
+        if self.build_calls:
+            save_ladders(self.path, self.ladders, matches)
+        save_ladders(ctx.run_dir / "ladder.jsonl", self.ladders, matches)
         self.selected = {pid: select_rungs(rungs, cfg.k) for pid, rungs in self.ladders.items()}
         self.route = "one_anchor" if isinstance(cfg, OneAnchorConfig) else "ladder"
         anchor_sets = [[r.anchor.text for r in rungs] for rungs in self.ladders.values()]
