@@ -1,20 +1,22 @@
-"""Command-line entry points. `tsrl-train` is a Hydra app over configs/ (and recipes/)."""
+"""Command-line entry points, Hydra apps over configs/: `tsrl-train` (and recipes/), `tsrl-judge-check`."""
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tsrl.config import REPO, RunConfig, register_configs
+from tsrl.config import REPO, register_configs
 from tsrl.errors import UserError
 
 CONFIG_DIR = os.environ.get("TSRL_CONFIG_DIR", str(REPO / "configs"))
 
 
-def to_run_config(cfg: DictConfig) -> RunConfig:
+def to_run_config(cfg: DictConfig) -> Any:
     """The composed Hydra config as typed dataclasses; run_dir defaults to Hydra's output directory."""
     if not cfg.run_dir:
         from hydra.core.hydra_config import HydraConfig
@@ -43,6 +45,28 @@ def _train(cfg: DictConfig) -> None:
 def train_main() -> None:
     register_configs()
     _train()
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="judge_check")
+def _judge_check(cfg: DictConfig) -> None:
+    from tsrl.judging.check import format_report, run_check
+
+    try:
+        report = run_check(to_run_config(cfg))
+    except UserError as err:
+        print(f"tsrl: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    print(format_report(report))
+    print(f"report: {Path(cfg.run_dir) / 'judge_check.json'}")
+    if report["accuracy"] < cfg.check.min_accuracy or report["answered"] == 0:
+        print(f"tsrl: judge check failed: accuracy {100 * report['accuracy']:.1f}% is below check.min_accuracy="
+              f"{cfg.check.min_accuracy}.", file=sys.stderr)
+        sys.exit(1)
+
+
+def judge_check_main() -> None:
+    register_configs()
+    _judge_check()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from tsrl.algo import NORMALIZERS, SCALES
 from tsrl.errors import ConfigError
 from tsrl.generation import HFGeneratorConfig
 from tsrl.judging import HFLocalJudgeConfig, OpenAIJudgeConfig, RubricSimConfig
+from tsrl.judging.check import JudgeCheckRunConfig
 from tsrl.models import HFModelConfig, TinyModelConfig
 from tsrl.rewards import IntuitorConfig, LadderConfig, RewardModelConfig, SelfBootstrapConfig
 from tsrl.rewards import (AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, OneAnchorConfig,
@@ -183,6 +184,7 @@ def register_configs() -> None:
     os.environ.setdefault("TSRL_RECIPES_ROOT", str(REPO))
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
+    store.store(name="check_schema", node=JudgeCheckRunConfig)  # tsrl-judge-check (configs/judge_check.yaml)
     for group, schemas in SCHEMAS.items():
         for name, schema in schemas.items():
             store.store(group=group, name=f"{name}_schema", node=schema)

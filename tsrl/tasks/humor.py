@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tsrl.errors import ConfigError
 from tsrl.tasks.base import DATA_DIR, DataError, parse_anchors, read_jsonl
 from tsrl.types import Prompt
 
@@ -84,7 +85,7 @@ class HumorTask:
 
     def prompts(self, split: str) -> list[Prompt]:
         if split not in self.files:
-            raise ValueError(f"Unknown split {split!r}; humor has {sorted(self.files)}.")
+            raise ConfigError(f"Unknown split {split!r}; humor has {sorted(self.files)}.")
         if split not in self._cache:
             rows = read_jsonl(self.files[split], _parse_row)
             self._cache[split] = rows[: self.max_prompts] if split == "train" and self.max_prompts else rows

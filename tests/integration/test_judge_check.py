@@ -1,0 +1,60 @@
+"""`tsrl-judge-check`: the judge measured on the task's reference anchors, end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.conftest import cli_env
+from tests.integration.judge_server import JudgeServer
+
+CHECK = str(Path(sys.executable).parent / "tsrl-judge-check")
+
+
+def check(tmp_path: Path, *overrides: str) -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run([CHECK, f"run_dir={tmp_path / 'check'}", "check.prompts=6", *overrides],
+                          capture_output=True, text=True, env=cli_env(), cwd=tmp_path, timeout=300)
+    report_file = tmp_path / "check" / "judge_check.json"
+    return done, json.loads(report_file.read_text()) if report_file.is_file() else {}
+
+
+def test_the_simulated_judge_ranks_the_anchors_and_its_position_bias_shows(tmp_path):
+    done, fair = check(tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert fair["questions"] == fair["answered"] == 6 * 10 * 2  # 5 anchors: 10 pairs, both orders
+    assert fair["accuracy"] > 0.75 and fair["accuracy_by_gap"]["4"] > fair["accuracy_by_gap"]["1"]
+    assert abs(fair["position_bias_p_first"] - 0.5) < 0.1 and fair["swap_consistency"] > 0.7
+    assert "accuracy (P to the better anchor)" in done.stdout and "rubric_sim" in done.stdout
+
+    done, biased = check(tmp_path, "judge.position_bias=3.0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert biased["position_bias_p_first"] > 0.65  # the first shown wins far more often ...
+    assert biased["swap_consistency"] < fair["swap_consistency"] - 0.2  # ... whatever the content
+
+    done, noisy = check(tmp_path, "judge.flip_prob=0.4")  # noise injection is off in the check
+    assert done.returncode == 0 and noisy["accuracy"] == fair["accuracy"]
+
+
+def test_min_accuracy_gates_the_exit_status(tmp_path):
+    done, report = check(tmp_path, "check.min_accuracy=0.999")
+    assert done.returncode == 1 and report["accuracy"] < 0.999
+    assert "below check.min_accuracy=0.999" in done.stderr
+
+
+def test_an_openai_compatible_judge_reports_latency_and_tokens(tmp_path):
+    with JudgeServer(latency_s=0.01) as server:
+        done, report = check(tmp_path, "judge=openai", f"judge.base_urls=[{server.url}]", "judge.api_key_env=",
+                             "judge.price_in_per_m=1.0", "judge.order=both", "judge.flip_prob=0.5")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert server.stats["requests"] == report["questions"] == 120  # fixed order: no doubling, no noise
+    assert report["answered"] == 120 and report["latency_p50_s"] >= 0.01
+    assert report["tokens_per_1k"] > 0 and report["cost_usd_per_1k"] > 0
+    assert report["judge"] == "openai (model judge)"
+
+
+def test_an_unknown_split_is_a_one_line_error(tmp_path):
+    done, _ = check(tmp_path, "check.split=nope")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == "tsrl: error: Unknown split 'nope'; humor has ['eval', 'train']."
