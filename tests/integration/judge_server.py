@@ -39,15 +39,17 @@ def scripted_verdict(user_text: str) -> str:
 
 class JudgeServer:
     """Runs on its own asyncio loop in a background thread (one coroutine per connection, so a 50 ms latency
-    costs a sleep, not a thread); `stats` and `auth_headers` are only written from that loop."""
+    costs a sleep, not a thread); `stats`, `auth_headers` and `bodies` are only written from that loop.
+    `keep_bodies` keeps every request body and its arrival time (time.monotonic) for tests that inspect them."""
 
     def __init__(self, fault_rate: float = 0.0, fault_kinds: tuple[str, ...] = FAULTS, latency_s: float = 0.0,
-                 hang_s: float = 3.0, seed: int = 0, logprobs: bool = True) -> None:
+                 hang_s: float = 3.0, seed: int = 0, logprobs: bool = True, keep_bodies: bool = False) -> None:
         self.fault_rate, self.fault_kinds, self.latency_s, self.hang_s = fault_rate, fault_kinds, latency_s, hang_s
         self.rng, self.logprobs = random.Random(seed), logprobs
         self.stats: Counter[str] = Counter()
         self.queue: list[str] = []
         self.auth_headers: list[str] = []
+        self.keep_bodies, self.bodies, self.arrivals = keep_bodies, [], []
         self.connections: set[asyncio.StreamWriter] = set()
         self.loop = asyncio.new_event_loop()
         self.server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0, backlog=512))
@@ -119,6 +121,9 @@ class JudgeServer:
                 body = json.loads(await reader.readexactly(int(headers.get("content-length", 0))))
                 due = self.loop.time() + (self.hang_s if (fault := self.next_fault()) == "hang" else self.latency_s)
                 self.auth_headers.append(headers.get("authorization", ""))
+                if self.keep_bodies:
+                    self.bodies.append(body)
+                    self.arrivals.append(time.monotonic())
                 if fault in ("rate_limited", "server_error"):
                     status = 429 if fault == "rate_limited" else 500
                     extra = {"retry-after-ms": "50", "Retry-After": "0.05"} if status == 429 else {}

@@ -3,6 +3,7 @@ aiohttp client (default) and the real openai SDK client."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -108,6 +109,36 @@ def test_verdict_like_text_inside_responses_cannot_pose_as_the_verdict():
         echoed = judge_for(server, logprobs=False).compare(requests)
     assert [v.p_first for v in verdicts] == [0.0] * len(attacks)
     assert all(v.p_first is None and v.error.startswith("echoed_prompt") for v in echoed)
+
+
+def test_one_retry_after_pauses_every_worker_for_that_endpoint():
+    """Concurrency 8, one endpoint: the first answer is a 429 asking for 50 ms. No request may reach the server
+    during that pause (the other workers are held, not sent to collect 429s of their own)."""
+    with JudgeServer(latency_s=0.02, keep_bodies=True) as server:
+        server.queue = ["rate_limited"]
+        verdicts = judge_for(server, concurrency=8, logprobs=False).compare(word_pairs(40))
+        arrivals = list(server.arrivals)
+    assert all(v.p_first is not None for v in verdicts) and server.stats["requests"] == 41
+    refused_at = arrivals[0] + 0.02  # the 429 leaves 20 ms after the first request arrived
+    assert not [t for t in arrivals if refused_at + 0.005 < t < refused_at + 0.045]
+    assert [t for t in arrivals if t >= refused_at + 0.045]  # and afterwards the pool resumes
+
+
+def test_vision_judges_receive_the_rendered_pages_as_image_parts(tmp_path):
+    page = tmp_path / "page.png"
+    page.write_bytes(b"\x89PNG\r\n\x1a\n fake pixels")
+    inline = "data:image/png;base64," + base64.b64encode(b"other pixels").decode()
+    request = PairRequest(PROMPT, "a longer first response", "short", first_image=str(page), second_image=inline)
+    with JudgeServer(keep_bodies=True) as server:
+        seen = judge_for(server, vision=True, logprobs=False).compare([request])
+        blind = judge_for(server, logprobs=False).compare([request])  # vision off: text only
+    assert seen[0].p_first == blind[0].p_first == 1.0  # the fenced texts still decide (word counts)
+    parts = server.bodies[0]["messages"][-1]["content"]
+    images = [part["image_url"]["url"] for part in parts if part["type"] == "image_url"]
+    assert images == ["data:image/png;base64," + base64.b64encode(page.read_bytes()).decode(), inline]
+    assert [part["text"] for part in parts if part["type"] == "text"][1:] == ["Rendering of response A:",
+                                                                             "Rendering of response B:"]
+    assert isinstance(server.bodies[1]["messages"][-1]["content"], str)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.conftest import ScriptedJudge
 from tsrl.judging import Fallback, VerdictCache
-from tsrl.types import Prompt, ScoreRequest
+from tsrl.types import PairRequest, Prompt, ScoreRequest
 
 PROMPT = Prompt("p", "Grade this.", fields={"rubric": "numbers high"})
 
@@ -38,6 +38,19 @@ def test_grades_and_verdicts_do_not_share_keys(tmp_path):
     cache = VerdictCache(ScriptedJudge(), tmp_path / "c.sqlite", "judge|v1")
     cache.score(requests("q=3 a"))
     assert len(cache) == 0  # len counts pairwise verdicts only; the grade lives in its own table
+
+
+def test_images_are_part_of_the_verdict_key(tmp_path):
+    inner = ScriptedJudge()
+    cache = VerdictCache(inner, tmp_path / "c.sqlite", "judge|v1")
+    page_a, page_b = tmp_path / "a.png", tmp_path / "b.png"
+    page_a.write_bytes(b"pixels a")
+    page_b.write_bytes(b"pixels b")
+    texts = ("q=2 same text", "q=1 same text")
+    cache.compare([PairRequest(PROMPT, *texts, first_image=str(page_a))])
+    cache.compare([PairRequest(PROMPT, *texts, first_image=str(page_b))])  # other rendering: asked again
+    cache.compare([PairRequest(PROMPT, *texts, first_image=str(page_a))])  # same rendering: a hit
+    assert len(inner.requests) == 2 and len(cache) == 2
 
 
 def test_failure_policy_applies_to_grades():

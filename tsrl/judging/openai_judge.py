@@ -132,13 +132,16 @@ def close_at_exit(ref: weakref.ref) -> None:
 class Endpoints:
     """Round-robin over the base URLs, skipping those at rest. An endpoint rests after a failed attempt that
     points at it (see RetryConfig.endpoint_cooldown_s), or as long as its Retry-After asks if that is longer;
-    a success ends its rest. When every endpoint rests, the one back first is used (so one URL = plain retries)."""
+    a success ends its rest. When every endpoint rests, the one back first is used (so one URL = plain retries).
+    A Retry-After also holds every new request to that endpoint until it has passed (`hold`): one 429 pauses
+    the whole pool instead of each worker finding out with a 429 of its own."""
 
     def __init__(self, count: int, cooldown_s: float, max_s: float) -> None:
         self.count, self.cooldown_s, self.max_s = count, cooldown_s, max_s
         self.turn = 0
         self.failures = [0] * count
         self.rest_until = [0.0] * count
+        self.hold_until = [0.0] * count
 
     def pick(self) -> int:
         now = time.monotonic()
@@ -151,7 +154,15 @@ class Endpoints:
     def failed(self, index: int, wait: float | None) -> None:
         self.failures[index] += 1
         rest = min(self.max_s, self.cooldown_s * 2 ** (self.failures[index] - 1))
-        self.rest_until[index] = time.monotonic() + max(rest, wait or 0.0)
+        now = time.monotonic()
+        self.rest_until[index] = now + max(rest, wait or 0.0)
+        if wait:
+            self.hold_until[index] = max(self.hold_until[index], now + min(wait, self.max_s))
+
+    async def hold(self, index: int) -> None:
+        """Wait until the endpoint's server-requested pause (Retry-After) is over."""
+        while (delay := self.hold_until[index] - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
 
     def succeeded(self, index: int) -> None:
         self.failures[index], self.rest_until[index] = 0, 0.0
@@ -264,6 +275,7 @@ class OpenAIJudge:
             if self.consecutive_failures >= retry.max_consecutive_failures:
                 return Score(None, error="judge_unavailable: skipped after too many consecutive failures")
             index = self.endpoints.pick()
+            await self.endpoints.hold(index)
             try:
                 text, tokens, top = self._read(await self.transport.post(index, self._request_args(messages)))
             except AttemptError as err:
