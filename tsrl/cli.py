@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -25,15 +25,20 @@ def to_run_config(cfg: DictConfig) -> Any:
     return OmegaConf.to_object(cfg)
 
 
+def run_or_exit(job: Callable[[Any], dict], cfg: DictConfig) -> dict:
+    """job(typed config); a UserError ends the process with its one sentence and exit status 2."""
+    try:
+        return job(to_run_config(cfg))
+    except UserError as err:
+        print(f"tsrl: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def _train(cfg: DictConfig) -> None:
     from tsrl.training.loop import train
 
-    try:
-        summary = train(to_run_config(cfg))
-    except UserError as err:
-        print(f"tsrl: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    summary = run_or_exit(train, cfg)
     if not summary["main_process"]:
         return
     if summary["winrate_start"] is not None:
@@ -51,14 +56,14 @@ def train_main() -> None:
 def _judge_check(cfg: DictConfig) -> None:
     from tsrl.judging.check import format_report, run_check
 
-    try:
-        report = run_check(to_run_config(cfg))
-    except UserError as err:
-        print(f"tsrl: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    report = run_or_exit(run_check, cfg)
     print(format_report(report))
     print(f"report: {Path(cfg.run_dir) / 'judge_check.json'}")
-    if report["accuracy"] < cfg.check.min_accuracy or report["answered"] == 0:
+    if report["answered"] == 0:
+        print(f"tsrl: judge check failed: the judge answered none of the {report['questions']} questions "
+              "(errors above).", file=sys.stderr)
+        sys.exit(1)
+    if report["accuracy"] < cfg.check.min_accuracy:
         print(f"tsrl: judge check failed: accuracy {100 * report['accuracy']:.1f}% is below check.min_accuracy="
               f"{cfg.check.min_accuracy}.", file=sys.stderr)
         sys.exit(1)
