@@ -4,7 +4,7 @@ JSON body or by an AttemptError that says what went wrong and whether another at
 Two transports behind that one call (`judge.transport`):
 
 - `aiohttp` (default): a lean HTTP/1.1 client on aiohttp — one session, a keep-alive pool of `concurrency`
-  connections, the body serialised once, the answer decoded with `json.loads`. It costs about a third of
+  connections, the body serialised once, the answer decoded with `json.loads`. It costs about a fifth of
   the SDK's client CPU per call (scripts/judge_bench.py), which matters because the judge loop shares the
   training process (and its GIL).
 - `openai`: `openai.AsyncOpenAI.post`, for endpoints that need the SDK's behaviour (its default headers,
