@@ -3,7 +3,8 @@
 Verdict rule (deterministic, so tests can check alignment): the fenced response with more words wins;
 equal word counts → TIE. Faults are drawn per request from a seeded RNG at `fault_rate`, uniformly over
 `fault_kinds`, or taken from the `queue` of scripted faults first. Every request and every injected fault
-is counted in `stats` (thread-safe). Run as a script for use from another process:
+is counted in `stats`. Each answer leaves exactly `latency` after its request arrived. Run as a script for use
+from another process:
 
     python tests/integration/judge_server.py --port-file PATH [--latency 0.05] [--fault-rate 0.2]
 """
@@ -127,7 +128,7 @@ class JudgeServer:
                 if fault in ("rate_limited", "server_error"):
                     status = 429 if fault == "rate_limited" else 500
                     extra = {"retry-after-ms": "50", "Retry-After": "0.05"} if status == 429 else {}
-                    status, payload = status, b'{"error": {"message": "injected"}}'
+                    payload = b'{"error": {"message": "injected"}}'
                 else:
                     status, extra = 200, {}
                     payload = b'{"choices": [{"message": ' if fault == "malformed_json" else \
