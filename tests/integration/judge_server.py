@@ -44,8 +44,10 @@ class JudgeServer:
     `keep_bodies` keeps every request body and its arrival time (time.monotonic) for tests that inspect them."""
 
     def __init__(self, fault_rate: float = 0.0, fault_kinds: tuple[str, ...] = FAULTS, latency_s: float = 0.0,
-                 hang_s: float = 3.0, seed: int = 0, logprobs: bool = True, keep_bodies: bool = False) -> None:
+                 hang_s: float = 3.0, seed: int = 0, logprobs: bool = True, keep_bodies: bool = False,
+                 retry_after_s: float = 0.05) -> None:
         self.fault_rate, self.fault_kinds, self.latency_s, self.hang_s = fault_rate, fault_kinds, latency_s, hang_s
+        self.retry_after_s = retry_after_s  # what a 429 asks for (retry-after-ms and Retry-After)
         self.rng, self.logprobs = random.Random(seed), logprobs
         self.stats: Counter[str] = Counter()
         self.queue: list[str] = []
@@ -127,7 +129,8 @@ class JudgeServer:
                     self.arrivals.append(time.monotonic())
                 if fault in ("rate_limited", "server_error"):
                     status = 429 if fault == "rate_limited" else 500
-                    extra = {"retry-after-ms": "50", "Retry-After": "0.05"} if status == 429 else {}
+                    wait = self.retry_after_s
+                    extra = {"retry-after-ms": f"{wait * 1000:g}", "Retry-After": f"{wait:g}"} if status == 429 else {}
                     payload = b'{"error": {"message": "injected"}}'
                 else:
                     status, extra = 200, {}
