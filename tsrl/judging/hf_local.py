@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -96,6 +97,7 @@ class HFLocalJudge:
         self.yes_no = [self.tokenizer.encode(t, add_special_tokens=False)[0] for t in ("yes", "no")]
         self.digit_ids = [self._token_id(str(d)) for d in range(10)]
         self.counters = JudgeCounters()
+        self.row_seconds: list[float] = []
 
     def _fence(self, *texts: str) -> str:
         """A fence token derived from the question (no generation here, so it only has to be unguessable by
@@ -110,18 +112,21 @@ class HFLocalJudge:
         return chat + prefix
 
     def _next_token_probs(self, prompts: list[str]) -> Any:
-        """Softmax of the next-token logits after each prompt: [N, V]."""
+        """Softmax of the next-token logits after each prompt: [N, V]. Sets self.row_seconds [N]: the wall
+        time of the forward pass that answered each row (the latency a local judge has per question)."""
         import torch
 
-        rows = []
+        rows, self.row_seconds = [], []
         for start in range(0, len(prompts), self.cfg.batch_size):
             chunk = prompts[start:start + self.cfg.batch_size]
+            t0 = time.perf_counter()
             self.tokenizer.truncation_side = "left"
             enc = self.tokenizer(chunk, return_tensors="pt", padding=True, truncation=True,
                                  max_length=self.cfg.max_length, add_special_tokens=False).to(self.device)
             with torch.no_grad():
                 logits = self.model(**enc).logits[:, -1, :].float()  # [b, V]: left padding → last position
             rows.append(torch.softmax(logits, dim=-1).cpu())
+            self.row_seconds += [time.perf_counter() - t0] * len(chunk)
         return torch.cat(rows) if rows else torch.zeros(0, 1)
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
@@ -137,10 +142,13 @@ class HFLocalJudge:
         probs = self._next_token_probs(prompts)  # [U, V]
         grade = {key: math.log(float(row[self.yes_no[0]]) + 1e-12) - math.log(float(row[self.yes_no[1]]) + 1e-12)
                  for key, row in zip(unique, probs)}
+        seconds = dict(zip(unique, self.row_seconds))
         verdicts = []
         for r in requests:
-            g1, g2 = grade[(r.prompt.text, r.first)], grade[(r.prompt.text, r.second)]
-            verdicts.append(Verdict(p_first=1.0 / (1.0 + math.exp(g2 - g1)), raw=f"grade first={g1:.3f} second={g2:.3f}"))
+            first, second = (r.prompt.text, r.first), (r.prompt.text, r.second)
+            g1, g2 = grade[first], grade[second]
+            verdicts.append(Verdict(p_first=1.0 / (1.0 + math.exp(g2 - g1)), raw=f"grade first={g1:.3f} second={g2:.3f}",
+                                    latency_s=max(seconds[first], seconds[second])))
         return verdicts
 
     def _pairwise(self, requests: Sequence[PairRequest]) -> list[Verdict]:
@@ -149,9 +157,9 @@ class HFLocalJudge:
                    for r in requests]
         probs = self._next_token_probs(prompts)
         verdicts = []
-        for row in probs:
+        for row, seconds in zip(probs, self.row_seconds):
             pa, pb = (float(row[i]) for i in self.verdict_ids)
-            verdicts.append(Verdict(p_first=pa / (pa + pb), raw=f"P(A)={pa:.4f} P(B)={pb:.4f}"))
+            verdicts.append(Verdict(p_first=pa / (pa + pb), raw=f"P(A)={pa:.4f} P(B)={pb:.4f}", latency_s=seconds))
         return verdicts
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
@@ -161,10 +169,10 @@ class HFLocalJudge:
                                        (r.response,), self._fence(r.prompt.text, r.response)), "SCORE:")
                    for r in requests]
         scores = []
-        for row in self._next_token_probs(prompts):
+        for row, seconds in zip(self._next_token_probs(prompts), self.row_seconds):
             digits = row[self.digit_ids]
             value = float((digits / digits.sum() * torch.arange(10)).sum()) * 10.0 / 9.0
-            scores.append(Score(value=value, raw=f"expected digit {value * 0.9:.3f}"))
+            scores.append(Score(value=value, raw=f"expected digit {value * 0.9:.3f}", latency_s=seconds))
         self.counters.record(scores)
         return scores
 
