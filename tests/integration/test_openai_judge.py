@@ -126,6 +126,21 @@ def test_one_retry_after_pauses_every_worker_for_that_endpoint():
     assert [t for t in arrivals if t >= refused_at + 0.28]  # and afterwards the pool resumes
 
 
+def test_extra_body_fields_are_sent_and_a_null_removes_one():
+    """For judges with their own knobs (a Qwen3 judge on vLLM without thinking, a model that wants
+    max_completion_tokens); the settings are part of the cache identity, so cached verdicts never cross them."""
+    extra = {"max_tokens": None, "max_completion_tokens": 64, "chat_template_kwargs": {"enable_thinking": False}}
+    with JudgeServer(keep_bodies=True) as server:
+        plain = judge_for(server)
+        tuned = judge_for(server, extra_body=extra)
+        assert tuned.compare(word_pairs(1))[0].p_first is not None
+    body = server.bodies[0]
+    assert "max_tokens" not in body and body["max_completion_tokens"] == 64
+    assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["logprobs"] is True
+    identity = [judge.inner.inner.identity for judge in (plain, tuned)]  # Fallback → Budget → OpenAIJudge
+    assert identity[0] != identity[1] and identity[0].split("|")[:2] == identity[1].split("|")[:2]
+
+
 def test_vision_judges_receive_the_rendered_pages_as_image_parts(tmp_path):
     page = tmp_path / "page.png"
     page.write_bytes(b"\x89PNG\r\n\x1a\n fake pixels")

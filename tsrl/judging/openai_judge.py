@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import base64
+import hashlib
+import json
 import mimetypes
 import os
 import random
@@ -88,6 +90,10 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     """Ask for top log-probs to turn the verdict token into a soft probability (if the server supports it)."""
     vision: bool = False
     """Send PairRequest images (first_image/second_image) as image parts, for vision judges."""
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Fields merged into every request body; a null value removes a field. On the command line add them one
+    by one: '+judge.extra_body.chat_template_kwargs={enable_thinking:false}' (a Qwen3 judge on vLLM without
+    thinking), +judge.extra_body.max_tokens=null +judge.extra_body.max_completion_tokens=1024."""
     price_in_per_m: float = 0.0
     """Price per 1M prompt tokens, for the judge/cost_usd metric."""
     price_out_per_m: float = 0.0
@@ -179,8 +185,11 @@ class OpenAIJudge:
         self.cfg, self.task = cfg, task
         self.template = load_template(resolve_template(cfg.template, task.name))
         self.score_template = load_template(resolve_template("auto", task.name, "pointwise"))
-        self.identity = f"{cfg.model}|{self.template.identity}"  # cache keys
-        self.score_identity = f"{cfg.model}|{self.score_template.identity}"
+        # cache keys: the model, the template (name + hash) and every request setting that can change an answer
+        settings = json.dumps([cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body], sort_keys=True)
+        generation = hashlib.sha256(settings.encode()).hexdigest()[:12]
+        self.identity = f"{cfg.model}|{self.template.identity}|{generation}"
+        self.score_identity = f"{cfg.model}|{self.score_template.identity}|{generation}"
         key = read_api_key(cfg.api_key_env)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="tsrl-judge", daemon=True)
@@ -309,7 +318,8 @@ class OpenAIJudge:
                                 "max_tokens": self.cfg.max_tokens}
         if self.cfg.logprobs:
             args.update(logprobs=True, top_logprobs=5)
-        return args
+        args.update(self.cfg.extra_body)
+        return {key: value for key, value in args.items() if value is not None}
 
     def _read(self, response: Any) -> tuple[str, int, list[dict[str, float]]]:
         """(answer text, total tokens, per-token top log-probs) of a chat-completion JSON body; a body of any
