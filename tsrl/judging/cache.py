@@ -1,7 +1,8 @@
 """Persistent verdict cache: a judge around a judge that never pays twice for the same question.
 
-Key = sha256 of (judge identity = model + template name + template hash, prompt text, the pair in
-canonical order (sorted), which of the two was shown first, image digests). Keeping the presented order
+Key = sha256 of (judge identity = model + template name + template hash (+ for judge=openai a hash of the
+generation settings; for hf_local the method), prompt text, the pair in canonical order (sorted), which of
+the two was shown first, image digests). Keeping the presented order
 in the key means position-bias cancellation still sees two independent answers; storing the verdict
 for the canonical orientation means one row answers a question however the caller phrases it.
 
