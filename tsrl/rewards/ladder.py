@@ -3,9 +3,10 @@
 Build once per prompt: a round-robin among its anchors with the judge (K(K−1)/2 pairs, each asked in both
 orders when the judge wraps BothOrders), Bradley–Terry strengths β [K] (reward.ranking=bt, all prompts in
 one batched fit) or Elo ratings (reward.ranking=elo: K-factor reward.elo_k, scale 400, averaged over
-seeded random match orders) from the soft outcomes, anchors
-sorted strongest first, frozen and stored as JSONL with the judged matches (later runs with the same
-anchors, judge and λ re-rank from the stored matches: no judge call, and always the current fit). Training reward of a completion c against the k selected anchors r_1..r_k:
+seeded random match orders) from the soft outcomes, anchors sorted strongest first, frozen and stored as
+JSONL with the judged matches (later runs with the same anchors, judge and λ re-rank from the stored
+matches: no judge call, and always the current fit). Training reward of a completion c against the k
+selected anchors r_1..r_k:
 
     w(c) = (1/k) Σ_i p(c ≻ r_i),   p ∈ {0, ½, 1} for hard verdicts (ties count ½), soft otherwise.
 
