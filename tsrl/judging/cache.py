@@ -20,7 +20,7 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tsrl.judging.base import Judge, JudgeCounters, merge_metrics
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
@@ -63,67 +63,49 @@ class VerdictCache:
             self.db.execute(table)
         self.counters = JudgeCounters()
 
-    def _lookup(self, key: str) -> tuple[float, str, int] | None:
-        return self.db.execute("SELECT p, raw, tokens FROM verdicts WHERE key = ?", (key,)).fetchone()
-
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         keys = [cache_key(self.identity, r) for r in requests]
-        out: list[Verdict | None] = [None] * len(requests)
-        misses: dict[str, list[int]] = {}
-        for i, (key, flipped) in enumerate(keys):
-            row = self._lookup(key)
-            if row is None:
-                misses.setdefault(key, []).append(i)  # duplicates inside a batch are asked once
-            else:
-                p = 1.0 - row[0] if flipped else row[0]
-                out[i] = Verdict(p_first=p, raw=row[1], tokens=0, cached=True)
-        self.counters.record([v for v in out if v is not None])
-        pending = list(misses.values())
-        for start in range(0, len(pending), self.chunk):
-            batch = pending[start:start + self.chunk]
-            answers = self.inner.compare([requests[idx[0]] for idx in batch])
-            self._store([(keys[idx[0]], v) for idx, v in zip(batch, answers)])
-            for idx, verdict in zip(batch, answers):
-                out[idx[0]] = verdict
-                for dup in idx[1:]:
-                    out[dup] = Verdict(verdict.p_first, verdict.raw, verdict.error, cached=verdict.p_first is not None)
-                self.counters.record([out[d] for d in idx[1:]])
-        return out  # type: ignore[return-value]
-
-    def _store(self, answers: list[tuple[tuple[str, bool], Verdict]]) -> None:
-        rows = [(key, 1.0 - v.p_first if flipped else v.p_first, v.raw, v.tokens)
-                for (key, flipped), v in answers if v.p_first is not None]
-        with self.db:  # one transaction per chunk
-            self.db.execute("BEGIN")
-            self.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)", rows)
+        return self._answer("verdicts", keys, requests, self.inner.compare, Verdict, "p_first")
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         """Pointwise grades, cached the same way: key = score identity + prompt + rubric + response."""
-        keys = [hashlib.sha256(json.dumps([self.score_identity, r.prompt.text, r.prompt.fields.get("rubric", ""),
-                                           r.response]).encode()).hexdigest() for r in requests]
-        out: list[Score | None] = [None] * len(requests)
+        keys = [(hashlib.sha256(json.dumps([self.score_identity, r.prompt.text, r.prompt.fields.get("rubric", ""),
+                                            r.response]).encode()).hexdigest(), False) for r in requests]
+        return self._answer("scores", keys, requests, self.inner.score, Score, "value")
+
+    def _answer(self, table: str, keys: list[tuple[str, bool]], requests: Sequence, ask: Callable[[list], list],
+                kind: type, field: str) -> list:
+        """Answers (Verdict or Score, `field` holding the value) stored in `table` where present; the rest asked of
+        the inner judge once per distinct key, in chunks committed one transaction each (only real answers are
+        stored). A key's flag says the stored value belongs to the mirrored question: 1 − value."""
+        out: list = [None] * len(requests)
         misses: dict[str, list[int]] = {}
-        for i, key in enumerate(keys):
-            row = self.db.execute("SELECT value, raw, tokens FROM scores WHERE key = ?", (key,)).fetchone()
+        for i, (key, flipped) in enumerate(keys):
+            row = self.db.execute(f"SELECT * FROM {table} WHERE key = ?", (key,)).fetchone()  # key, value, raw, tokens
             if row is None:
-                misses.setdefault(key, []).append(i)
+                misses.setdefault(key, []).append(i)  # duplicates inside a batch are asked once
             else:
-                out[i] = Score(value=row[0], raw=row[1], tokens=0, cached=True)
-        self.counters.record([s for s in out if s is not None])
-        pending = list(misses.items())
+                out[i] = kind(1.0 - row[1] if flipped else row[1], row[2], tokens=0, cached=True)
+        self.counters.record([a for a in out if a is not None])
+        pending = list(misses.values())
         for start in range(0, len(pending), self.chunk):
             batch = pending[start:start + self.chunk]
-            answers = self.inner.score([requests[idx[0]] for _, idx in batch])
-            rows = [(key, a.value, a.raw, a.tokens) for (key, _), a in zip(batch, answers) if a.value is not None]
-            with self.db:
+            answers = ask([requests[idx[0]] for idx in batch])
+            rows = []
+            for idx, answer in zip(batch, answers):
+                (key, flipped), value = keys[idx[0]], getattr(answer, field)
+                if value is not None:
+                    rows.append((key, 1.0 - value if flipped else value, answer.raw, answer.tokens))
+            with self.db:  # one transaction per chunk
                 self.db.execute("BEGIN")
-                self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?)", rows)
-            for (_, idx), answer in zip(batch, answers):
+                self.db.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?)", rows)
+            for idx, answer in zip(batch, answers):
+                value = getattr(answer, field)
                 out[idx[0]] = answer
                 for dup in idx[1:]:
-                    out[dup] = Score(answer.value, answer.raw, answer.error, cached=answer.value is not None)
+                    out[dup] = kind(value, answer.raw, answer.error, cached=value is not None)
                 self.counters.record([out[d] for d in idx[1:]])
-        return out  # type: ignore[return-value]
+        return out
 
     def drain_metrics(self) -> dict[str, float]:
         metrics = merge_metrics(self.counters.drain(), self.inner.drain_metrics())
