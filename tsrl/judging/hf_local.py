@@ -97,7 +97,6 @@ class HFLocalJudge:
         self.yes_no = [self.tokenizer.encode(t, add_special_tokens=False)[0] for t in ("yes", "no")]
         self.digit_ids = [self._token_id(str(d)) for d in range(10)]
         self.counters = JudgeCounters()
-        self.row_seconds: list[float] = []
 
     def _fence(self, *texts: str) -> str:
         """A fence token derived from the question (no generation here, so it only has to be unguessable by
@@ -111,12 +110,12 @@ class HFLocalJudge:
         chat = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return chat + prefix
 
-    def _next_token_probs(self, prompts: list[str]) -> Any:
-        """Softmax of the next-token logits after each prompt: [N, V]. Sets self.row_seconds [N]: the wall
-        time of the forward pass that answered each row (the latency a local judge has per question)."""
+    def _next_token_probs(self, prompts: list[str]) -> tuple[Any, list[float]]:
+        """Softmax of the next-token logits after each prompt [N, V], and per row the wall time of the forward
+        pass that answered it [N] (the latency a local judge has per question)."""
         import torch
 
-        rows, self.row_seconds = [], []
+        rows, seconds = [], []
         for start in range(0, len(prompts), self.cfg.batch_size):
             chunk = prompts[start:start + self.cfg.batch_size]
             t0 = time.perf_counter()
@@ -126,8 +125,8 @@ class HFLocalJudge:
             with torch.no_grad():
                 logits = self.model(**enc).logits[:, -1, :].float()  # [b, V]: left padding → last position
             rows.append(torch.softmax(logits, dim=-1).cpu())
-            self.row_seconds += [time.perf_counter() - t0] * len(chunk)
-        return torch.cat(rows) if rows else torch.zeros(0, 1)
+            seconds += [time.perf_counter() - t0] * len(chunk)
+        return (torch.cat(rows) if rows else torch.zeros(0, 1)), seconds
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         verdicts = self._contrast(requests) if self.cfg.method == "contrast" else self._pairwise(requests)
@@ -139,10 +138,10 @@ class HFLocalJudge:
         unique = sorted(set(texts))
         prompts = [self._prompt([{"role": "user", "content": f"Question: {q}\nAnswer: {a}\n"
                                   "Is this answer correct and sensible? Reply yes or no."}], "") for q, a in unique]
-        probs = self._next_token_probs(prompts)  # [U, V]
+        probs, row_seconds = self._next_token_probs(prompts)  # [U, V], [U]
         grade = {key: math.log(float(row[self.yes_no[0]]) + 1e-12) - math.log(float(row[self.yes_no[1]]) + 1e-12)
                  for key, row in zip(unique, probs)}
-        seconds = dict(zip(unique, self.row_seconds))
+        seconds = dict(zip(unique, row_seconds))
         verdicts = []
         for r in requests:
             first, second = (r.prompt.text, r.first), (r.prompt.text, r.second)
@@ -155,9 +154,8 @@ class HFLocalJudge:
         prompts = [self._prompt(render(self.template, r.prompt.text, r.prompt.fields.get("rubric", ""),
                                        (r.first, r.second), self._fence(r.prompt.text, r.first, r.second)), "VERDICT:")
                    for r in requests]
-        probs = self._next_token_probs(prompts)
         verdicts = []
-        for row, seconds in zip(probs, self.row_seconds):
+        for row, seconds in zip(*self._next_token_probs(prompts)):
             pa, pb = (float(row[i]) for i in self.verdict_ids)
             verdicts.append(Verdict(p_first=pa / (pa + pb), raw=f"P(A)={pa:.4f} P(B)={pb:.4f}", latency_s=seconds))
         return verdicts
@@ -169,7 +167,7 @@ class HFLocalJudge:
                                        (r.response,), self._fence(r.prompt.text, r.response)), "SCORE:")
                    for r in requests]
         scores = []
-        for row, seconds in zip(self._next_token_probs(prompts), self.row_seconds):
+        for row, seconds in zip(*self._next_token_probs(prompts)):
             digits = row[self.digit_ids]
             value = float((digits / digits.sum() * torch.arange(10)).sum()) * 10.0 / 9.0
             scores.append(Score(value=value, raw=f"expected digit {value * 0.9:.3f}", latency_s=seconds))
