@@ -10,8 +10,9 @@ per cell. Reported per (topology, N, τ):
   adv_rmse      = RMSE between the topology's standardised reward and the oracle's, where the oracle reward
                   is ArenaRL's 1 − rank/(N−1) of the true order, standardised (the advantage the policy
                   would get with a perfect judge and full information).
-Rewards: ArenaRL topologies → standardised 1 − rank/(N−1); live (Reasoning Arena) → min–max soft-margin
-BT β (standardised for the error); constitutional → wins/rounds.
+Rewards: ArenaRL topologies → standardised 1 − rank/(N−1); live and trace_round_robin (Reasoning Arena's
+live and non-live trace tournaments) → min–max soft-margin BT β (standardised for the error);
+constitutional → wins/rounds.
 
     python scripts/topology_fidelity.py [--groups 200] [--out runs/topology_fidelity]
 Writes results.json, results.md and fidelity.png into --out and prints the table.
@@ -28,16 +29,18 @@ from typing import Callable
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from tsrl.ranking import (TOPOLOGIES, ConstitutionalBracket, LiveTrace, Match, Schedule, rank_rewards,
-                          run_schedules, standardise)
+from tsrl.ranking import (TOPOLOGIES, ConstitutionalBracket, LiveTrace, Match, Schedule, TraceRoundRobin,
+                          rank_rewards, run_schedules, standardise)
 
 MAKERS: dict[str, Callable[[int, int], Schedule]] = {
     **TOPOLOGIES,
     "live_bwm": lambda n, seed: LiveTrace(n, arrival=np.random.default_rng(seed).permutation(n).tolist()),
+    "trace_round_robin": lambda n, seed: TraceRoundRobin(n),
     "constitutional": lambda n, seed: ConstitutionalBracket(n, 1, seed=seed),
 }
 REWARD: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    name: rank_rewards for name in TOPOLOGIES} | {"live_bwm": standardise, "constitutional": standardise}
+    name: rank_rewards for name in TOPOLOGIES} | {"live_bwm": standardise, "trace_round_robin": standardise,
+                                                 "constitutional": standardise}
 
 
 def correlation(fn, scores: np.ndarray, q: np.ndarray) -> float:

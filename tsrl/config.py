@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from tsrl.algo import NORMALIZERS, SCALES
+from tsrl.algo import AGGREGATES, DEFAULT_AGGREGATE, SCALES, SURROGATES
 from tsrl.errors import ConfigError
 from tsrl.generation import HFGeneratorConfig
 from tsrl.judging import HFLocalJudgeConfig, OpenAIJudgeConfig, RubricSimConfig
@@ -50,14 +50,33 @@ class AlgoConfig:
     """Optimizer steps per pass (each over 1/minibatches of the rollouts)."""
     mask_truncated: bool = False
     """Leave completions cut at max_new_tokens out of the loss (DAPO's overlong filtering)."""
+    aggregate: str = ""
+    """token (DAPO) | sequence (DeepSeekMath's GRPO) | constant (Dr. GRPO); empty = the loss's own default."""
 
     def __post_init__(self) -> None:
-        if self.loss not in NORMALIZERS:
-            raise ConfigError(f"algo.loss={self.loss!r} is unknown; choose one of {sorted(NORMALIZERS)}.")
+        if self.loss not in SURROGATES:
+            raise ConfigError(f"algo.loss={self.loss!r} is unknown; choose one of {sorted(SURROGATES)}.")
+        self.aggregate = self.aggregate or DEFAULT_AGGREGATE[self.loss]
+        if self.aggregate not in AGGREGATES:
+            raise ConfigError(f"algo.aggregate={self.aggregate!r} is unknown; choose one of {sorted(AGGREGATES)}.")
         if self.adv_scale not in SCALES:
             raise ConfigError(f"algo.adv_scale={self.adv_scale!r} is unknown; choose one of {sorted(SCALES)}.")
         if self.epochs < 1 or self.minibatches < 1:
             raise ConfigError("algo.epochs and algo.minibatches must be at least 1.")
+
+
+def inert_clip_warning(algo: AlgoConfig) -> str | None:
+    """A sentence when a clipped loss runs where its importance ratio is identically 1 (one epoch, one
+    minibatch, sampler = learner): the clip can never act. Said for cispo, whose clipped weight is the whole
+    point, and for grpo/dr_grpo when their ε was changed from the default (a tuned clip that cannot act)."""
+    if algo.epochs * algo.minibatches > 1:
+        return None
+    tuned = (algo.eps_low, algo.eps_high) != (0.2, 0.2)
+    if algo.loss == "cispo" or tuned:
+        return (f"algo.loss={algo.loss} with algo.epochs=1 and algo.minibatches=1 updates on-policy: the importance "
+                "ratio is identically 1, so the clip never acts and the loss is plain policy gradient; set "
+                "algo.minibatches (or algo.epochs) above 1 for off-policy updates, as the algo=cispo preset does.")
+    return None
 
 
 @dataclass
@@ -146,6 +165,8 @@ class RunConfig:
     task: Any = MISSING
     model: Any = MISSING
     judge: Any = MISSING
+    eval_judge: Any = None
+    """Judge of the held-out evaluation (null = the training judge without noise, position bias and budget)."""
     reward: Any = MISSING
     algo: AlgoConfig = MISSING
     generator: Any = MISSING

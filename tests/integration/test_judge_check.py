@@ -66,7 +66,7 @@ def test_an_unknown_split_is_a_one_line_error(tmp_path):
 def test_a_check_on_the_train_split_pays_for_the_ladder_of_the_run_that_follows(cache_dir, tmp_path):
     """check.split=train asks exactly the ladder round-robin's questions (every anchor pair, both orders): with
     the run's verdict cache the ladder build then costs no model call, so a run whose judge budget (200 calls
-    per step; the ladder build counts as one step) is far below the 1,280 questions still starts."""
+    per step; the ladder build counts as one step) is far below the 5,760 questions still starts."""
     with JudgeServer() as server:
         judge = ["judge=openai", f"judge.base_urls=[{server.url}]", "judge.api_key_env="]
         cache = f"judge.cache_path={tmp_path / 'verdicts.sqlite'}"
@@ -77,7 +77,7 @@ def test_a_check_on_the_train_split_pays_for_the_ladder_of_the_run_that_follows(
         assert refused.returncode == 2 and "judge.budget.max_calls_per_step=200" in refused.stderr
         done, report = check(tmp_path, *judge, cache, "check.split=train", "check.prompts=0")
         assert done.returncode == 0, done.stderr[-2000:]
-        assert report["questions"] == 64 * 10 * 2
+        assert report["questions"] == 64 * 45 * 2
         run = run_cli([*train, cache, f"run_dir={tmp_path / 'b'}"], tmp_path)
         assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads((tmp_path / "b" / "setup.json").read_text())["judge_calls_setup"] == 64 * 10 * 2
+    assert json.loads((tmp_path / "b" / "setup.json").read_text())["judge_calls_setup"] == 64 * 45 * 2

@@ -24,8 +24,9 @@ def test_training_run_writes_metrics_eval_plot_and_checkpoint(tsrl, tmp_path):
     assert STEP_KEYS | {"train/kl"} <= set(rows[0])
     # 2 prompts x 4 samples x 4 anchors x 2 orders = 64 judge calls, 8 per sample
     assert rows[0]["judge/calls"] == 64 and rows[0]["judge/calls_per_sample"] == 8
+    assert rows[0]["judge/calls_per_comparison"] == 2  # both orders: a comparison costs two calls
     setup = json.loads((run / "setup.json").read_text())["judge_calls_setup"]
-    assert setup in (0, 64 * 10 * 2)  # ladder round-robin: 64 prompts x C(5,2) pairs x 2 orders, or reused
+    assert setup in (0, 64 * 45 * 2)  # ladder round-robin: 64 prompts x C(10,2) pairs x 2 orders, or reused
     assert rows[-1]["judge/calls_total"] == setup + 3 * 64
     assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows)
     evals = json.loads((run / "eval.json").read_text())
@@ -76,7 +77,7 @@ def test_wandb_logger_writes_an_offline_run(tsrl, tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("reward.k=9", "reward.k=9 but prompt 'train-001' has only 5 anchors; set reward.k to at most 5"),
+    ("reward.k=11", "reward.k=11 but prompt 'train-001' has only 10 anchors; set reward.k to at most 10"),
     ("trainer.group_size=1", "trainer.group_size=1 but group-relative advantages need at least 2"),
     ("task.train_file=/nowhere/train.jsonl", "/nowhere/train.jsonl does not exist"),
 ])

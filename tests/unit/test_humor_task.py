@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from tsrl.errors import DataError
@@ -9,11 +10,16 @@ from tsrl.tasks.humor import humor_quality
 WORDS = ("penguin", "tax")
 
 
-def test_shipped_data_loads_with_five_tiered_anchors():
+def test_shipped_data_loads_with_tiered_anchors_enough_for_the_papers_k_sweep():
+    """TSRL sweeps k ∈ {1, 2, 4, 6, 8, 10}: every training prompt ships ≥ 10 distinct anchors, two per tier,
+    best first; the held-out prompts keep their five reference anchors, one per tier."""
     task = HumorTask(HumorConfig())
     train, held_out = task.prompts("train"), task.prompts("eval")
     assert len(train) >= 60 and len(held_out) >= 20
-    assert all([a.tier for a in p.anchors] == ["top", "good", "okay", "weak", "low"] for p in train + held_out)
+    tiers = ["top", "good", "okay", "weak", "low"]
+    assert all([a.tier for a in p.anchors] == [t for t in tiers for _ in (0, 1)] for p in train)
+    assert all(len({a.text for a in p.anchors}) == len(p.anchors) >= 10 for p in train)
+    assert all([a.tier for a in p.anchors] == tiers for p in held_out)
     assert not {w for p in train for w in p.fields["words"]} & {w for p in held_out for w in p.fields["words"]}
     assert "penguin" in train[0].text and "tax" in train[0].text
 
@@ -21,7 +27,7 @@ def test_shipped_data_loads_with_five_tiered_anchors():
 def test_latent_quality_orders_the_shipped_tiers_on_average():
     task = HumorTask(HumorConfig())
     prompts = task.prompts("train")
-    mean = {tier: sum(task.quality(p, a.text) for p in prompts for a in p.anchors if a.tier == tier) / len(prompts)
+    mean = {tier: np.mean([task.quality(p, a.text) for p in prompts for a in p.anchors if a.tier == tier])
             for tier in ("top", "okay", "weak", "low")}
     assert mean["top"] > mean["okay"] > mean["weak"] > mean["low"]
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import NumberTask, ScriptedJudge, number_prompt
+from tsrl.errors import ConfigError
 from tsrl.rewards import LadderConfig, LadderRegime, RegimeContext
 from tsrl.rewards.ladder import Rung, select_rungs
 from tsrl.types import Anchor, Group, Rollout
@@ -38,12 +39,32 @@ def test_reward_is_win_rate_over_k_anchors_with_half_for_ties(number_task, tmp_p
     assert batch.routes == ["ladder"]
 
 
-def test_k_selects_evenly_spaced_rungs_including_the_best():
+def test_spread_selects_evenly_spaced_rungs_including_the_best():
     rungs = [Rung(Anchor(str(i)), -i) for i in range(5)]
-    assert [r.anchor.text for r in select_rungs(rungs, 1)] == ["0"]
-    assert [r.anchor.text for r in select_rungs(rungs, 2)] == ["0", "4"]
-    assert [r.anchor.text for r in select_rungs(rungs, 3)] == ["0", "2", "4"]
-    assert len(select_rungs(rungs, 5)) == 5
+    assert [r.anchor.text for r in select_rungs(rungs, 1, "spread")] == ["0"]
+    assert [r.anchor.text for r in select_rungs(rungs, 2, "spread")] == ["0", "4"]
+    assert [r.anchor.text for r in select_rungs(rungs, 3, "spread")] == ["0", "2", "4"]
+    assert len(select_rungs(rungs, 5, "spread")) == 5
+
+
+def test_default_selection_is_nested_over_the_papers_k_sweep():
+    """TSRL sweeps k ∈ {1, 2, 4, 6, 8, 10}. With the default rule every k-set contains the smaller ones, so the
+    sweep varies the number of anchors only; `spread` is not nested (its k = 6 set drops rank 3 and rank 6 of
+    its k = 4 set), `top` is nested and takes the strongest."""
+    rungs = [Rung(Anchor(str(i)), -i) for i in range(10)]
+    sweep = (1, 2, 4, 6, 8, 10)
+    for rule in ("nested", "top"):
+        sets = [{r.anchor.text for r in select_rungs(rungs, k, rule)} for k in sweep]
+        assert all(small < large for small, large in zip(sets, sets[1:])), rule
+        assert [len(s) for s in sets] == list(sweep)
+    spread = [{r.anchor.text for r in select_rungs(rungs, k, "spread")} for k in sweep]
+    assert not all(small < large for small, large in zip(spread, spread[1:]))
+    nested = [r.anchor.text for r in select_rungs(rungs, 4)]
+    assert nested[0] == "0" and "9" in nested  # spans the ladder: best and worst from k = 2 on
+    assert [r.anchor.text for r in select_rungs(rungs, 3, "top")] == ["0", "1", "2"]
+    assert LadderConfig().select == "nested"
+    with pytest.raises(ConfigError, match="reward.select"):
+        LadderConfig(select="random")
 
 
 def test_k_larger_than_available_anchors_is_a_clear_error(number_task, tmp_path):

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from tsrl.algo import NORMALIZERS, LossInputs, LossSettings, k3_kl, policy_loss
+from tsrl.algo import AGGREGATES, LossInputs, LossSettings, k3_kl, policy_loss
 
 
 def inputs(logp, old, adv, mask, normalizer=None, ref=None):
@@ -51,8 +51,8 @@ def test_asymmetric_eps_low_clips_small_ratios():
 
 def test_dr_grpo_normalises_by_constant_not_token_count():
     mask = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
-    assert NORMALIZERS["dr_grpo"](mask, 4) == 8.0
-    assert NORMALIZERS["grpo"](mask, 4) == 3.0
+    assert AGGREGATES["constant"](mask, 4) == 8.0
+    assert AGGREGATES["token"](mask, 4) == 3.0
     inp = inputs([[0.0] * 4, [0.0] * 4], [[0.0] * 4, [0.0] * 4], [1.0, 1.0], mask.tolist(), normalizer=8.0)
     assert policy_loss("dr_grpo", inp, LossSettings()).loss.item() == pytest.approx(-3.0 / 8.0)
 
@@ -95,3 +95,27 @@ def test_masked_tokens_never_contribute():
 def test_unknown_loss_is_rejected():
     with pytest.raises(ValueError, match="Unknown loss"):
         policy_loss("ppo2", inputs([[0.0]], [[0.0]], [0.0], [[1.0]]), LossSettings())
+
+
+def test_sequence_aggregate_averages_each_sequence_then_the_sequences():
+    """DeepSeekMath's GRPO: (1/N) Σ_n mean_t ℓ_nt. Row 0 has 3 tokens of loss −1 each, row 1 one token of
+    loss +1: sequence mean = (−1 + 1)/2 = 0, where the token mean is (−3 + 1)/4 = −0.5."""
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    zeros = [[0.0] * 3, [0.0] * 3]
+    by_sequence = inputs(zeros, zeros, [1.0, -1.0], mask.tolist(), normalizer=AGGREGATES["sequence"](mask, 3))
+    by_token = inputs(zeros, zeros, [1.0, -1.0], mask.tolist(), normalizer=AGGREGATES["token"](mask, 3))
+    assert policy_loss("grpo", by_sequence, LossSettings()).loss.item() == pytest.approx(0.0)
+    assert policy_loss("grpo", by_token, LossSettings()).loss.item() == pytest.approx(-0.5)
+    loss = policy_loss("grpo", by_sequence, LossSettings()).loss
+    loss.backward()  # each row's tokens share 1/(N·len): 1/6 for row 0, 1/2 for row 1
+    assert torch.allclose(by_sequence.logprobs.grad, torch.tensor([[-1 / 6] * 3, [0.5, 0.0, 0.0]]))
+
+
+def test_aggregate_defaults_and_names(tmp_path):
+    from tsrl.config import AlgoConfig
+    from tsrl.errors import ConfigError
+
+    assert [AlgoConfig(loss=name).aggregate for name in ("grpo", "dr_grpo", "cispo")] == ["token", "constant", "token"]
+    assert AlgoConfig(loss="grpo", aggregate="sequence").aggregate == "sequence"
+    with pytest.raises(ConfigError, match="algo.aggregate"):
+        AlgoConfig(aggregate="per_prompt")

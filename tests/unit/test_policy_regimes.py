@@ -204,3 +204,11 @@ def test_self_bootstrap_ranks_tiers_refreshes_and_reports_diversity(tmp_path):
 def test_self_bootstrap_rejects_k_above_its_anchor_count():
     with pytest.raises(ConfigError, match=r"reward.ladder.k=4 but self_bootstrap samples only 2 anchors"):
         SelfBootstrapConfig(ladder=LadderConfig(k=4), tiers={"a": "x", "b": "y"})
+
+
+def test_self_bootstrap_defaults_to_the_papers_four_tiers_and_uses_every_anchor():
+    """TSRL §4.10 samples anchors under four quality-tier prompts, low-effort → top-tier; with the default k
+    every sampled anchor takes part in the reward, so no anchor is judged in the round-robin and then unused."""
+    cfg = SelfBootstrapConfig()
+    assert list(cfg.tiers) == ["low", "okay", "good", "top"]
+    assert len(cfg.tiers) * cfg.samples_per_tier == cfg.ladder.k

@@ -28,25 +28,25 @@ def test_import_tsrl_stays_light():
 def test_score_groups_ranks_the_task_anchors_like_the_ladder(humor_prompts, tmp_path):
     """Each group is a prompt's own top, okay and low anchors; the simulated judge orders anchors by tier, so the
     reward is non-increasing down the tiers. Calls: B·G·k·2 (both orders)."""
-    completions = [[p.anchors[0].text, p.anchors[2].text, p.anchors[4].text] for p in humor_prompts]
-    batch = tsrl.score_groups([p.text for p in humor_prompts], completions, regime="ladder", k=2,
+    completions = [[p.anchors[0].text, p.anchors[4].text, p.anchors[8].text] for p in humor_prompts]
+    batch = tsrl.score_groups([p.text for p in humor_prompts], completions, regime="ladder", k=4,
                               ladder_dir=str(tmp_path))
     assert batch.rewards.shape == (2, 3) and batch.routes == ["ladder", "ladder"]
     assert (batch.rewards[:, 0] >= batch.rewards[:, 2]).all() and batch.rewards[:, 0].min() > batch.rewards[:, 2].max()
-    assert batch.judge_calls == 2 * 3 * 2 and batch.metrics["judge/calls"] == 2 * 3 * 2 * 2
-    assert batch.metrics["judge/setup_calls"] in (0.0, 2 * 10 * 2)  # the two prompts' round-robins, or reused
-    one_order = tsrl.score_groups([p.text for p in humor_prompts], completions, k=2, ladder_dir=str(tmp_path),
+    assert batch.judge_calls == 2 * 3 * 4 and batch.metrics["judge/calls"] == 2 * 3 * 4 * 2
+    assert batch.metrics["judge/setup_calls"] in (0.0, 2 * 45 * 2)  # the two prompts' round-robins, or reused
+    one_order = tsrl.score_groups([p.text for p in humor_prompts], completions, k=4, ladder_dir=str(tmp_path),
                                   overrides=["judge.both_orders=false"])
-    assert one_order.metrics["judge/calls"] == 2 * 3 * 2  # any option is reachable through overrides
+    assert one_order.metrics["judge/calls"] == 2 * 3 * 4  # any option is reachable through overrides
 
 
 def test_scorer_builds_once_and_scores_many_batches(humor_prompts, tmp_path):
-    scorer = tsrl.build_scorer("ladder", prompts=[p.text for p in humor_prompts], ladder_dir=str(tmp_path), k=1,
+    scorer = tsrl.build_scorer("ladder", prompts=[p.text for p in humor_prompts], ladder_dir=str(tmp_path), k=4,
                                run_dir=tmp_path / "run")
     assert (tmp_path / "run" / "ladder.jsonl").is_file()
     for prompt in humor_prompts:
         batch = scorer.score([prompt.text], [[prompt.anchors[0].text, "no joke"]])
-        assert batch.rewards[0, 0] > batch.rewards[0, 1] and batch.judge_calls == 2
+        assert batch.rewards[0, 0] > batch.rewards[0, 1] and batch.judge_calls == 2 * 4
 
 
 def test_policy_regimes_need_a_policy_in_the_plain_api(humor_prompts):
@@ -89,17 +89,17 @@ def test_message_text_reads_plain_and_conversational_values():
 def test_tournament_reward_follows_trls_calling_convention(humor_prompts, tmp_path):
     """Called the way GRPOTrainer calls a reward function: keyword lists of length B·G with repeated prompts,
     conversational here, plus trainer_state/log_metric; returns one float per completion."""
-    reward = TournamentReward(num_generations=2, ladder_dir=str(tmp_path), k=2)
+    reward = TournamentReward(num_generations=2, ladder_dir=str(tmp_path), k=4)
     assert reward.__name__ == "tsrl_ladder"
     logged = {}
     prompts = [[{"role": "user", "content": p.text}] for p in humor_prompts for _ in range(2)]
     completions = [[{"role": "assistant", "content": t}] for p in humor_prompts
-                   for t in (p.anchors[0].text, p.anchors[4].text)]
+                   for t in (p.anchors[0].text, p.anchors[8].text)]
     out = reward(prompts=prompts, completions=completions, completion_ids=[[1]] * 4, trainer_state=None,
                  log_metric=logged.__setitem__)
     assert len(out) == 4 and all(isinstance(r, float) for r in out)
     assert out[0] > out[1] and out[2] > out[3]
-    assert logged["tsrl/reward/comparisons_per_sample"] == 2.0
+    assert logged["tsrl/reward/comparisons_per_sample"] == 4.0
     with pytest.raises(GroupSplitError):
         reward(prompts=prompts[1:], completions=completions[1:], completion_ids=None)
 

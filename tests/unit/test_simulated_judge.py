@@ -3,7 +3,7 @@ import math
 import pytest
 
 from tests.conftest import NumberTask
-from tsrl.judging import BothOrders, RubricSimConfig, SimulatedJudge
+from tsrl.judging import BothOrders, RubricSimConfig, SimulatedJudge, build_judge
 from tsrl.types import PairRequest, Prompt
 
 PROMPT = Prompt(id="p", text="prompt")
@@ -26,9 +26,9 @@ def test_verdicts_follow_bradley_terry_probability():
 def test_flip_prob_mixes_verdicts_as_expected():
     """P(win) = p(1−f) + (1−p)f; same 4σ argument as above."""
     p = 1 / (1 + math.exp(-1.0))
-    judge = SimulatedJudge(RubricSimConfig(taste=0.0, flip_prob=0.3), NumberTask())
+    judge = build_judge(RubricSimConfig(taste=0.0, flip_prob=0.3, both_orders=False), NumberTask())
     assert win_rate(judge, 1.0) == pytest.approx(p * 0.7 + (1 - p) * 0.3, abs=0.03)
-    inverted = SimulatedJudge(RubricSimConfig(taste=0.0, flip_prob=1.0), NumberTask())
+    inverted = build_judge(RubricSimConfig(taste=0.0, flip_prob=1.0, both_orders=False), NumberTask())
     assert win_rate(inverted, 1.0) == pytest.approx(1 - p, abs=0.03)
 
 
@@ -72,7 +72,7 @@ def test_invalid_settings_name_the_option():
 def test_pointwise_scores_are_monotone_grades():
     from tsrl.types import ScoreRequest
 
-    judge = BothOrders(SimulatedJudge(RubricSimConfig(taste=0.0), NumberTask()))
+    judge = BothOrders(SimulatedJudge(RubricSimConfig(taste=0.0, rubric_noise=0.0), NumberTask()))
     grades = [s.value for s in judge.score([ScoreRequest(PROMPT, f"q={q}") for q in (-3, 0, 3, 6, 9)])]
     assert grades == sorted(grades) and grades[0] <= 1 and grades[-1] >= 9 and grades[2] == 5
     assert all(float(g).is_integer() for g in grades)

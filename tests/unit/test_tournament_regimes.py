@@ -52,8 +52,10 @@ def test_rubric_reward_is_grade_over_ten_and_ungraded_drops_the_group(tmp_path):
     assert batch.judge_calls == 4 and batch.metrics["reward/comparisons_per_sample"] == 1
 
 
-def test_in_batch_reward_is_win_rate_against_the_rest_of_the_group(tmp_path):
-    regime, judge, task = make(InBatchConfig(), tmp_path)
+@pytest.mark.parametrize("output", ["rank", "winrate"])
+def test_in_batch_plays_a_round_robin_and_a_transitive_judge_makes_rank_equal_win_rate(tmp_path, output):
+    """Hard, transitive verdicts: win-rate = (beaten + ½·tied)/(G−1) = 1 − rank/(G−1), so both outputs agree."""
+    regime, judge, task = make(InBatchConfig(output=output), tmp_path)
     batch = regime.score([group(task.prompts("train")[0], [1, 3, 2, 2])])
     assert batch.rewards[0].tolist() == pytest.approx([0.0, 1.0, 0.5, 0.5])
     assert len(judge.requests) == 6 and batch.metrics["tournament/tie_rate"] == pytest.approx(1 / 6)

@@ -3,16 +3,20 @@
 Notation: N sequences (B·G), T completion tokens, r_t = exp(logp_t − old_logp_t) the importance ratio,
 A the sequence advantage broadcast to its tokens, m_t the completion mask.
 
-- grpo:    per-token −min(r·A, clip(r, 1−ε_low, 1+ε_high)·A)  (PPO clipped surrogate, DAPO's asymmetric ε),
-           aggregated token-level: Σ_t m_t·ℓ_t / Σ m over the whole batch.
-- dr_grpo: the same surrogate, aggregated with a constant: Σ_t m_t·ℓ_t / (N · T_max) — no length bias
-           (Dr. GRPO, Liu et al. 2025); pair it with advantage scale "none".
+- grpo:    per-token −min(r·A, clip(r, 1−ε_low, 1+ε_high)·A)  (PPO clipped surrogate, DAPO's asymmetric ε).
+- dr_grpo: the same surrogate (Dr. GRPO, Liu et al. 2025); pair it with advantage scale "none".
 - cispo:   per-token −sg(min(r, cap))·A·logp_t (MiniMax-M1's CISPO: the clipped importance weight is a
-           constant, so every token keeps a gradient); cap is an explicit absolute value; token-level mean.
+           constant, so every token keeps a gradient); cap is an explicit absolute value.
 - KL (optional, all losses): β·k3 per token, k3 = exp(ref − logp) − (ref − logp) − 1 (Schulman's estimator).
 
-The normaliser is computed by the caller from the whole batch so that gradient accumulation over
-micro-batches gives the same update as one big batch.
+Aggregates (how the per-token losses ℓ_nt of a minibatch of N sequences become one number, AGGREGATES):
+- token    Σ_nt m·ℓ / Σ_nt m — every token of the minibatch weighs the same (DAPO; tsrl's grpo and cispo
+           default, and MiniMax-M1's CISPO normalisation);
+- sequence (1/N) Σ_n (Σ_t m·ℓ / Σ_t m) — each sequence's mean, then the mean over sequences (DeepSeekMath's
+           GRPO as published: a long completion's tokens weigh less);
+- constant Σ_nt m·ℓ / (N · T_max) — no length bias (Dr. GRPO).
+The normaliser is computed by the caller from the whole minibatch (a float, or one value per sequence [N])
+so that gradient accumulation over micro-batches gives the same update as one big batch.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ class LossInputs:
     old_logprobs: torch.Tensor  # [N, T] policy that sampled (or the pre-update policy)
     advantages: torch.Tensor  # [N]
     mask: torch.Tensor  # [N, T] 1.0 on completion tokens
-    normalizer: float  # divides the summed per-token loss (see module docstring)
+    normalizer: float | torch.Tensor  # divides the summed per-token loss: a float or [N] (see module docstring)
     ref_logprobs: torch.Tensor | None = None  # [N, T] frozen reference, for the KL term
 
 
@@ -69,12 +73,19 @@ SURROGATES: dict[str, Callable[[LossInputs, LossSettings], tuple[torch.Tensor, t
     "cispo": cispo_surrogate,
 }
 
-# How each loss turns the mask [N, T] of the *whole* batch into the normaliser of the summed loss.
-NORMALIZERS: dict[str, Callable[[torch.Tensor, int], float]] = {
-    "grpo": lambda mask, t_max: float(mask.sum().clamp_min(1.0)),
-    "dr_grpo": lambda mask, t_max: float(mask.shape[0] * t_max),
-    "cispo": lambda mask, t_max: float(mask.sum().clamp_min(1.0)),
+def sequence_normalizer(mask: torch.Tensor, t_max: int) -> torch.Tensor:
+    """[N]: each sequence's token count times the number of sequences that have tokens."""
+    lengths = mask.sum(dim=1)  # [N]
+    return lengths.clamp_min(1.0) * (lengths > 0).sum().clamp_min(1).float()
+
+
+# How an aggregate turns the mask [N, T] of the *whole* minibatch into the normaliser of the summed loss.
+AGGREGATES: dict[str, Callable[[torch.Tensor, int], float | torch.Tensor]] = {
+    "token": lambda mask, t_max: float(mask.sum().clamp_min(1.0)),
+    "sequence": sequence_normalizer,
+    "constant": lambda mask, t_max: float(mask.shape[0] * t_max),
 }
+DEFAULT_AGGREGATE = {"grpo": "token", "dr_grpo": "constant", "cispo": "token"}  # algo.aggregate="" picks these
 
 
 def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
@@ -94,7 +105,8 @@ def policy_loss(name: str, inp: LossInputs, cfg: LossSettings) -> LossOutputs:
         kl = k3_kl(inp.logprobs, inp.ref_logprobs)  # [N, T]
         per_token = per_token + cfg.kl_beta * kl
         metrics["kl"] = float((kl.detach() * mask).sum() / mask.sum().clamp_min(1.0))
-    loss = (per_token * mask).sum() / inp.normalizer
+    normalizer = inp.normalizer.unsqueeze(1) if isinstance(inp.normalizer, torch.Tensor) else inp.normalizer
+    loss = (per_token * mask / normalizer).sum()
     with torch.no_grad():
         n_tokens = mask.sum().clamp_min(1.0)
         log_ratio = (inp.logprobs - inp.old_logprobs) * mask  # [N, T]

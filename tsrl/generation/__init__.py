@@ -11,7 +11,8 @@ from tsrl.types import Group, Prompt
 
 
 class Generator(Protocol):
-    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None) -> list[Group]: ...
+    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None,
+                 greedy_first: bool = False) -> list[Group]: ...
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
 

@@ -2,8 +2,11 @@
 
 Returns completion token ids (EOS kept when the model stopped, padding dropped), the sampling
 log-probabilities of those tokens under the processed distribution (temperature, top-p), and whether
-max_new_tokens cut the completion. The model object is shared with the learner, so weights are always in
-sync and load_weights is a no-op; a vLLM generator replaces this module on GPU.
+max_new_tokens cut the completion. With greedy_first (ArenaRL's anchor), sample 0 of every group is decoded
+greedily and the other n − 1 are sampled; the greedy completion's log-probs are read from the raw logits at
+the sampling temperature, so the learner's importance ratio stays comparable. The model object is shared
+with the learner, so weights are always in sync and load_weights is a no-op; a vLLM generator replaces this
+module on GPU.
 """
 
 from __future__ import annotations
@@ -53,29 +56,41 @@ class HFGenerator:
         """Shared weights: nothing to copy."""
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None) -> list[Group]:
-        step = max(1, self.cfg.prompts_per_call)
+    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None,
+                 greedy_first: bool = False) -> list[Group]:
+        """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode."""
+        step, limit = max(1, self.cfg.prompts_per_call), max_new_tokens or self.cfg.max_new_tokens
         groups: list[Group] = []
         for start in range(0, len(prompts), step):
-            groups += self._generate_chunk(prompts[start:start + step], n, max_new_tokens or self.cfg.max_new_tokens)
+            chunk = prompts[start:start + step]
+            sampled = self._generate_chunk(chunk, n - 1 if greedy_first else n, limit) if n > greedy_first else []
+            if greedy_first:
+                greedy = self._generate_chunk(chunk, 1, limit, greedy=True)
+                sampled = [Group(g.prompt, g.prompt_ids, g.rollouts + s.rollouts)
+                           for g, s in zip(greedy, sampled or [Group(g.prompt, g.prompt_ids, []) for g in greedy])]
+            groups += sampled
         return groups
 
-    def _generate_chunk(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int) -> list[Group]:
+    def _generate_chunk(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int,
+                        greedy: bool = False) -> list[Group]:
         tok = self.tokenizer
         tok.padding_side = "left"
         enc = tok([chat_prompt(tok, p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False)
         was_training = self.model.training
         self.model.eval()
+        sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self.cfg.temperature,
+                                                         "top_p": self.cfg.top_p, "top_k": 0}
         out = self.model.generate(
-            **enc, do_sample=True, temperature=self.cfg.temperature, top_p=self.cfg.top_p, top_k=0,
-            max_new_tokens=max_new_tokens, num_return_sequences=n, output_scores=True,
-            return_dict_in_generate=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+            **enc, **sampling, max_new_tokens=max_new_tokens, num_return_sequences=n, output_scores=not greedy,
+            output_logits=greedy, return_dict_in_generate=True, pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id)
         self.model.train(was_training)
         width = enc["input_ids"].shape[1]
         completions = out.sequences[:, width:]  # [B*n, T']
+        steps = [logits.float() / self.cfg.temperature for logits in out.logits] if greedy else out.scores
         logprobs = torch.stack([
             torch.log_softmax(score.float(), dim=-1).gather(1, completions[:, t:t + 1]).squeeze(1)
-            for t, score in enumerate(out.scores)], dim=1)  # [B*n, T']
+            for t, score in enumerate(steps)], dim=1)  # [B*n, T']
         is_eos = completions == tok.eos_token_id  # [B*n, T']
         stopped = is_eos.any(dim=1)  # [B*n]
         lengths = torch.where(stopped, is_eos.int().argmax(dim=1) + 1, torch.full_like(stopped, completions.shape[1], dtype=torch.long))

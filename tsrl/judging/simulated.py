@@ -4,24 +4,31 @@ It is not an LLM. Each task supplies a latent quality q(c) computed from observa
 response (for humor: both words present, length band, repetition, punchline shape). A verdict on
 (first, second) is a Bradley–Terry draw P(first ≻ second) = σ((q₁ + bias − q₂)/τ), where bias is an
 optional first-position advantage, plus a fixed per-text "taste" offset in [−taste, +taste]. Identical
-qualities give a tie (½). With probability flip_prob the verdict is flipped (the TSRL paper's §4.5 noise
-injection). All randomness is a hash of (seed, prompt id, first, second), so a repeated question gets the
-same answer — like a temperature-0 LLM judge — and runs are reproducible without judge state.
+qualities give a tie (½). Verdict flips with probability flip_prob (the TSRL paper's §4.5 noise injection)
+are applied by the Noise wrapper that `build_judge` puts around this judge, per comparison by default
+(`noise_scope`). All randomness is a hash of (seed, prompt id, first, second), so a repeated question gets
+the same answer — like a temperature-0 LLM judge — and runs are reproducible without judge state.
 
-Pointwise scores (the Rubrics baseline) map the latent quality through a logistic curve onto 0–10,
-10·σ((q − score_centre)/score_scale), rounded to an integer like a rubric grade; flip_prob replaces a
-score by a uniformly random grade.
+Pointwise scores (the Rubrics baseline) follow TSRL §2.1's model of a rubric score, q(c) + ε with
+ε ~ N(0, σ²_rub): the grade is 10·σ((q + ε − score_centre)/score_scale), rounded to an integer like a
+rubric grade, with ε drawn once per (seed, prompt, response) — a temperature-0 grader whose error is fixed
+per text. σ_rub (`rubric_noise`, latent-quality units, the same units as τ) defaults to 1.5, a project
+choice: the paper's premise is that a pointwise grade is *noisier* than a pairwise verdict. Two responses one
+latent unit apart are then ordered correctly by their grades with probability Φ(1/(1.5·√2)) ≈ 0.68 (less
+after rounding ties), against σ(1) ≈ 0.73 for one pairwise verdict at τ = 1; with σ_rub = 0 the simulated
+rubric would be the less noisy of the two. flip_prob also replaces a grade by a uniformly random one.
 """
 
 from __future__ import annotations
 
-from tsrl.errors import ConfigError
-
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Sequence
 
+from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, stable_uniform
+from tsrl.judging.wrappers import check_noise
 from tsrl.tasks import Task
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
@@ -34,6 +41,8 @@ class RubricSimConfig:
     """Temperature of the Bradley–Terry verdicts (lower = more decisive)."""
     flip_prob: float = 0.0
     """Probability of flipping each verdict (noise injection)."""
+    noise_scope: str = "comparison"
+    """What one flip acts on: comparison (the paper's: both orders flipped together) | call (each request)."""
     position_bias: float = 0.0
     """Extra latent quality given to whichever response is shown first."""
     taste: float = 0.25
@@ -46,12 +55,15 @@ class RubricSimConfig:
     """Latent quality that maps to a pointwise score of 5."""
     score_scale: float = 1.5
     """Latent-quality units per logistic unit of the pointwise score."""
+    rubric_noise: float = 1.5
+    """σ_rub: std of the Gaussian error ε added to q before grading (TSRL §2.1; project default 1.5)."""
 
     def __post_init__(self) -> None:
         if self.tau <= 0:
             raise ConfigError(f"judge.tau must be > 0, got {self.tau}.")
-        if not 0.0 <= self.flip_prob <= 1.0:
-            raise ConfigError(f"judge.flip_prob must lie in [0, 1], got {self.flip_prob}.")
+        if self.rubric_noise < 0:
+            raise ConfigError(f"judge.rubric_noise (σ_rub) must be >= 0, got {self.rubric_noise}.")
+        check_noise(self.flip_prob, self.noise_scope)
 
 
 class SimulatedJudge:
@@ -77,8 +89,6 @@ class SimulatedJudge:
         else:
             p_first = 1.0 / (1.0 + math.exp(-(q1 - q2) / self.cfg.tau))
             p = 1.0 if stable_uniform(*key, "draw") < p_first else 0.0
-        if stable_uniform(*key, "flip") < self.cfg.flip_prob:
-            p = 1.0 - p
         return Verdict(p_first=p, raw=f"simulated verdict: q_first={q1:.3f} q_second={q2:.3f} -> {p}")
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
@@ -90,6 +100,8 @@ class SimulatedJudge:
         pair = PairRequest(request.prompt, request.response, "")
         q = self.latent(pair, request.response)
         key = (self.cfg.seed, request.prompt.id, request.response)
+        u = min(max(stable_uniform(*key, "rubric-noise"), 1e-12), 1 - 1e-12)
+        q += self.cfg.rubric_noise * NormalDist().inv_cdf(u)  # ε ~ N(0, σ_rub²), fixed per text
         grade = float(round(10.0 / (1.0 + math.exp(-(q - self.cfg.score_centre) / self.cfg.score_scale))))
         if stable_uniform(*key, "flip") < self.cfg.flip_prob:
             grade = float(int(stable_uniform(*key, "grade") * 11))

@@ -1,12 +1,15 @@
 """Judges around a judge, composed by `build_judge` from the shared `JudgePolicyConfig` fields:
 
-    order (BothOrders | RandomOrder) → Noise (flip_prob) → Fallback (tie | random | drop)
-        → VerdictCache (cache_path) → Budget → the model judge
+    [Noise, noise_scope=comparison] → order (BothOrders | RandomOrder) → [Noise, noise_scope=call]
+        → Fallback (tie | random | drop) → VerdictCache (cache_path) → Budget → the model judge
 
 - BothOrders asks (a, b) and (b, a): P(a ≻ b) = ½·(p(a,b) + 1 − p(b,a)); logs swap agreement.
 - RandomOrder shows each pair in a random (seeded, stable) order and maps the answer back, so position
   bias becomes noise instead of a systematic push; ranking fits add the mirror match (j, i, 1 − y).
-- Noise flips a real verdict with probability flip_prob (the TSRL paper's §4.5 noise injection).
+- Noise flips a real verdict with probability flip_prob (the TSRL paper's §4.5 noise injection). With
+  noise_scope=comparison (default) it sits outside the order wrapper and flips the *comparison*: a sure pair
+  judged in both orders at p = 0.3 comes out {1: .7, 0: .3}, as the paper injects it. With noise_scope=call it
+  sits inside and flips each request on its own: the same pair comes out {1: .49, ½: .42, 0: .09}.
 - Fallback replaces a missing verdict by a tie, a random winner, or keeps None (drop: the reward regime
   then leaves that comparison out, or drops the group), and counts every use; a missing pointwise grade
   likewise becomes 5 (tie), a uniform grade in [0, 10] (random) or stays None (drop).
@@ -23,6 +26,7 @@ from tsrl.judging.base import Judge, JudgeCounters, merge_metrics, stable_unifor
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
 ORDERS = ("both", "random", "fixed")
+NOISE_SCOPES = ("comparison", "call")
 FAILURE_POLICIES = ("tie", "random", "drop")
 
 
@@ -52,6 +56,8 @@ class JudgePolicyConfig:
     """both (ask both orders, average) | random (random order per pair) | fixed (as given)."""
     flip_prob: float = 0.0
     """Probability of flipping each real verdict (noise injection; 0 = off)."""
+    noise_scope: str = "comparison"
+    """What one flip acts on: comparison (the paper's: both orders flipped together) | call (each request)."""
     failure: str = "drop"
     """What a missing verdict becomes: drop (None: the regime leaves it out) | tie (½) | random (0 or 1)."""
     cache_path: str = ""
@@ -65,8 +71,14 @@ class JudgePolicyConfig:
             raise ConfigError(f"judge.order={self.order!r} is unknown; choose one of {list(ORDERS)}.")
         if self.failure not in FAILURE_POLICIES:
             raise ConfigError(f"judge.failure={self.failure!r} is unknown; choose one of {list(FAILURE_POLICIES)}.")
-        if not 0.0 <= self.flip_prob <= 1.0:
-            raise ConfigError(f"judge.flip_prob must lie in [0, 1], got {self.flip_prob}.")
+        check_noise(self.flip_prob, self.noise_scope)
+
+
+def check_noise(flip_prob: float, scope: str) -> None:
+    if not 0.0 <= flip_prob <= 1.0:
+        raise ConfigError(f"judge.flip_prob must lie in [0, 1], got {flip_prob}.")
+    if scope not in NOISE_SCOPES:
+        raise ConfigError(f"judge.noise_scope={scope!r} is unknown; choose one of {list(NOISE_SCOPES)}.")
 
 
 def swapped(request: PairRequest) -> PairRequest:
@@ -135,17 +147,20 @@ class RandomOrder:
 
 
 class Noise:
-    """Flips each real verdict with probability flip_prob (stable hash of the question); counts flips."""
+    """Flips each real verdict with probability flip_prob and counts flips. The draw is a stable hash of the
+    question: of the shown order (`canonical=False`, one draw per request) or of the unordered pair
+    (`canonical=True`, one draw per comparison whichever side is shown first)."""
 
-    def __init__(self, inner: Judge, flip_prob: float, seed: int) -> None:
-        self.inner, self.flip_prob, self.seed = inner, flip_prob, seed
+    def __init__(self, inner: Judge, flip_prob: float, seed: int, canonical: bool = True) -> None:
+        self.inner, self.flip_prob, self.seed, self.canonical = inner, flip_prob, seed, canonical
         self.counters = JudgeCounters()
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         answers = self.inner.compare(requests)
         out = []
         for r, v in zip(requests, answers):
-            flip = v.p_first is not None and stable_uniform(self.seed, "flip", r.prompt.id, r.first, r.second) < self.flip_prob
+            pair = sorted((r.first, r.second)) if self.canonical else (r.first, r.second)
+            flip = v.p_first is not None and stable_uniform(self.seed, "flip", r.prompt.id, *pair) < self.flip_prob
             self.counters.add("noise_flips", flip)
             out.append(mirrored(v) if flip else v)
         return out

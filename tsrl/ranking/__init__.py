@@ -4,7 +4,7 @@ import numpy as np
 
 from tsrl.ranking.bradley_terry import bradley_terry_loss, fit_bradley_terry, fit_bradley_terry_batch, pad_matches
 from tsrl.ranking.elo import elo_ratings
-from tsrl.ranking.live import ConstitutionalBracket, LiveTrace, soft_outcome
+from tsrl.ranking.live import ConstitutionalBracket, LiveTrace, TraceRoundRobin, soft_outcome
 from tsrl.ranking.schedule import Match, Schedule, rank_rewards, ranks, run_schedules, standardise
 from tsrl.ranking.swiss import Swiss
 from tsrl.ranking.topologies import AnchorBased, DoubleElimination, RoundRobin, SingleElimination, bracket_order
@@ -18,7 +18,10 @@ TOPOLOGIES = {
 }
 """ArenaRL's intra-group topologies by name: (N, seed) → a fresh Schedule (Swiss starts from a seeded draw)."""
 
+ANCHORED_TOPOLOGIES = frozenset({"anchor", "single_elimination", "double_elimination"})
+"""The topologies that play sample 0 as an anchor (elimination brackets in their seeding pass)."""
+
 __all__ = ["bradley_terry_loss", "fit_bradley_terry", "fit_bradley_terry_batch", "pad_matches", "elo_ratings",
-           "ConstitutionalBracket", "LiveTrace", "soft_outcome", "Match", "Schedule", "rank_rewards", "ranks",
-           "run_schedules", "standardise", "Swiss", "AnchorBased", "DoubleElimination", "RoundRobin",
-           "SingleElimination", "bracket_order", "TOPOLOGIES"]
+           "ConstitutionalBracket", "LiveTrace", "TraceRoundRobin", "soft_outcome", "Match", "Schedule",
+           "rank_rewards", "ranks", "run_schedules", "standardise", "Swiss", "AnchorBased", "DoubleElimination",
+           "RoundRobin", "SingleElimination", "bracket_order", "TOPOLOGIES", "ANCHORED_TOPOLOGIES"]

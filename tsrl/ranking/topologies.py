@@ -5,8 +5,8 @@ orders (the default BothOrders wrapper) doubles the requests, not the matches.
 
 - RoundRobin: one round of all N(N−1)/2 pairs; score = mean soft win-rate.
 - AnchorBased: one round, every player j ≥ 1 against the anchor 0 (N−1 matches); score = y(j ≻ 0), the
-  anchor itself ½. ArenaRL decodes the anchor greedily; tsrl's generator *samples* all G completions, so
-  the anchor is simply sample 0 (a project difference, documented in the regime).
+  anchor itself ½. The anchor is sample 0 of the group; ArenaRL decodes it greedily, and so does tsrl
+  unless reward.greedy_anchor=false (the regime's greedy_first, see tsrl/rewards/intragroup.py).
 - SingleElimination: optional seeding pass = AnchorBased (N−1 matches), seeds by that score; bracket
   order 1v8 4v5 2v7 3v6 generalised to the next power of two P (seeds > N are byes, so the top seeds get
   them); the winner of a match advances, a bye advances unjudged; N−1 bracket matches in ⌈log2 N⌉ rounds.

@@ -1,20 +1,27 @@
 """`reward=constitutional`: the cai-tournament constitutional bracket.
 
-Per group, a single-elimination bracket over a seeded random draw of the G completions
-(tsrl.ranking.ConstitutionalBracket); each match is judged under one principle sampled uniformly from the
-constitution file (the principle is appended to the prompt the judge sees). Reward = wins / rounds with
-rounds = ⌈log2 G⌉ and byes counted as wins, so rewards lie in [0, 1]: champion 1, first-round loser 0.
-G − 1 matches per group.
+Per group of G completions, a single-elimination bracket (tsrl.ranking.ConstitutionalBracket): a seeded
+random draw sets the order of round 1; each round pairs the remaining completions off in order, and when
+a round has an odd number of them the last one gets a bye and advances. Each match is judged under one
+principle sampled uniformly from the constitution file (the principle is appended to the prompt the judge
+sees). The bracket plays G − 1 matches in ⌈log2 G⌉ rounds and
 
-Optional coherence checker (reward.coherence_min_distinct > 0): a completion that is empty or whose
-distinct-word ratio is below the threshold is vetoed — reward 0, and it loses its matches by walkover
-without a judge call (two vetoed completions: a seeded coin). A match the judge cannot answer falls back
-to a random winner; the reason is recorded in run_dir/constitutional_failures.jsonl and counted
-(reward/missing_verdicts, constitutional/random_fallbacks).
+    reward = wins / ⌈log2 G⌉,   a bye counting as a win,
 
-Shapes: B groups, G completions. Differences from cai-tournament: its coherence checker is a model call;
-tsrl's is a cheap repetition heuristic (a project choice, off by default), and the shipped constitution
-is tsrl's own.
+so rewards lie in [0, 1]: champion 1, first-round loser 0. A group of one completion is its own
+champion: reward 1, no judge call.
+
+Optional coherence checker (reward.coherence_min_distinct > 0), applied independently of the bracket: every
+completion plays the bracket as above, every match is judged, and afterwards a completion that is empty
+or whose distinct-word ratio is below the threshold gets reward 0 (its opponents keep what they won or
+lost against it). A match the judge cannot answer falls back to a random winner; the reason is recorded
+in run_dir/constitutional_failures.jsonl and counted (reward/missing_verdicts,
+constitutional/random_fallbacks).
+
+Shapes: B groups, G completions. Differences from cai-tournament, all tsrl's choices: its coherence
+checker is a model call, tsrl's a cheap repetition heuristic (off by default); the draw before round 1 is
+a seeded random permutation and each match's principle is sampled uniformly (the method specifies
+neither); the shipped constitution is tsrl's own.
 """
 
 from __future__ import annotations
@@ -45,9 +52,9 @@ class ConstitutionalConfig:
     principles_file: str = ""
     """Text file, one principle per line ('#' comments); empty = the shipped constitution."""
     coherence_min_distinct: float = 0.0
-    """Veto (reward 0) completions whose distinct-word ratio is below this; 0 = checker off."""
+    """After the bracket, zero the reward of completions whose distinct-word ratio is below this; 0 = off."""
     seed: int = 0
-    """Seed of draws, principle sampling, coin flips and the random fallback (mixed with the step)."""
+    """Seed of draws, principle sampling, tie coin flips and the random fallback (mixed with the step)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.coherence_min_distinct <= 1.0:
@@ -73,7 +80,7 @@ def coherent(text: str, min_distinct: float) -> bool:
 
 
 class ConstitutionalRegime(StepCounted):
-    """Constitutional bracket per group; reward = wins / rounds, vetoed completions 0."""
+    """Constitutional bracket per group; reward = wins / rounds, then 0 for incoherent completions."""
 
     def __init__(self, cfg: ConstitutionalConfig, ctx: RegimeContext) -> None:
         self.cfg, self.ctx, self.steps = cfg, ctx, 0
@@ -95,13 +102,8 @@ class ConstitutionalRegime(StepCounted):
                         for r in g.rollouts] for g in groups])  # [B, G]
         schedules = [ConstitutionalBracket(g.size, len(self.principles), seed=int(s))
                      for g, s in zip(groups, rng.integers(2**31, size=len(groups)))]
-
-        def walkover(b: int, m: Match) -> float | None:
-            first, second = ok[b, m.first], ok[b, m.second]
-            return None if first and second else float(rng.integers(2)) if first == second else float(first)
-
-        played = play(groups, schedules, Table(self.ctx.judge, "random", rng, self.request, walkover))
-        rewards = np.where(ok, np.stack([s.scores() for s in schedules]), 0.0)  # [B, G]
+        played = play(groups, schedules, Table(self.ctx.judge, "random", rng, self.request))
+        rewards = np.where(ok, np.stack([s.scores() for s in schedules]), 0.0)  # [B, G] the veto comes last
         self.record_failures(groups, played.failures)
         metrics = diagnostics([s.tally.history for s in schedules], groups[0].size, played, rewards.size)
         metrics.update({"constitutional/random_fallbacks": float(len(played.failures)),

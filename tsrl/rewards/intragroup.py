@@ -1,8 +1,15 @@
 """`reward=in_batch` and `reward=arena`: rewards from tournaments *inside* each group (no anchors).
 
-in_batch (TSRL's in-batch rank baseline): a round-robin among the G completions of a group — G(G−1)/2
-matches — and reward = the completion's mean soft win-rate against the other G−1, a moving reference
-(the group itself improves with the policy, unlike a frozen ladder). Rewards lie in [0, 1].
+in_batch (TSRL §4.9's in-batch rank baseline): a round-robin among the G completions of a group —
+G(G−1)/2 matches — gives each completion its mean soft win-rate w against the other G−1; the reward is
+its rank in the group,
+
+    reward = 1 − rank(w)/(G−1) ∈ [0, 1]   (rank 0 = highest w, tied w share their average rank),
+
+not standardised here: the trainer's group advantages centre it. The reference moves with the policy (the
+group improves with it, unlike a frozen ladder). `reward.output=winrate` rewards w itself instead (tsrl's
+earlier default). In a transitive round-robin without soft verdicts the two coincide; they part when the
+judge is soft or intransitive.
 
 arena (ArenaRL): the group plays one of the topologies of tsrl.ranking.TOPOLOGIES (`reward.topology`);
 its scores give ranks 0 … G−1 (ties share the average rank) and
@@ -13,9 +20,14 @@ Judge calls per sample (matches, ×2 when the judge asks both orders — the def
 round_robin (G−1)/2, anchor (G−1)/G, single_elimination 2(G−1)/G with seeding, double_elimination
 3(G−1)/G with seeding (exactly 2G−2 bracket matches), swiss ⌊G/2⌋⌈log2 G⌉/G.
 
-Shapes: B groups, G completions. Differences from ArenaRL: its anchor (sample 0) is decoded greedily;
-tsrl's generator samples all G alike, so the anchor is an ordinary sample. Tie handling, the double-
-elimination details and the Swiss pairing rule are tsrl's (see tsrl/ranking).
+ArenaRL decodes its anchor (sample 0) greedily. With `reward.greedy_anchor=true` (the default) and a
+topology that plays an anchor — anchor, or the seeding pass of single_elimination and double_elimination —
+the regime's `greedy_first` is True and the generator decodes sample 0 of every group greedily, the other
+G−1 by sampling; `greedy_anchor=false` samples all G alike. round_robin and swiss have no anchor and
+always sample all G.
+
+Shapes: B groups, G completions. Differences from ArenaRL: tie handling, the double-elimination details
+and the Swiss pairing rule are tsrl's (see tsrl/ranking).
 """
 
 from __future__ import annotations
@@ -26,22 +38,36 @@ from typing import Sequence
 import numpy as np
 
 from tsrl.errors import ConfigError
-from tsrl.ranking import TOPOLOGIES, RoundRobin, rank_rewards
+from tsrl.ranking import ANCHORED_TOPOLOGIES, TOPOLOGIES, RoundRobin, rank_rewards, ranks
 from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, check_fallback, diagnostics, play
 from tsrl.types import Group, RewardBatch
 
 
+def rank_reward(winrate: np.ndarray) -> np.ndarray:
+    """TSRL's in-batch reward 1 − rank/(G−1) ∈ [0, 1] from a group's win-rates [G]; ties share a mean rank."""
+    return 1.0 - ranks(winrate) / max(len(winrate) - 1, 1)
+
+
+IN_BATCH_OUTPUTS = {"rank": rank_reward, "winrate": lambda winrate: winrate}
+"""What in_batch rewards, from a group's mean soft win-rates [G] in its round-robin."""
+
+
 @dataclass
 class InBatchConfig:
-    """Reward `in_batch`: mean win-rate in a round-robin inside the group (moving reference)."""
+    """Reward `in_batch`: rank in a round-robin inside the group (moving reference), TSRL §4.9."""
 
+    output: str = "rank"
+    """rank: 1 − rank/(G−1) (TSRL) | winrate: the mean soft win-rate itself."""
     on_failure: str = "drop"
     """A match without verdict: drop (the group) | tie | random (project default: drop)."""
     seed: int = 0
     """Seed of the random fallback."""
 
     def __post_init__(self) -> None:
+        if self.output not in IN_BATCH_OUTPUTS:
+            raise ConfigError(f"reward.output={self.output!r} is unknown; choose one of "
+                              f"{', '.join(IN_BATCH_OUTPUTS)} (rank is TSRL's in-batch baseline).")
         check_fallback(self.on_failure)
 
 
@@ -51,6 +77,10 @@ class ArenaConfig:
 
     topology: str = "round_robin"
     """round_robin | anchor | single_elimination | double_elimination | swiss."""
+    greedy_anchor: bool = True
+    """Decode sample 0 of each group greedily when the topology uses an anchor — anchor, single_elimination,
+    double_elimination (their seeding pass) — as ArenaRL does; ignored for round_robin and swiss; false =
+    sample it like the others."""
     on_failure: str = "drop"
     """A match without verdict: drop (the group) | tie | random (project default: drop)."""
     seed: int = 0
@@ -70,7 +100,7 @@ def finish(rewards: np.ndarray, played, histories, n: int, route: str) -> Reward
 
 
 class InBatchRegime(StepCounted):
-    """Round-robin inside each group; reward = mean win-rate against the rest of the group."""
+    """Round-robin inside each group; reward = rank by mean win-rate (or the win-rate, output=winrate)."""
 
     def __init__(self, cfg: InBatchConfig, ctx: RegimeContext) -> None:
         self.cfg, self.ctx, self.steps = cfg, ctx, 0
@@ -80,9 +110,12 @@ class InBatchRegime(StepCounted):
         schedules = [RoundRobin(g.size) for g in groups]
         rng = np.random.default_rng([self.cfg.seed, self.steps])
         played = play(groups, schedules, Table(self.ctx.judge, self.cfg.on_failure, rng))
-        rewards = np.stack([s.scores() for s in schedules])  # [B, G] mean soft win-rate
+        winrate = np.stack([s.scores() for s in schedules])  # [B, G] mean soft win-rate
+        rewards = np.stack([IN_BATCH_OUTPUTS[self.cfg.output](w) for w in winrate])  # [B, G]
         batch = finish(rewards, played, [s.tally.history for s in schedules], groups[0].size, "in_batch")
-        batch.metrics["tournament/top_winrate"] = float(np.nanmean(np.nanmax(rewards, axis=1))) if len(rewards) else 0.0
+        winrate[sorted(played.dropped)] = np.nan
+        top = float(np.nanmean(np.nanmax(winrate, axis=1))) if len(winrate) else 0.0
+        batch.metrics["tournament/top_winrate"] = top  # the best completion's win-rate, whatever `output`
         return batch
 
 
@@ -91,6 +124,11 @@ class ArenaRegime(StepCounted):
 
     def __init__(self, cfg: ArenaConfig, ctx: RegimeContext) -> None:
         self.cfg, self.ctx, self.steps = cfg, ctx, 0
+
+    @property
+    def greedy_first(self) -> bool:
+        """Whether the generator should decode sample 0 of each group greedily (ArenaRL's anchor)."""
+        return self.cfg.greedy_anchor and self.cfg.topology in ANCHORED_TOPOLOGIES
 
     def score(self, groups: Sequence[Group]) -> RewardBatch:
         self.steps += 1

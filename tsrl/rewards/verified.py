@@ -5,27 +5,31 @@ No judge calls.
 
 adaptive, per group of G completions with verifier rewards v [G]:
 - route `verifier` when Var(v) > 0 — the verifier already separates the group, reward = v;
-- route `tournament` otherwise — a live trace tournament (tsrl.ranking.LiveTrace: each arriving trace vs
-  the current best, worst and median, ≤ 3 matches per trace, 3G − 6 per group), hard verdicts turned into
-  soft outcomes y ∈ {m, ½, 1 − m}, every match mirror-augmented, Bradley–Terry β [G] by
+- route `tournament` otherwise — a trace tournament among the G completions (`reward.tournament`):
+  - `live` (default): tsrl.ranking.LiveTrace, each arriving trace vs the current best, worst and median,
+    ≤ 3 matches per trace, 3G − 6 per group for G ≥ 3;
+  - `round_robin`: tsrl.ranking.TraceRoundRobin, the paper's non-live variant, all G(G−1)/2 pairs in one
+    round;
+  either way hard verdicts become soft outcomes y ∈ {m, ½, 1 − m}, every match is mirror-augmented, and
+  Bradley–Terry β [G] minimises
   L(β) = −Σ[y·log σ(βi−βj) + (1−y)·log σ(βj−βi)] + (λ/2)‖β‖², reward = (β − min β)/(max β − min β);
   a constant β (no preference at all) gives every completion ½ — a constant group, so zero advantages.
 Route counts and fractions are logged (route/verifier, route/tournament, route/*_frac).
 
 Shapes: B groups, G completions. Differences from Reasoning Arena: traces finish together in tsrl's
-generator, so arrival order is a seeded permutation; m = 0.9 and λ = 0.1 are project defaults (the paper
-does not publish them); the paper's CISPO loss is `algo=cispo`, not implied by this regime.
+generator, so the live arrival order is a seeded permutation; m = 0.9 and λ = 0.1 are project defaults
+(the paper does not publish them); the paper's CISPO loss is `algo=cispo`, not implied by this regime.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from tsrl.errors import ConfigError
-from tsrl.ranking import LiveTrace
+from tsrl.ranking import LiveTrace, Schedule, TraceRoundRobin
 from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, check_fallback, diagnostics, play
 from tsrl.tasks import Task, Verifiable
@@ -37,10 +41,19 @@ class VerifierConfig:
     """Reward `verifier`: the task's programmatic check (plain RLVR), no judge."""
 
 
+TRACE_TOURNAMENTS: dict[str, Callable[[int, np.random.Generator, float, float], Schedule]] = {
+    "live": lambda n, rng, m, l2: LiveTrace(n, arrival=rng.permutation(n).tolist(), margin=m, l2=l2),
+    "round_robin": lambda n, rng, m, l2: TraceRoundRobin(n, margin=m, l2=l2),  # no arrival order
+}
+"""Reasoning Arena's trace tournaments by name: (G, rng for the arrival order, m, λ) → a fresh Schedule."""
+
+
 @dataclass
 class AdaptiveConfig:
-    """Reward `adaptive`: verifier when it separates the group, else live tournament + Bradley–Terry."""
+    """Reward `adaptive`: verifier when it separates the group, else a trace tournament + Bradley–Terry."""
 
+    tournament: str = "live"
+    """live: each trace vs the current best, worst, median (3G − 6 matches) | round_robin: all G(G−1)/2."""
     margin: float = 0.9
     """Soft margin m ∈ (½, 1]: a win is the outcome m, a loss 1 − m (project default)."""
     l2: float = 0.1
@@ -51,6 +64,9 @@ class AdaptiveConfig:
     """Seed of the arrival order and the random fallback (mixed with the step)."""
 
     def __post_init__(self) -> None:
+        if self.tournament not in TRACE_TOURNAMENTS:
+            raise ConfigError(f"reward.tournament={self.tournament!r} is unknown; choose one of "
+                              f"{', '.join(TRACE_TOURNAMENTS)} (live is the default).")
         if not 0.5 < self.margin <= 1.0:
             raise ConfigError(f"reward.margin={self.margin} must lie in (0.5, 1]; the paper's soft margin is m > ½.")
         if self.l2 <= 0:
@@ -90,7 +106,7 @@ class VerifierRegime:
 
 
 class AdaptiveRegime(StepCounted):
-    """Route each group to its verifier rewards or to a live trace tournament; see the module docstring."""
+    """Route each group to its verifier rewards or to a trace tournament; see the module docstring."""
 
     def __init__(self, cfg: AdaptiveConfig, ctx: RegimeContext) -> None:
         self.cfg, self.ctx, self.steps = cfg, ctx, 0
@@ -101,8 +117,8 @@ class AdaptiveRegime(StepCounted):
         rewards = verify_groups(self.task, groups)  # [B, G]
         routed = [b for b in range(len(groups)) if rewards[b].std() == 0]  # the verifier cannot separate these
         rng = np.random.default_rng([self.cfg.seed, self.steps])
-        schedules = [LiveTrace(groups[b].size, arrival=rng.permutation(groups[b].size).tolist(),
-                               margin=self.cfg.margin, l2=self.cfg.l2) for b in routed]
+        make = TRACE_TOURNAMENTS[self.cfg.tournament]
+        schedules = [make(groups[b].size, rng, self.cfg.margin, self.cfg.l2) for b in routed]
         played = play([groups[b] for b in routed], schedules, Table(self.ctx.judge, self.cfg.on_failure, rng))
         for b, schedule in zip(routed, schedules):
             rewards[b] = min_max(schedule.scores())

@@ -1,8 +1,10 @@
 """Humor with word constraints (the MWAHAHA setting): write a joke that uses two given words.
 
 Data rows (JSONL): {"id": str, "words": [str, str], "anchors": [{"text": str, "tier": str}, ...]}.
-The shipped data (tsrl/tasks/data/humor/) was written for tsrl: 64 training and 24 held-out prompts, each
-with five anchors spanning tiers top > good > okay > weak > low.
+The shipped data (tsrl/tasks/data/humor/) was written for tsrl: 64 training prompts with ten anchors each
+(two per tier, varied in style: riddles, one-liners, dialogue, rambling, junk), enough for TSRL's k sweep
+k ∈ {1, 2, 4, 6, 8, 10}; and 24 held-out prompts with five reference anchors each, one per tier
+top > good > okay > weak > low. Anchors are listed best first by their author's judgement.
 
 Latent quality for the simulated judge, from observable properties only (a stand-in for taste, not a
 model of humour):

@@ -22,8 +22,10 @@ def _keep_until(path: Path, step: int) -> None:
 
 
 class RunLog:
-    def __init__(self, run_dir: Path, logger_cfg: Any, config: dict, resume_step: int | None, enabled: bool) -> None:
+    def __init__(self, run_dir: Path, logger_cfg: Any, config: dict, resume_step: int | None, enabled: bool,
+                 eval_judge: dict | None = None) -> None:
         self.run_dir, self.cfg, self.enabled = run_dir, logger_cfg, enabled
+        self.eval_judge = eval_judge or {}  # the judge every held-out number was measured with
         self.metrics_path, self.samples_path = run_dir / "metrics.jsonl", run_dir / "samples.jsonl"
         self.eval_path = run_dir / "eval.json"
         self.evals: list[dict] = []
@@ -55,7 +57,7 @@ class RunLog:
         if not self.enabled:
             return
         self.evals.append({"step": step, **result})
-        summary = {"start": self.evals[0], "latest": self.evals[-1], "history": self.evals}
+        summary = {"judge": self.eval_judge, "start": self.evals[0], "latest": self.evals[-1], "history": self.evals}
         self.eval_path.write_text(json.dumps(summary, indent=1))
         if self.wandb:
             self.wandb.log({f"eval/{k}": v for k, v in result.items()}, step=step)

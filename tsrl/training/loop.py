@@ -4,9 +4,12 @@ Where it departs from textbook GRPO (all configurable, defaults in configs/):
 - advantages are TSRL's group-centred win-rates, w − mean(w), with no std scaling (algo.adv_scale=none);
 - the on-policy case (1 epoch, 1 minibatch) uses the current log-probs, detached, as the "old" ones, so the
   ratio is exactly 1 and no extra forward pass is paid; otherwise the pre-update log-probs are computed once;
-- a group whose reward could not be computed (no verdicts) is dropped: zero advantages, counted in metrics;
+- a group whose reward could not be computed (no verdicts) is dropped: it takes no part in the update (no
+  forward/backward, not in the loss normaliser, the KL term or the batch std), counted as train/dropped_groups;
 - optionally (algo.mask_truncated) completions cut at max_new_tokens are left out of the loss (DAPO);
 - each process generates and scores whole groups for its own prompts, so tournaments always see all G;
+- held-out evaluation uses its own judge (`eval_judge`, by default the training judge without injected noise,
+  position bias or budget), named in eval.json;
 - a stop that needs the user (judge budget spent, judge down) checkpoints the last finished step first.
 """
 
@@ -17,6 +20,7 @@ import logging
 import os
 import random
 import time
+import warnings
 from collections import defaultdict
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -26,12 +30,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from tsrl.algo import NORMALIZERS, LossInputs, LossSettings, group_advantages, policy_loss
-from tsrl.config import RunConfig
+from tsrl.algo import AGGREGATES, LossInputs, LossSettings, group_advantages, policy_loss
+from tsrl.config import RunConfig, inert_clip_warning
 from tsrl.errors import UserError
 from tsrl.evaluation import winrate_sums, winrate_summary
 from tsrl.generation import Generator, build_generator
-from tsrl.judging import Judge, build_judge, close_judge, judge_fingerprint
+from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
 from tsrl.models import load_policy
 from tsrl.rewards import RegimeContext, RewardRegime, build_regime
 from tsrl.tasks import Task, build_task
@@ -71,75 +75,112 @@ class Run:
 
 def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
     """One RL step on this process's prompts; returns (metrics, groups, rewards [B, G])."""
-    cfg = run.cfg.trainer
+    cfg, algo = run.cfg.trainer, run.cfg.algo
     t0 = time.perf_counter()
-    groups = run.generator.generate(run.sampler.next_batch(), cfg.group_size)
+    greedy_first = bool(getattr(run.regime, "greedy_first", False))  # ArenaRL: sample 0 decoded greedily
+    groups = run.generator.generate(run.sampler.next_batch(), cfg.group_size, greedy_first=greedy_first)
     t1 = time.perf_counter()
     scored = run.regime.score(groups)
     t2 = time.perf_counter()
     rewards = torch.tensor(scored.rewards, dtype=torch.float32)  # [B, G], NaN rows = dropped groups
-    dropped = torch.isnan(rewards).any(dim=1)  # [B]
-    advantages = group_advantages(torch.nan_to_num(rewards), run.cfg.algo.adv_scale, run.cfg.algo.std_floor)  # [B, G]
-    advantages[dropped] = 0.0
-    batch = collate(groups, advantages, run.tokenizer.pad_token_id, run.cfg.algo.mask_truncated)
-    update = update_policy(run, batch, step)
+    kept = ~torch.isnan(rewards).any(dim=1)  # [B]
+    # A dropped group takes no part in the update: not in the forward/backward, the loss normaliser, the KL
+    # term or the batch std of the advantages.
+    advantages = group_advantages(rewards[kept], algo.adv_scale, algo.std_floor)  # [B', G]
+    kept_groups = [g for g, k in zip(groups, kept.tolist()) if k]
+    if kept_groups:
+        batch = collate(kept_groups, advantages, run.tokenizer.pad_token_id, algo.mask_truncated)
+    else:  # a placeholder the update only runs to keep processes in step (scaled by 0), or skips
+        batch = collate(groups[:1], torch.zeros(1, groups[0].size), run.tokenizer.pad_token_id, algo.mask_truncated)
+    update = update_policy(run, batch, step, empty=not kept_groups)
     t3 = time.perf_counter()
-    kept = rewards[~dropped]  # [B', G]
+    kept_rewards = rewards[kept]  # [B', G]
     lengths = torch.tensor([float(len(r.token_ids)) for g in groups for r in g.rollouts])  # [N]
     judge_metrics = {f"judge/{k}": v for k, v in run.judge.drain_metrics().items()}
+    samples = len(lengths)
+    comparisons = scored.metrics.get("reward/comparisons_per_sample", 0.0) * samples
+    calls = judge_metrics.get("judge/calls", 0.0)
     metrics = {
-        "reward/mean": float(kept.mean()) if kept.numel() else float("nan"),
-        "reward/std": float(kept.std(correction=0)) if kept.numel() else float("nan"),
-        "reward/zero_var_frac": float((kept.std(dim=1, correction=0) == 0).float().mean()) if kept.numel() else 1.0,
+        "reward/mean": float(kept_rewards.mean()) if kept_rewards.numel() else float("nan"),
+        "reward/std": float(kept_rewards.std(correction=0)) if kept_rewards.numel() else float("nan"),
+        "reward/zero_var_frac": (float((kept_rewards.std(dim=1, correction=0) == 0).float().mean())
+                                 if kept_rewards.numel() else 1.0),
         "completion/length_mean": float(lengths.mean()),
         "completion/truncated_frac": float(np.mean([r.truncated for g in groups for r in g.rollouts])),
         **scored.metrics, **judge_metrics, **update,
-        "judge/calls_per_sample": judge_metrics.get("judge/calls", 0.0) / len(batch),
+        "train/dropped_groups": float((~kept).sum()), "train/samples_in_update": float(kept.sum()) * groups[0].size,
+        "judge/calls_per_sample": calls / samples,
+        "judge/calls_per_comparison": calls / comparisons if comparisons else 0.0,
         "time/generate_s": t1 - t0, "time/score_s": t2 - t1, "time/update_s": t3 - t2, "time/step_s": t3 - t0,
         "throughput/tokens_per_s": float(lengths.sum()) / (t3 - t0),
     }
     return metrics, groups, scored.rewards
 
 
-def update_policy(run: Run, batch: RolloutBatch, step: int) -> dict[str, float]:
-    """algo.epochs passes × algo.minibatches optimizer steps over the rollouts, with gradient accumulation."""
+def update_policy(run: Run, batch: RolloutBatch, step: int, empty: bool = False) -> dict[str, float]:
+    """algo.epochs passes × algo.minibatches optimizer steps over the rollouts, with gradient accumulation.
+
+    Every process runs the same number of minibatches (torch.tensor_split), so collectives stay in step. A
+    minibatch with no rows here — or a step whose groups were all dropped (`empty`) — is skipped alone, and
+    under several processes runs one placeholder row with its loss scaled by 0 instead."""
     algo, cfg, acc, model = run.cfg.algo, run.cfg.trainer, run.accelerator, run.model
     temperature, t_max = run.cfg.generator.temperature, run.cfg.generator.max_new_tokens
     settings = LossSettings(algo.eps_low, algo.eps_high, algo.cispo_cap, algo.kl_beta)
     on_policy = algo.epochs * algo.minibatches == 1
+    shared, lr = acc.num_processes > 1, run.scheduler.get_last_lr()[0]
+    if empty and not shared:
+        with warnings.catch_warnings():  # no optimizer step this time, on purpose: the schedule still advances
+            warnings.simplefilter("ignore", UserWarning)
+            run.scheduler.step()
+        return {"train/lr": lr}
     old = None if on_policy else frozen_logprobs(model, batch, temperature, cfg.micro_batch_size)
     ref = None if run.ref_model is None else frozen_logprobs(run.ref_model, batch, temperature, cfg.micro_batch_size)
     shuffle = torch.Generator().manual_seed(run.cfg.seed * 1_000_003 + step)
     stats: dict[str, list[float]] = defaultdict(list)
     for epoch in range(algo.epochs):
         order = torch.randperm(len(batch), generator=shuffle) if algo.minibatches > 1 else torch.arange(len(batch))
-        for minibatch in order.chunk(algo.minibatches):
-            normalizer = NORMALIZERS[algo.loss](batch.completion_mask[minibatch], t_max)
+        for minibatch in torch.tensor_split(order, algo.minibatches):
+            placeholder = empty or len(minibatch) == 0
+            if placeholder and not shared:
+                continue
+            minibatch = order[:1] if len(minibatch) == 0 else minibatch
+            normalizer = AGGREGATES[algo.aggregate](batch.completion_mask[minibatch], t_max)  # float or [n]
             micros = minibatch.split(cfg.micro_batch_size)
+            total = 0.0
             for i, index in enumerate(micros):
                 micro = batch.select(index)
+                part = normalizer[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] \
+                    if isinstance(normalizer, torch.Tensor) else normalizer
                 with acc.no_sync(model) if i < len(micros) - 1 else nullcontext():
                     logp, entropy = completion_logprobs(model, micro, temperature, with_entropy=epoch == 0)
                     inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
-                                        micro.completion_mask, normalizer, None if ref is None else ref[index])
+                                        micro.completion_mask, part, None if ref is None else ref[index])
                     out = policy_loss(algo.loss, inputs, settings)
-                    acc.backward(out.loss)
-                mask = micro.completion_mask
-                for key, value in out.metrics.items():
-                    stats[f"train/{key}"].append(value)
-                stats["train/loss"].append(float(out.loss.detach()) * normalizer / max(float(mask.sum()), 1.0))
-                if entropy is not None:
-                    stats["train/entropy"].append(float((entropy * mask).sum() / mask.sum().clamp_min(1)))
-                    diff = ((logp.detach() - micro.sampler_logprobs).abs() * mask).sum() / mask.sum().clamp_min(1)
-                    stats["train/sampler_logprob_diff"].append(float(diff))
+                    acc.backward(out.loss * (0.0 if placeholder else 1.0))
+                if placeholder:
+                    continue
+                total += float(out.loss.detach())
+                record_micro(stats, out.metrics, micro, logp, entropy)
             norm = acc.clip_grad_norm_(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-            stats["train/grad_norm"].append(float(norm))
+            if not placeholder:
+                stats["train/loss"].append(total)
+                stats["train/grad_norm"].append(float(norm))
             run.optimizer.step()
             run.optimizer.zero_grad(set_to_none=True)
-    metrics = {key: float(np.mean(values)) for key, values in stats.items()}
-    metrics["train/lr"] = run.scheduler.get_last_lr()[0]
     run.scheduler.step()
-    return metrics
+    return {**{key: float(np.mean(values)) for key, values in stats.items()}, "train/lr": lr}
+
+
+def record_micro(stats: dict[str, list[float]], loss_metrics: dict[str, float], micro: RolloutBatch,
+                 logp: torch.Tensor, entropy: torch.Tensor | None) -> None:
+    """Per-micro-batch diagnostics: the loss's own, entropy and the sampler/learner log-prob gap."""
+    mask = micro.completion_mask  # [n, T]
+    for key, value in loss_metrics.items():
+        stats[f"train/{key}"].append(value)
+    if entropy is not None:
+        stats["train/entropy"].append(float((entropy * mask).sum() / mask.sum().clamp_min(1)))
+        diff = ((logp.detach() - micro.sampler_logprobs).abs() * mask).sum() / mask.sum().clamp_min(1)
+        stats["train/sampler_logprob_diff"].append(float(diff))
 
 
 @torch.no_grad()
@@ -192,6 +233,9 @@ def setup(cfg: RunConfig) -> Run:
     from accelerate.utils import InitProcessGroupKwargs, set_seed
 
     quiet_libraries()
+    warning = inert_clip_warning(cfg.algo)
+    if warning:
+        logging.getLogger("tsrl").warning(warning)
 
     handlers = []
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # on CPU, gloo: otherwise every rank thinks it is rank 0 of 1
@@ -205,7 +249,9 @@ def setup(cfg: RunConfig) -> Run:
     ref_model = None
     if cfg.algo.kl_beta > 0:
         ref_model = load_policy(cfg.model, task)[0].to(acc.device).eval().requires_grad_(False)
-    judge, eval_judge = build_judge(cfg.judge, task), build_judge(cfg.judge, task)
+    judge = build_judge(cfg.judge, task)
+    eval_judge_cfg = clean_judge_config(cfg.judge) if cfg.eval_judge is None else cfg.eval_judge
+    eval_judge = build_judge(eval_judge_cfg, task)  # never the training judge: no injected noise, bias or budget
     fingerprint = judge_fingerprint(cfg.judge)
     generator = build_generator(cfg.generator, model, tokenizer)  # the raw module: prepare() keeps it in place
     with acc.main_process_first():
@@ -227,7 +273,8 @@ def setup(cfg: RunConfig) -> Run:
         sampler.load_state_dict(state["sampler"])
         if state.get("regime") is not None:  # stateful regimes (self_bootstrap's ladder and refresh schedule)
             regime.load_state_dict(state["regime"])
-    log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process)
+    log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process,
+                 eval_judge=judge_identity(eval_judge_cfg))
     if acc.is_main_process:
         (run_dir / "setup.json").write_text(json.dumps({"judge_calls_setup": setup_calls, "resumed_from":
                                                         str(resume_from) if resume_from else None}))

@@ -1,0 +1,101 @@
+"""Noise as the TSRL paper injects it (per comparison), the rubric grade's own noise (σ_rub), and the clean
+held-out evaluation judge derived from a noisy training judge."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from tests.conftest import NumberTask, ScriptedJudge
+from tsrl.errors import ConfigError
+from tsrl.judging import (BudgetConfig, JudgePolicyConfig, OpenAIJudgeConfig, RubricSimConfig, build_judge,
+                          clean_judge_config, judge_identity, wrap)
+from tsrl.types import PairRequest, Prompt, ScoreRequest
+
+PROMPT = Prompt(id="p", text="prompt")
+N = 4000
+
+
+def sure_pairs(n: int = N) -> list[PairRequest]:
+    """Pairs the judge decides the same way every time: q = 50 against q = 0 (σ(50) = 1 to double precision)."""
+    return [PairRequest(PROMPT, f"q=50 #{i}", f"q=0 #{i}") for i in range(n)]
+
+
+def outcome_shares(judge) -> dict[float, float]:
+    counts = Counter(v.p_first for v in judge.compare(sure_pairs()))
+    return {p: c / N for p, c in counts.items()}
+
+
+@pytest.mark.parametrize("make", [
+    lambda scope: build_judge(RubricSimConfig(taste=0.0, flip_prob=0.3, noise_scope=scope), NumberTask()),
+    lambda scope: wrap(ScriptedJudge(), JudgePolicyConfig(order="both", flip_prob=0.3, noise_scope=scope)),
+], ids=["rubric_sim", "model_judge_wrappers"])
+def test_noise_flips_the_comparison_not_each_call(make):
+    """A sure pair judged in both orders at p = 0.3: per comparison (the paper's injection, the default) the
+    outcome is 1 w.p. .7 and 0 w.p. .3, never ½; per call each order flips on its own, giving
+    {1: .49, ½: .42, 0: .09}. 4,000 pairs: the standard error of a share is ≤ 0.008, so ±0.03 is > 3.5σ."""
+    default = outcome_shares(make("comparison"))
+    assert set(default) == {0.0, 1.0}
+    assert default[1.0] == pytest.approx(0.7, abs=0.03)
+    per_call = outcome_shares(make("call"))
+    assert per_call[1.0] == pytest.approx(0.49, abs=0.03)
+    assert per_call[0.5] == pytest.approx(0.42, abs=0.03)
+    assert per_call[0.0] == pytest.approx(0.09, abs=0.03)
+
+
+def test_comparison_noise_is_the_same_whichever_side_is_shown_first():
+    judge = build_judge(RubricSimConfig(taste=0.0, flip_prob=0.3), NumberTask())
+    forward = [v.p_first for v in judge.compare(sure_pairs(500))]
+    backward = [v.p_first for v in judge.compare([PairRequest(PROMPT, r.second, r.first) for r in sure_pairs(500)])]
+    assert forward == [1.0 - p for p in backward]
+    assert judge.drain_metrics()["noise_flips"] == pytest.approx(0.3 * 1000, abs=60)
+
+
+def test_unknown_noise_scope_names_the_option():
+    with pytest.raises(ConfigError, match="judge.noise_scope"):
+        RubricSimConfig(noise_scope="token")
+    with pytest.raises(ConfigError, match="judge.noise_scope"):
+        JudgePolicyConfig(noise_scope="batch")
+
+
+def grades(cfg: RubricSimConfig, q: float, n: int = 2000) -> np.ndarray:
+    judge = build_judge(cfg, NumberTask())
+    return np.array([s.value for s in judge.score([ScoreRequest(PROMPT, f"q={q} #{i}") for i in range(n)])])
+
+
+def test_rubric_grade_carries_gaussian_noise_sigma_rub():
+    """TSRL §2.1: a rubric score is q + ε, ε ~ N(0, σ²_rub). At q = score_centre the grade is
+    round(10·σ(ε/score_scale)); with σ_rub = 1.5 = score_scale the delta method gives a std of 10·¼ = 2.5,
+    less where the logistic bends (≈ 2.1 measured), mean 5 by symmetry (±0.15 over 2,000 grades is > 3σ).
+    With σ_rub = 0 every response of equal quality gets the same grade (the old behaviour, now a switch)."""
+    noisy = grades(RubricSimConfig(taste=0.0), 3.0)
+    assert 1.7 < noisy.std() < 2.5
+    assert noisy.mean() == pytest.approx(5.0, abs=0.15)
+    assert set(grades(RubricSimConfig(taste=0.0, rubric_noise=0.0), 3.0)) == {5.0}
+    with pytest.raises(ConfigError, match="rubric_noise"):
+        RubricSimConfig(rubric_noise=-1.0)
+
+
+def test_noisier_rubric_separates_qualities_less_than_pairwise_verdicts():
+    """The paper's premise in simulation: for two responses 1 latent unit apart, the default rubric orders them
+    correctly less often than the default pairwise judge: Φ(1/(1.5·√2)) ≈ .68 before rounding against
+    σ(1) ≈ .73 for a verdict (2,000 pairs each: standard errors ≈ .01, so a .03 gap is > 2σ of the difference)."""
+    high, low = grades(RubricSimConfig(taste=0.0), 3.5), grades(RubricSimConfig(taste=0.0, seed=1), 2.5)
+    rubric_correct = np.mean(high > low) + 0.5 * np.mean(high == low)
+    judge = build_judge(RubricSimConfig(taste=0.0), NumberTask())
+    pairwise = np.mean([v.p_first for v in judge.compare(
+        [PairRequest(PROMPT, f"q=3.5 #{i}", f"q=2.5 #{i}") for i in range(2000)])])
+    assert rubric_correct < pairwise - 0.03
+
+
+def test_clean_evaluation_judge_drops_training_noise_bias_and_budget():
+    noisy = RubricSimConfig(flip_prob=0.3, position_bias=1.0, both_orders=False, tau=0.5)
+    clean = clean_judge_config(noisy)
+    assert (clean.flip_prob, clean.position_bias, clean.both_orders, clean.tau) == (0.0, 0.0, True, 0.5)
+    api = OpenAIJudgeConfig(model="m", flip_prob=0.2, order="random", budget=BudgetConfig(max_calls_per_run=10))
+    clean_api = clean_judge_config(api)
+    assert (clean_api.flip_prob, clean_api.order, clean_api.budget, clean_api.model) == (0.0, "both", BudgetConfig(), "m")
+    assert judge_identity(clean_api)["model"] == "m" and judge_identity(clean)["kind"] == "rubric_sim"
+    assert '"flip_prob": 0.0' in judge_identity(clean)["fingerprint"]

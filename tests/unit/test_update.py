@@ -1,0 +1,92 @@
+"""The update step with a real tiny policy: a dropped group takes no part in it."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import ScriptedJudge, number_prompt
+from tsrl.config import AlgoConfig, RunConfig, TrainerConfig
+from tsrl.generation import HFGenerator, HFGeneratorConfig
+from tsrl.training.loop import Run, train_step
+from tsrl.types import Group, RewardBatch
+
+
+class FixedGenerator:
+    """Hands out the same groups every call (a Generator)."""
+
+    def __init__(self, groups: list[Group]) -> None:
+        self.groups = groups
+
+    def generate(self, prompts, n, max_new_tokens=None, greedy_first=False) -> list[Group]:
+        return self.groups
+
+    def load_weights(self, named_tensors) -> None:
+        pass
+
+
+class FixedRegime:
+    """Rewards from a table; a NaN row is a group the regime could not score (a RewardRegime)."""
+
+    def __init__(self, rewards: np.ndarray) -> None:
+        self.rewards = rewards
+
+    def score(self, groups) -> RewardBatch:
+        return RewardBatch(self.rewards.copy(), ["fixed"] * len(groups), 0, {"reward/comparisons_per_sample": 0.0})
+
+
+class NoPrompts:
+    def next_batch(self) -> list:
+        return []
+
+
+def make_run(model, tokenizer, groups, rewards, algo: AlgoConfig) -> Run:
+    from accelerate import Accelerator
+
+    model = copy.deepcopy(model).train()
+    cfg = RunConfig(task=None, model=None, judge=None, reward=None, algo=algo,
+                    generator=HFGeneratorConfig(max_new_tokens=8), trainer=TrainerConfig(micro_batch_size=3), logger=None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    return Run(cfg, Accelerator(cpu=True), None, model, ref, tokenizer, optimizer, scheduler, FixedGenerator(groups),
+               ScriptedJudge(), ScriptedJudge(), FixedRegime(rewards), NoPrompts(), None, 0, 0.0)
+
+
+@pytest.fixture
+def groups(policy):
+    model, tokenizer = policy
+    torch.manual_seed(1)
+    generator = HFGenerator(model, tokenizer, HFGeneratorConfig(max_new_tokens=8))
+    return generator.generate([number_prompt("a", [0]), number_prompt("b", [0]), number_prompt("c", [0])], n=4)
+
+
+@pytest.mark.parametrize("algo", [AlgoConfig(adv_scale="batch", kl_beta=0.1),
+                                  AlgoConfig(loss="cispo", adv_scale="group", minibatches=2)],
+                         ids=["grpo_batch_std_kl", "cispo_minibatches"])
+def test_a_dropped_group_changes_nothing_in_the_update(policy, groups, algo):
+    """The step with groups (a, b, c) where b could not be scored must equal the step on (a, c) alone: b is
+    not in the forward/backward, the token normaliser, the KL term or the batch std of the advantages."""
+    model, tokenizer = policy
+    rewards = np.array([[1.0, 0.0, 0.5, 0.25], [np.nan] * 4, [0.0, 0.75, 1.0, 0.5]])
+    with_drop = make_run(model, tokenizer, groups, rewards, algo)
+    without = make_run(model, tokenizer, [groups[0], groups[2]], rewards[[0, 2]], algo)
+    metrics, _, _ = train_step(with_drop, 1)
+    reference, _, _ = train_step(without, 1)
+    for p, q in zip(with_drop.model.parameters(), without.model.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    assert not all(torch.equal(p, q) for p, q in zip(with_drop.model.parameters(), model.parameters()))  # it moved
+    assert metrics["train/dropped_groups"] == 1.0 and metrics["train/samples_in_update"] == 8.0
+    assert metrics["train/loss"] == pytest.approx(reference["train/loss"], rel=1e-5)
+
+
+def test_a_step_with_every_group_dropped_leaves_the_policy_alone(policy, groups):
+    model, tokenizer = policy
+    run = make_run(model, tokenizer, groups, np.full((3, 4), np.nan), AlgoConfig(kl_beta=0.1))
+    metrics, _, _ = train_step(run, 1)
+    assert all(torch.equal(p, q) for p, q in zip(run.model.parameters(), model.parameters()))
+    assert metrics["train/dropped_groups"] == 3.0 and metrics["train/samples_in_update"] == 0.0
+    assert run.scheduler.last_epoch == 1  # the schedule still advances one step
