@@ -1,4 +1,11 @@
-"""Command-line entry points, Hydra apps over configs/: `tsrl-train` (and recipes/), `tsrl-judge-check`."""
+"""Command-line entry points, Hydra apps over the configs shipped in the package: `tsrl-train` and
+`tsrl-judge-check`.
+
+configs/ and recipes/ sit at the repository root and are installed as the packages tsrl.configs and
+tsrl.configs.recipes (pyproject.toml maps the folders), so both commands find them from any directory, in an
+editable install and from a wheel alike. A folder of your own joins the search path with `--config-dir DIR`
+(its recipes/ folder adds recipes).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +17,50 @@ from typing import Any, Callable
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tsrl.config import REPO, register_configs
+from tsrl.config import register_configs
 from tsrl.errors import UserError
 
-CONFIG_DIR = os.environ.get("TSRL_CONFIG_DIR", str(REPO / "configs"))
+CONFIG_PACKAGE = "tsrl.configs"
+
+
+def requested_recipes(args: Any) -> list[str]:
+    """The recipe names that `recipes=<name>` (or a sweep `recipes=a,b`) asks for on the command line."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep
+    from hydra.errors import OverrideParseException
+
+    try:
+        overrides = OverridesParser.create().parse_overrides(args.overrides)
+    except OverrideParseException:
+        return []  # Hydra reports the syntax error itself
+    names: list[str] = []
+    for override in overrides:
+        if override.key_or_group != "recipes" or override.is_delete():
+            continue
+        value = override.value()
+        values = value.list if isinstance(value, ChoiceSweep) else [value]  # glob(...) and ranges: Hydra's
+        names += [str(v) for v in values if v is not None]  # recipes=null: no recipe
+    return names
+
+
+def check_recipes(argv: list[str]) -> None:
+    """Exit with status 2 and one sentence when `recipes=<name>` names no file in the installed recipes/ or
+    in <--config-dir>/recipes/ (Hydra alone fails later, with status 1 and its search path)."""
+    from hydra._internal.utils import get_args_parser  # the parser @hydra.main reads sys.argv with
+
+    args, _ = get_args_parser().parse_known_args(argv)
+    folders = [Path(os.environ["TSRL_RECIPES_ROOT"]) / "recipes"]
+    if args.config_dir:
+        if not Path(args.config_dir).is_dir():
+            return  # Hydra says that the folder is not there
+        folders.insert(0, Path(args.config_dir).resolve() / "recipes")
+    for name in requested_recipes(args):
+        if any((folder / f"{name}.yaml").is_file() for folder in folders):
+            continue
+        listed = [(", ".join(sorted(p.stem for p in folder.glob("*.yaml"))), folder) for folder in folders]
+        known = "; ".join(f"{stems} (from {folder})" for stems, folder in listed if stems) or "none"
+        print(f"tsrl: error: recipes={name} is not a recipe; the recipes are: {known}.", file=sys.stderr)
+        sys.exit(2)
 
 
 def to_run_config(cfg: DictConfig) -> Any:
@@ -34,7 +81,7 @@ def run_or_exit(job: Callable[[Any], dict], cfg: DictConfig) -> dict:
         sys.exit(2)
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="config")
 def _train(cfg: DictConfig) -> None:
     from tsrl.training.loop import train
 
@@ -47,12 +94,22 @@ def _train(cfg: DictConfig) -> None:
     print(f"run directory: {summary['run_dir']} (metrics.jsonl, eval.json, plot.png, checkpoints/)")
 
 
+def setup_or_exit() -> None:
+    """Register every component (plugins included); a plugin that cannot load is one sentence, exit 2."""
+    try:
+        register_configs()
+    except UserError as err:
+        print(f"tsrl: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
 def train_main() -> None:
-    register_configs()
+    setup_or_exit()
+    check_recipes(sys.argv[1:])
     _train()
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="judge_check")
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="judge_check")
 def _judge_check(cfg: DictConfig) -> None:
     from tsrl.judging.check import format_report, run_check
 
@@ -70,7 +127,12 @@ def _judge_check(cfg: DictConfig) -> None:
 
 
 def judge_check_main() -> None:
-    register_configs()
+    from hydra.core.config_store import ConfigStore
+
+    from tsrl.judging.check import JudgeCheckRunConfig
+
+    setup_or_exit()
+    ConfigStore.instance().store(name="check_schema", node=JudgeCheckRunConfig)  # configs/judge_check.yaml
     _judge_check()
 
 

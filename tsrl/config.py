@@ -1,8 +1,10 @@
-"""Run configuration: one dataclass per component, registered in Hydra's ConfigStore.
+"""Run configuration: the trainer's own dataclasses and the root RunConfig; the Hydra ConfigStore is built
+from the component registries (tsrl.registry), so this module imports no component.
 
-YAML files under configs/<group>/ extend these schemas; the CLI converts the composed config once with
-OmegaConf.to_object, so below the CLI only typed dataclasses travel. A misspelled key or a wrong type is
-rejected by Hydra at start; cross-field checks live in __post_init__ and raise ConfigError.
+YAML files under configs/<group>/ extend the schemas `<name>_schema` that `register_configs` stores; the CLI
+converts the composed config once with OmegaConf.to_object, so below the CLI only typed dataclasses travel.
+A misspelled key or a wrong type is rejected by Hydra at start; range and cross-field checks live in each
+dataclass's __post_init__ and raise ConfigError.
 """
 
 from __future__ import annotations
@@ -14,69 +16,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from tsrl.algo import AGGREGATES, DEFAULT_AGGREGATE, SCALES, SURROGATES
 from tsrl.errors import ConfigError
-from tsrl.generation import HFGeneratorConfig
-from tsrl.judging import HFLocalJudgeConfig, OpenAIJudgeConfig, RubricSimConfig
-from tsrl.judging.check import JudgeCheckRunConfig
-from tsrl.models import HFModelConfig, TinyModelConfig
-from tsrl.rewards import IntuitorConfig, LadderConfig, RewardModelConfig, SelfBootstrapConfig
-from tsrl.rewards import (AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, OneAnchorConfig,
-                          RubricConfig, VerifierConfig)
-from tsrl.tasks import HumorConfig
-
-
-@dataclass
-class AlgoConfig:
-    """Advantages and policy loss."""
-
-    loss: str = "grpo"
-    """grpo | dr_grpo | cispo."""
-    adv_scale: str = "none"
-    """Advantage std scaling: none (TSRL: w − mean w) | group (GRPO) | batch."""
-    std_floor: float = 1e-4
-    """Lower bound of the std divisor; zero-variance groups get zero advantages."""
-    eps_low: float = 0.2
-    """Lower clip ε of the ratio (grpo, dr_grpo)."""
-    eps_high: float = 0.2
-    """Upper clip ε of the ratio (grpo, dr_grpo); > eps_low is DAPO's clip-higher."""
-    cispo_cap: float = 4.0
-    """Absolute cap on CISPO's stop-gradient importance weight (project default)."""
-    kl_beta: float = 0.0
-    """Weight of the k3 KL penalty to the frozen initial policy (0 = no reference model)."""
-    epochs: int = 1
-    """μ: passes over each batch of rollouts."""
-    minibatches: int = 1
-    """Optimizer steps per pass (each over 1/minibatches of the rollouts)."""
-    mask_truncated: bool = False
-    """Leave completions cut at max_new_tokens out of the loss (DAPO's overlong filtering)."""
-    aggregate: str = ""
-    """token (DAPO) | sequence (DeepSeekMath's GRPO) | constant (Dr. GRPO); empty = the loss's own default."""
-
-    def __post_init__(self) -> None:
-        if self.loss not in SURROGATES:
-            raise ConfigError(f"algo.loss={self.loss!r} is unknown; choose one of {sorted(SURROGATES)}.")
-        self.aggregate = self.aggregate or DEFAULT_AGGREGATE[self.loss]
-        if self.aggregate not in AGGREGATES:
-            raise ConfigError(f"algo.aggregate={self.aggregate!r} is unknown; choose one of {sorted(AGGREGATES)}.")
-        if self.adv_scale not in SCALES:
-            raise ConfigError(f"algo.adv_scale={self.adv_scale!r} is unknown; choose one of {sorted(SCALES)}.")
-        if self.epochs < 1 or self.minibatches < 1:
-            raise ConfigError("algo.epochs and algo.minibatches must be at least 1.")
-
-
-def inert_clip_warning(algo: AlgoConfig) -> str | None:
-    """A sentence when a clipped loss runs where its importance ratio is identically 1 (one epoch, one
-    minibatch, sampler = learner): the clip can never act. Said for cispo, whose clipped weight is the whole
-    point, and for grpo/dr_grpo when their ε was changed from the default (a tuned clip that cannot act)."""
-    if algo.epochs * algo.minibatches > 1:
-        return None
-    tuned = (algo.eps_low, algo.eps_high) != (0.2, 0.2)
-    if algo.loss == "cispo" or tuned:
-        return (f"algo.loss={algo.loss} with algo.epochs=1 and algo.minibatches=1 updates on-policy: the importance "
-                "ratio is identically 1, so the clip never acts and the loss is plain policy gradient; set "
-                "algo.minibatches (or algo.epochs) above 1 for off-policy updates, as the algo=cispo preset does.")
-    return None
+from tsrl.registry import FAMILIES, load_components
 
 
 @dataclass
@@ -92,6 +33,11 @@ class EvalConfig:
     seed: int = 1234
     """Sampling seed of evaluation (independent of the training RNG)."""
 
+    def __post_init__(self) -> None:
+        if self.every < 0 or self.samples < 1 or self.max_prompts < 0:
+            raise ConfigError(f"trainer.eval needs every >= 0, samples >= 1 and max_prompts >= 0; got every={self.every}, "
+                              f"samples={self.samples}, max_prompts={self.max_prompts}.")
+
 
 @dataclass
 class CheckpointConfig:
@@ -103,6 +49,11 @@ class CheckpointConfig:
     """Keep the newest N checkpoints."""
     resume: str = "never"
     """never | auto (newest checkpoint in run_dir) | a checkpoint directory."""
+
+    def __post_init__(self) -> None:
+        if self.every < 0 or self.keep < 1:
+            raise ConfigError(f"trainer.checkpoint needs every >= 0 and keep >= 1; got every={self.every}, "
+                              f"keep={self.keep}.")
 
 
 @dataclass
@@ -138,26 +89,11 @@ class TrainerConfig:
             raise ConfigError(f"trainer.lr_schedule={self.lr_schedule!r} is unknown; use constant, linear or cosine.")
         if min(self.max_steps, self.prompts_per_step, self.micro_batch_size) < 1:
             raise ConfigError("trainer.max_steps, prompts_per_step and micro_batch_size must be at least 1.")
-
-
-@dataclass
-class JsonlLoggerConfig:
-    """Logger `jsonl`: metrics.jsonl, eval.json, samples.jsonl and plot.png in the run directory."""
-
-    samples_every: int = 10
-    """Write the step's completions with their rewards every N steps (0 = never)."""
-
-
-@dataclass
-class WandbLoggerConfig(JsonlLoggerConfig):
-    """Logger `wandb`: everything `jsonl` writes, plus a wandb run (offline unless mode says otherwise)."""
-
-    project: str = "tsrl"
-    """wandb project."""
-    entity: str = ""
-    """wandb entity (empty = your default)."""
-    mode: str = "offline"
-    """offline | online | disabled."""
+        if not self.lr > 0:
+            raise ConfigError(f"trainer.lr={self.lr} must be > 0 (AdamW's learning rate), e.g. trainer.lr=5e-4.")
+        if min(self.warmup_steps, self.weight_decay, self.grad_clip) < 0:
+            raise ConfigError("trainer.warmup_steps, weight_decay and grad_clip must be >= 0 (grad_clip=0 turns "
+                              f"clipping off); got {self.warmup_steps}, {self.weight_decay}, {self.grad_clip}.")
 
 
 @dataclass
@@ -168,7 +104,7 @@ class RunConfig:
     eval_judge: Any = None
     """Judge of the held-out evaluation (null = the training judge without noise, position bias and budget)."""
     reward: Any = MISSING
-    algo: AlgoConfig = MISSING
+    algo: Any = MISSING
     generator: Any = MISSING
     trainer: TrainerConfig = MISSING
     logger: Any = MISSING
@@ -178,34 +114,21 @@ class RunConfig:
     """Where metrics, plots and checkpoints go (empty = Hydra's output directory)."""
 
 
-SCHEMAS: dict[str, dict[str, type]] = {
-    "task": {"humor": HumorConfig},
-    "model": {"tiny": TinyModelConfig, "hf": HFModelConfig},
-    "judge": {"rubric_sim": RubricSimConfig, "openai": OpenAIJudgeConfig, "hf_local": HFLocalJudgeConfig},
-    "reward": {"ladder": LadderConfig, "intuitor": IntuitorConfig, "reward_model": RewardModelConfig,
-               "self_bootstrap": SelfBootstrapConfig},
-    "algo": {"algo": AlgoConfig},
-    "generator": {"hf": HFGeneratorConfig},
-    "trainer": {"trainer": TrainerConfig},
-    "logger": {"jsonl": JsonlLoggerConfig, "wandb": WandbLoggerConfig},
-}
-SCHEMAS["reward"].update({  # the ranking-core regimes (tsrl/rewards/{ladder,rubric,intragroup,verified,constitutional}.py)
-    "one_anchor": OneAnchorConfig, "rubric": RubricConfig, "in_batch": InBatchConfig, "arena": ArenaConfig,
-    "adaptive": AdaptiveConfig, "verifier": VerifierConfig, "constitutional": ConstitutionalConfig})
-
-
-REPO = Path(__file__).resolve().parent.parent  # holds configs/ and recipes/ (editable install)
-
-
 def register_configs() -> None:
-    """Store every schema as `<group>/<name>_schema` and the root as `run_schema`; put recipes/ on
-    Hydra's search path (configs/config.yaml reads TSRL_RECIPES_ROOT)."""
+    """Load every component (built-in modules and plugins), then store each registered config class as
+    `<family>/<name>_schema`, the trainer's as `trainer/trainer_schema` and the root as `run_schema`; put the
+    installed recipes/ on Hydra's search path (configs/config.yaml reads TSRL_RECIPES_ROOT, the folder that
+    holds recipes/: the repository root in an editable install, tsrl/configs from a wheel)."""
     from hydra.core.config_store import ConfigStore
 
-    os.environ.setdefault("TSRL_RECIPES_ROOT", str(REPO))
+    from importlib import resources
+
+    load_components()
+    recipes = Path(str(resources.files("tsrl.configs.recipes")))  # the repository's recipes/ or the wheel's copy
+    os.environ.setdefault("TSRL_RECIPES_ROOT", str(recipes.parent))
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
-    store.store(name="check_schema", node=JudgeCheckRunConfig)  # tsrl-judge-check (configs/judge_check.yaml)
-    for group, schemas in SCHEMAS.items():
-        for name, schema in schemas.items():
-            store.store(group=group, name=f"{name}_schema", node=schema)
+    store.store(group="trainer", name="trainer_schema", node=TrainerConfig)
+    for family, registry in FAMILIES.items():
+        for component in registry:
+            store.store(group=family, name=f"{component.name}_schema", node=component.config)

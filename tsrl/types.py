@@ -76,7 +76,6 @@ class Verdict:
     tokens: int = 0
     latency_s: float = 0.0
     cached: bool = False
-    swap_agreement: float | None = None  # for both-orders judging: 1 if the two orders agreed
 
 
 @dataclass(frozen=True)
@@ -99,11 +98,20 @@ class Score:
     cached: bool = False
 
 
+class Count(float):
+    """A metric value that processes add up when their metrics are gathered (a counter: judge calls, errors,
+    dropped groups). Every other metric value is averaged across processes. Whoever emits a metric decides:
+    wrap a counter in Count, leave a rate or a mean a plain float."""
+
+    def __add__(self, other: float) -> "Count":
+        return Count(float(self) + float(other))
+
+    __radd__ = __add__
+
+
 @dataclass
 class RewardBatch:
     """What a reward regime returns for a list of groups."""
 
-    rewards: np.ndarray  # [B, G] float
-    routes: list[str]  # [B] how each group was scored (e.g. "ladder", "verifier", "tournament")
-    judge_calls: int  # judge requests issued for these groups
-    metrics: dict[str, float] = field(default_factory=dict)
+    rewards: np.ndarray  # [B, G] float, NaN rows = groups the regime could not score
+    metrics: dict[str, float] = field(default_factory=dict)  # reward/*, route/*, … (Count for counters)

@@ -27,7 +27,7 @@ def test_heldout_evaluation_never_sees_the_training_judges_noise(tsrl, tmp_path)
     assert a["start"]["winrate/top"] == b["start"]["winrate/top"]
     fingerprint = json.loads(b["judge"]["fingerprint"])
     assert b["judge"]["kind"] == "rubric_sim" and b["judge"]["model"] == "simulated"
-    assert (fingerprint["flip_prob"], fingerprint["position_bias"], fingerprint["both_orders"]) == (0.0, 0.0, True)
+    assert (fingerprint["flip_prob"], fingerprint["position_bias"], fingerprint["order"]) == (0.0, 0.0, "both")
     assert read_metrics(noisy)[0]["judge/noise_flips"] > 0  # the training judge does flip
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import cli_env, read_metrics, run_cli, tiny_overrides
+from tests.integration.conftest import cli_env, run_cli, tiny_overrides
 from tests.integration.judge_server import JudgeServer
 
 CHECK = str(Path(sys.executable).parent / "tsrl-judge-check")

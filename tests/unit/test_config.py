@@ -1,5 +1,6 @@
 """Every config group composes into typed dataclasses; bad settings fail with a message naming them."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,9 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from tsrl.config import SCHEMAS, RunConfig, register_configs
+from tsrl.algo import CISPOConfig
+from tsrl.config import RunConfig, register_configs
+from tsrl.registry import FAMILIES
 from tsrl.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -20,7 +23,7 @@ def load(*overrides: str) -> RunConfig:
 
 
 def group_options():
-    for group in SCHEMAS:
+    for group in FAMILIES:
         for path in sorted((CONFIGS / group).glob("*.yaml")):
             yield group, path.stem
 
@@ -35,7 +38,8 @@ def test_every_config_group_option_composes_to_its_dataclass(group, option):
 
 def test_defaults_and_overrides_arrive_typed():
     cfg = load("reward.k=2", "judge.flip_prob=0.1", "trainer.max_steps=20", "algo=cispo")
-    assert (cfg.reward.k, cfg.judge.flip_prob, cfg.trainer.max_steps, cfg.algo.loss) == (2, 0.1, 20, "cispo")
+    assert (cfg.reward.k, cfg.judge.flip_prob, cfg.trainer.max_steps) == (2, 0.1, 20)
+    assert isinstance(cfg.algo, CISPOConfig) and cfg.algo.minibatches == 4
     assert cfg.trainer.eval.every == 20
 
 
@@ -52,8 +56,23 @@ def test_wrong_type_is_rejected():
 def test_cross_field_checks_say_what_to_change():
     with pytest.raises(ConfigError, match="trainer.group_size=1 .* set trainer.group_size=2 or more"):
         load("trainer.group_size=1")
-    with pytest.raises(ConfigError, match="algo.loss='ppo'"):
-        load("algo.loss=ppo")
+    with pytest.raises(ConfigError, match="algo.aggregate='per_prompt' is unknown"):
+        load("algo.aggregate=per_prompt")
+
+
+@pytest.mark.parametrize("override, message", [
+    ("trainer.lr=-1", "trainer.lr=-1.0 must be > 0"),
+    ("trainer.grad_clip=-0.5", "grad_clip must be >= 0"),
+    ("trainer.eval.samples=0", "samples >= 1"),
+    ("algo.kl_beta=-0.1", "algo.kl_beta must be >= 0"),
+    ("algo.eps_low=1.5", "algo.eps_low must lie in [0, 1)"),
+    ("judge.tau=0", "judge.tau must be > 0"),
+    ("generator.max_new_tokens=0", "generator.max_new_tokens"),
+    ("logger.samples_every=-1", "logger.samples_every must be >= 0"),
+])
+def test_numeric_settings_out_of_range_fail_in_one_sentence(override, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(override)
 
 
 @pytest.mark.parametrize("recipe", sorted(p.stem for p in (CONFIGS.parent / "recipes").glob("*.yaml")))

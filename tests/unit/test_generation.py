@@ -7,7 +7,7 @@ import torch
 from tests.conftest import number_prompt
 from tsrl.algo import group_advantages
 from tsrl.generation import HFGenerator, HFGeneratorConfig
-from tsrl.training.rollouts import collate, completion_logprobs
+from tsrl.models.forward import collate, completion_logprobs
 
 
 @pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 1.0)])

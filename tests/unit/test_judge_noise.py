@@ -91,9 +91,9 @@ def test_noisier_rubric_separates_qualities_less_than_pairwise_verdicts():
 
 
 def test_clean_evaluation_judge_drops_training_noise_bias_and_budget():
-    noisy = RubricSimConfig(flip_prob=0.3, position_bias=1.0, both_orders=False, tau=0.5)
+    noisy = RubricSimConfig(flip_prob=0.3, position_bias=1.0, order="fixed", tau=0.5)
     clean = clean_judge_config(noisy)
-    assert (clean.flip_prob, clean.position_bias, clean.both_orders, clean.tau) == (0.0, 0.0, True, 0.5)
+    assert (clean.flip_prob, clean.position_bias, clean.order, clean.tau) == (0.0, 0.0, "both", 0.5)
     api = OpenAIJudgeConfig(model="m", flip_prob=0.2, order="random", budget=BudgetConfig(max_calls_per_run=10))
     clean_api = clean_judge_config(api)
     assert (clean_api.flip_prob, clean_api.order, clean_api.budget, clean_api.model) == (0.0, "both", BudgetConfig(), "m")

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from tsrl.algo import AGGREGATES, LossInputs, LossSettings, k3_kl, policy_loss
+from tsrl.algo import AGGREGATES, CISPOConfig, DrGRPOConfig, GRPOConfig, LossInputs, k3_kl, policy_loss
 
 
 def inputs(logp, old, adv, mask, normalizer=None, ref=None):
@@ -17,7 +17,7 @@ def inputs(logp, old, adv, mask, normalizer=None, ref=None):
 def test_grpo_on_policy_ratio_is_one_and_loss_is_minus_mean_token_advantage():
     inp = inputs([[-1.0, -2.0, -3.0], [-0.5, -0.1, -9.0]], [[-1.0, -2.0, -3.0], [-0.5, -0.1, -9.0]],
                  [1.0, -1.0], [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
-    out = policy_loss("grpo", inp, LossSettings())
+    out = policy_loss(inp, GRPOConfig())
     # tokens: (+1, +1) from row 0 and (-1) from row 1 -> -(1 + 1 - 1) / 3
     assert out.loss.item() == pytest.approx(-1.0 / 3.0)
     out.loss.backward()
@@ -28,7 +28,7 @@ def test_grpo_on_policy_ratio_is_one_and_loss_is_minus_mean_token_advantage():
 
 def test_grpo_clips_positive_advantage_above_one_plus_eps_high():
     inp = inputs([[math.log(1.5)]], [[0.0]], [1.0], [[1.0]])
-    out = policy_loss("grpo", inp, LossSettings(eps_low=0.2, eps_high=0.2))
+    out = policy_loss(inp, GRPOConfig(eps_low=0.2, eps_high=0.2))
     assert out.loss.item() == pytest.approx(-1.2)
     out.loss.backward()
     assert inp.logprobs.grad.item() == 0.0  # clipped: no gradient
@@ -37,7 +37,7 @@ def test_grpo_clips_positive_advantage_above_one_plus_eps_high():
 
 def test_grpo_keeps_pessimistic_unclipped_term_for_negative_advantage():
     inp = inputs([[math.log(1.5)]], [[0.0]], [-1.0], [[1.0]])
-    out = policy_loss("grpo", inp, LossSettings(eps_low=0.2, eps_high=0.2))
+    out = policy_loss(inp, GRPOConfig(eps_low=0.2, eps_high=0.2))
     assert out.loss.item() == pytest.approx(1.5)
     out.loss.backward()
     assert inp.logprobs.grad.item() == pytest.approx(1.5)  # d/dlogp of r*1 = r
@@ -45,7 +45,7 @@ def test_grpo_keeps_pessimistic_unclipped_term_for_negative_advantage():
 
 def test_asymmetric_eps_low_clips_small_ratios():
     inp = inputs([[math.log(0.5)]], [[0.0]], [-1.0], [[1.0]])
-    out = policy_loss("grpo", inp, LossSettings(eps_low=0.1, eps_high=0.3))
+    out = policy_loss(inp, GRPOConfig(eps_low=0.1, eps_high=0.3))
     assert out.loss.item() == pytest.approx(0.9)  # -min(-0.5, -0.9)
 
 
@@ -54,13 +54,13 @@ def test_dr_grpo_normalises_by_constant_not_token_count():
     assert AGGREGATES["constant"](mask, 4) == 8.0
     assert AGGREGATES["token"](mask, 4) == 3.0
     inp = inputs([[0.0] * 4, [0.0] * 4], [[0.0] * 4, [0.0] * 4], [1.0, 1.0], mask.tolist(), normalizer=8.0)
-    assert policy_loss("dr_grpo", inp, LossSettings()).loss.item() == pytest.approx(-3.0 / 8.0)
+    assert policy_loss(inp, DrGRPOConfig()).loss.item() == pytest.approx(-3.0 / 8.0)
 
 
 def test_cispo_caps_weight_at_absolute_value_and_keeps_gradient():
     # ratio 10 > cap 4: weight 4, stop-gradient; ratio 2 < cap: weight 2
     inp = inputs([[math.log(10.0), math.log(2.0)]], [[0.0, 0.0]], [0.5], [[1.0, 1.0]])
-    out = policy_loss("cispo", inp, LossSettings(cispo_cap=4.0))
+    out = policy_loss(inp, CISPOConfig(cispo_cap=4.0))
     expected = -(4.0 * 0.5 * math.log(10.0) + 2.0 * 0.5 * math.log(2.0)) / 2
     assert out.loss.item() == pytest.approx(expected)
     out.loss.backward()
@@ -70,7 +70,7 @@ def test_cispo_caps_weight_at_absolute_value_and_keeps_gradient():
 
 def test_cispo_on_policy_gradient_equals_reinforce():
     inp = inputs([[-1.0, -2.0]], [[-1.0, -2.0]], [2.0], [[1.0, 1.0]])
-    policy_loss("cispo", inp, LossSettings()).loss.backward()
+    policy_loss(inp, CISPOConfig()).loss.backward()
     assert torch.allclose(inp.logprobs.grad, torch.tensor([[-1.0, -1.0]]))
 
 
@@ -79,7 +79,7 @@ def test_k3_kl_hand_values_and_penalty():
     value = k3_kl(torch.tensor([0.0]), torch.tensor([math.log(2.0)])).item()
     assert value == pytest.approx(2.0 - math.log(2.0) - 1.0)
     inp = inputs([[0.0]], [[0.0]], [0.0], [[1.0]], ref=[[math.log(2.0)]])
-    out = policy_loss("grpo", inp, LossSettings(kl_beta=0.5))
+    out = policy_loss(inp, GRPOConfig(kl_beta=0.5))
     assert out.loss.item() == pytest.approx(0.5 * value)
     assert out.metrics["kl"] == pytest.approx(value)
 
@@ -87,14 +87,18 @@ def test_k3_kl_hand_values_and_penalty():
 def test_masked_tokens_never_contribute():
     base = inputs([[-1.0, -1.0]], [[-1.0, -1.0]], [1.0], [[1.0, 0.0]])
     other = inputs([[-1.0, 5.0]], [[-1.0, -7.0]], [1.0], [[1.0, 0.0]])
-    a = policy_loss("grpo", base, LossSettings()).loss.item()
-    b = policy_loss("grpo", other, LossSettings()).loss.item()
+    a = policy_loss(base, GRPOConfig()).loss.item()
+    b = policy_loss(other, GRPOConfig()).loss.item()
     assert a == b
 
 
-def test_unknown_loss_is_rejected():
-    with pytest.raises(ValueError, match="Unknown loss"):
-        policy_loss("ppo2", inputs([[0.0]], [[0.0]], [0.0], [[1.0]]), LossSettings())
+def test_a_config_no_loss_registered_for_is_rejected_naming_the_losses():
+    from tsrl.algo import AlgoConfig
+    from tsrl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="No algo is registered for a AlgoConfig config; the registered algos are: "
+                                          "cispo, dr_grpo, grpo"):
+        policy_loss(inputs([[0.0]], [[0.0]], [0.0], [[1.0]]), AlgoConfig())
 
 
 def test_sequence_aggregate_averages_each_sequence_then_the_sequences():
@@ -104,18 +108,17 @@ def test_sequence_aggregate_averages_each_sequence_then_the_sequences():
     zeros = [[0.0] * 3, [0.0] * 3]
     by_sequence = inputs(zeros, zeros, [1.0, -1.0], mask.tolist(), normalizer=AGGREGATES["sequence"](mask, 3))
     by_token = inputs(zeros, zeros, [1.0, -1.0], mask.tolist(), normalizer=AGGREGATES["token"](mask, 3))
-    assert policy_loss("grpo", by_sequence, LossSettings()).loss.item() == pytest.approx(0.0)
-    assert policy_loss("grpo", by_token, LossSettings()).loss.item() == pytest.approx(-0.5)
-    loss = policy_loss("grpo", by_sequence, LossSettings()).loss
+    assert policy_loss(by_sequence, GRPOConfig()).loss.item() == pytest.approx(0.0)
+    assert policy_loss(by_token, GRPOConfig()).loss.item() == pytest.approx(-0.5)
+    loss = policy_loss(by_sequence, GRPOConfig()).loss
     loss.backward()  # each row's tokens share 1/(N·len): 1/6 for row 0, 1/2 for row 1
     assert torch.allclose(by_sequence.logprobs.grad, torch.tensor([[-1 / 6] * 3, [0.5, 0.0, 0.0]]))
 
 
 def test_aggregate_defaults_and_names(tmp_path):
-    from tsrl.config import AlgoConfig
     from tsrl.errors import ConfigError
 
-    assert [AlgoConfig(loss=name).aggregate for name in ("grpo", "dr_grpo", "cispo")] == ["token", "constant", "token"]
-    assert AlgoConfig(loss="grpo", aggregate="sequence").aggregate == "sequence"
+    assert [c().aggregate for c in (GRPOConfig, DrGRPOConfig, CISPOConfig)] == ["token", "constant", "token"]
+    assert GRPOConfig(aggregate="sequence").aggregate == "sequence"
     with pytest.raises(ConfigError, match="algo.aggregate"):
-        AlgoConfig(aggregate="per_prompt")
+        GRPOConfig(aggregate="per_prompt")

@@ -120,7 +120,7 @@ def test_constitutional_coherence_check_does_not_touch_the_bracket(tmp_path):
     regime, judge = make(cfg, tmp_path)
     texts = ["q=2 a", "q=4 b", "q=9 q=9 q=9 q=9", "q=1 c"]
     batch = regime.score([texts_group(texts)])
-    assert len(judge.requests) == 3 and batch.judge_calls == 3
+    assert len(judge.requests) == 3 and batch.metrics["reward/comparisons_per_sample"] == 3 / 4
     assert sum(texts[2] in (r.first, r.second) for r in judge.requests) == 2
     assert batch.rewards[0][2] == 0.0 and batch.rewards[0].sum() == pytest.approx(0.5)
     assert batch.metrics["constitutional/vetoed_frac"] == 0.25
@@ -129,7 +129,7 @@ def test_constitutional_coherence_check_does_not_touch_the_bracket(tmp_path):
 def test_constitutional_single_completion_is_the_champion_without_a_judge_call(tmp_path):
     regime, judge = make(ConstitutionalConfig(), tmp_path)
     batch = regime.score([texts_group(["q=1 alone"])])
-    assert batch.rewards[0].tolist() == [1.0] and judge.requests == [] and batch.judge_calls == 0
+    assert batch.rewards[0].tolist() == [1.0] and judge.requests == []
 
 
 # ---- 3. adaptive: the paper's non-live trace round-robin --------------------------------------------
@@ -164,7 +164,7 @@ def test_adaptive_round_robin_tournament_judges_all_pairs_and_ranks_by_strength(
     qualities = [0.1, 0.7, 0.5, 0.3, 1.5, 0.9]
     regime, judge = make(AdaptiveConfig(tournament="round_robin"), tmp_path)
     batch = regime.score([group(qualities)])
-    assert batch.routes == ["tournament"] and len(judge.requests) == 15 == batch.judge_calls
+    assert batch.metrics["route/tournament"] == 1 and len(judge.requests) == 15
     r = batch.rewards[0]
     assert r.min() == 0.0 and r.max() == 1.0
     assert list(np.argsort(-r)) == list(np.argsort(-np.array(qualities)))

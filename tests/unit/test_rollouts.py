@@ -1,7 +1,7 @@
 import torch
 
 from tests.conftest import number_prompt
-from tsrl.training.rollouts import collate
+from tsrl.models.forward import collate
 from tsrl.types import Group, Rollout
 
 

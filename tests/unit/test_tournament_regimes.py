@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
+from tsrl.judging import Fallback
 from tsrl.rewards import (AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, LadderConfig,
                           OneAnchorConfig, RegimeContext, RubricConfig, VerifierConfig, build_regime)
 from tsrl.tasks import HumorConfig, HumorTask
@@ -44,12 +45,13 @@ def make(cfg, tmp_path, judge=None, task=None):
 
 
 def test_rubric_reward_is_grade_over_ten_and_ungraded_drops_the_group(tmp_path):
-    regime, _, task = make(RubricConfig(), tmp_path, GradingJudge(ungraded={"q=9 sample 1"}))
+    judge = GradingJudge(ungraded={"q=9 sample 1"})
+    regime, _, task = make(RubricConfig(), tmp_path, judge)
     p = task.prompts("train")[0]
     batch = regime.score([group(p, [4, 7]), group(p, [1, 9])])
     assert batch.rewards[0].tolist() == [0.4, 0.7]
     assert np.isnan(batch.rewards[1]).all() and batch.metrics["reward/dropped_groups"] == 1
-    assert batch.judge_calls == 4 and batch.metrics["reward/comparisons_per_sample"] == 1
+    assert batch.metrics["reward/comparisons_per_sample"] == 1
 
 
 @pytest.mark.parametrize("output", ["rank", "winrate"])
@@ -67,7 +69,7 @@ def test_arena_rewards_are_standardised_ranks(tmp_path, topology):
     batch = regime.score([group(task.prompts("train")[0], [0.5, 5, 1, 4, 2, 3, 7, 6])])
     r = batch.rewards[0]
     assert abs(r.mean()) < 1e-9 and r.std() == pytest.approx(1.0)
-    assert np.argmax(r) == 6 and batch.routes == [f"arena/{topology}"]
+    assert np.argmax(r) == 6
 
 
 def test_arena_failed_match_drops_group_or_falls_back(tmp_path):
@@ -75,7 +77,8 @@ def test_arena_failed_match_drops_group_or_falls_back(tmp_path):
     regime, _, task = make(ArenaConfig(), tmp_path, ScriptedJudge(dict(failing)))
     batch = regime.score([group(task.prompts("train")[0], [1, 2, 3])])
     assert np.isnan(batch.rewards).all() and batch.metrics["reward/missing_verdicts"] == 1
-    regime, _, _ = make(ArenaConfig(on_failure="tie"), tmp_path, ScriptedJudge(dict(failing)))
+    # one failure policy, the judge's: judge.failure=tie answers the failed match before the regime sees it
+    regime, _, _ = make(ArenaConfig(), tmp_path, Fallback(ScriptedJudge(dict(failing)), "tie", 0))
     batch = regime.score([group(task.prompts("train")[0], [1, 2, 3])])
     assert np.isfinite(batch.rewards).all() and batch.metrics["reward/dropped_groups"] == 0
     with pytest.raises(ConfigError, match="reward.topology='knockout' is unknown"):
@@ -86,7 +89,7 @@ def test_adaptive_routes_by_verifier_variance(tmp_path):
     regime, judge, task = make(AdaptiveConfig(margin=0.9), tmp_path)
     p = task.prompts("train")[0]
     batch = regime.score([group(p, [0, 3, 1, 2, 0]), group(p, [0.1, 0.7, 0.5, 0.3, 1.5])])
-    assert batch.routes == ["verifier", "tournament"]
+    assert (batch.metrics["route/verifier"], batch.metrics["route/tournament"]) == (1, 1)
     assert batch.rewards[0].tolist() == [0.0, 1.0, 0.0, 1.0, 0.0]
     tournament = batch.rewards[1]
     assert tournament.min() == 0.0 and tournament.max() == 1.0 and np.argmax(tournament) == 4
@@ -140,7 +143,7 @@ def test_elo_ladder_one_anchor_and_diversity_report(tmp_path, number_task):
     assert 0 < report["distinct_1"] <= 1 and 0 <= report["jaccard_distance"] <= 1
     one, judge, _ = make(OneAnchorConfig(ladder_dir=str(tmp_path / "l")), tmp_path, task=number_task)
     batch = one.score([group(number_task.prompts("train")[0], [4, 3, 1])])
-    assert batch.rewards[0].tolist() == [1.0, 0.5, 0.0] and batch.routes == ["one_anchor"]
+    assert batch.rewards[0].tolist() == [1.0, 0.5, 0.0]
     assert "ladder/distinct_2" in batch.metrics
     with pytest.raises(ConfigError, match="exactly one anchor"):
         OneAnchorConfig(k=2)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from tests.conftest import ScriptedJudge, number_prompt
-from tsrl.config import AlgoConfig, RunConfig, TrainerConfig
+from tsrl.algo import AlgoConfig, CISPOConfig, GRPOConfig
+from tsrl.config import RunConfig, TrainerConfig
 from tsrl.generation import HFGenerator, HFGeneratorConfig
 from tsrl.training.loop import Run, train_step
 from tsrl.types import Group, RewardBatch
@@ -35,7 +36,7 @@ class FixedRegime:
         self.rewards = rewards
 
     def score(self, groups) -> RewardBatch:
-        return RewardBatch(self.rewards.copy(), ["fixed"] * len(groups), 0, {"reward/comparisons_per_sample": 0.0})
+        return RewardBatch(self.rewards.copy(), {"reward/comparisons_per_sample": 0.0})
 
 
 class NoPrompts:
@@ -64,8 +65,7 @@ def groups(policy):
     return generator.generate([number_prompt("a", [0]), number_prompt("b", [0]), number_prompt("c", [0])], n=4)
 
 
-@pytest.mark.parametrize("algo", [AlgoConfig(adv_scale="batch", kl_beta=0.1),
-                                  AlgoConfig(loss="cispo", adv_scale="group", minibatches=2)],
+@pytest.mark.parametrize("algo", [GRPOConfig(adv_scale="batch", kl_beta=0.1), CISPOConfig(minibatches=2)],
                          ids=["grpo_batch_std_kl", "cispo_minibatches"])
 def test_a_dropped_group_changes_nothing_in_the_update(policy, groups, algo):
     """The step with groups (a, b, c) where b could not be scored must equal the step on (a, c) alone: b is
@@ -85,8 +85,37 @@ def test_a_dropped_group_changes_nothing_in_the_update(policy, groups, algo):
 
 def test_a_step_with_every_group_dropped_leaves_the_policy_alone(policy, groups):
     model, tokenizer = policy
-    run = make_run(model, tokenizer, groups, np.full((3, 4), np.nan), AlgoConfig(kl_beta=0.1))
+    run = make_run(model, tokenizer, groups, np.full((3, 4), np.nan), GRPOConfig(kl_beta=0.1))
     metrics, _, _ = train_step(run, 1)
     assert all(torch.equal(p, q) for p, q in zip(run.model.parameters(), model.parameters()))
     assert metrics["train/dropped_groups"] == 3.0 and metrics["train/samples_in_update"] == 0.0
     assert run.scheduler.last_epoch == 1  # the schedule still advances one step
+
+
+def test_processes_add_counters_and_average_everything_else():
+    """Whoever emits a metric declares a counter by wrapping it in Count; the loop lists no metric names, so a
+    regime's own counter (here constitutional/random_fallbacks) is summed like judge/calls."""
+    from tsrl.training.loop import combine_metrics
+    from tsrl.types import Count
+
+    ranks = [{"judge/calls": Count(64), "constitutional/random_fallbacks": Count(1), "reward/mean": 0.25,
+              "judge/tie_rate": 0.5},
+             {"judge/calls": Count(32), "constitutional/random_fallbacks": Count(2), "reward/mean": 0.75,
+              "judge/tie_rate": 0.0, "bootstrap/refresh_calls": Count(12)}]
+    merged = combine_metrics(ranks)
+    assert merged == {"judge/calls": 96, "constitutional/random_fallbacks": 3, "reward/mean": 0.5,
+                      "judge/tie_rate": 0.25, "bootstrap/refresh_calls": 12}
+    assert isinstance(merged["judge/calls"], Count) and not isinstance(merged["reward/mean"], Count)
+
+
+def test_judge_counters_are_counts_and_rates_are_not():
+    from tsrl.judging import RubricSimConfig, build_judge
+    from tsrl.types import Count, PairRequest
+
+    from tests.conftest import NumberTask
+
+    judge = build_judge(RubricSimConfig(flip_prob=0.5, failure="tie"), NumberTask())
+    judge.compare([PairRequest(number_prompt("p", [0]), "q=1 a", "q=0 b")])
+    metrics = judge.drain_metrics()
+    assert all(isinstance(metrics[k], Count) for k in ("calls", "ties", "noise_flips"))
+    assert not isinstance(metrics["tie_rate"], Count) and not isinstance(metrics["swap_agreement"], Count)

@@ -1,10 +1,10 @@
-"""Advantages and losses as pure tensor functions, chosen by name from dicts."""
+"""Advantages and losses as pure tensor functions; each loss registers itself in tsrl.registry.ALGOS."""
 
-from tsrl.algo.advantages import SCALES, group_advantages
-from tsrl.algo.losses import (AGGREGATES, DEFAULT_AGGREGATE, SURROGATES, LossInputs, LossOutputs, LossSettings, k3_kl,
-                              policy_loss)
+from tsrl.algo.advantages import ADV_SCALES, SCALES, group_advantages
+from tsrl.algo.losses import (AGGREGATES, AlgoConfig, CISPOConfig, DrGRPOConfig, GRPOConfig, LossInputs, LossOutputs,
+                              inert_clip_warning, k3_kl, policy_loss)
 
 __all__ = [
-    "SCALES", "group_advantages", "AGGREGATES", "DEFAULT_AGGREGATE", "SURROGATES", "LossInputs", "LossOutputs",
-    "LossSettings", "k3_kl", "policy_loss",
+    "ADV_SCALES", "SCALES", "group_advantages", "AGGREGATES", "AlgoConfig", "GRPOConfig", "DrGRPOConfig",
+    "CISPOConfig", "LossInputs", "LossOutputs", "inert_clip_warning", "k3_kl", "policy_loss",
 ]

@@ -16,16 +16,17 @@ import torch
 Scaler = Callable[[torch.Tensor], torch.Tensor]
 
 SCALES: dict[str, Scaler] = {
-    "none": lambda r: torch.ones_like(r[:, :1]),  # [B, 1]
     "group": lambda r: r.std(dim=1, keepdim=True, correction=0),  # [B, 1]
     "batch": lambda r: r.std(correction=0).expand(r.shape[0], 1),  # [B, 1]
 }
+ADV_SCALES = ("none", *SCALES)
 
 
 def group_advantages(rewards: torch.Tensor, scale: str = "none", floor: float = 1e-4) -> torch.Tensor:
     """Advantages [B, G] from rewards [B, G]."""
-    if scale not in SCALES:
-        raise ValueError(f"Unknown advantage scale {scale!r}; choose one of {sorted(SCALES)}.")
+    if scale not in ADV_SCALES:
+        raise ValueError(f"Unknown advantage scale {scale!r}; choose one of {list(ADV_SCALES)}.")
     centred = rewards - rewards.mean(dim=1, keepdim=True)  # [B, G]
-    divisor = SCALES[scale](rewards).clamp_min(floor) if scale != "none" else 1.0  # [B, 1]
-    return centred / divisor  # [B, G]
+    if scale == "none":
+        return centred
+    return centred / SCALES[scale](rewards).clamp_min(floor)  # [B, G]

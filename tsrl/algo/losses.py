@@ -17,6 +17,10 @@ Aggregates (how the per-token losses ℓ_nt of a minibatch of N sequences become
 - constant Σ_nt m·ℓ / (N · T_max) — no length bias (Dr. GRPO).
 The normaliser is computed by the caller from the whole minibatch (a float, or one value per sequence [N])
 so that gradient accumulation over micro-batches gives the same update as one big batch.
+
+Each loss is a config class (its hyperparameters on top of AlgoConfig's shared ones) and a surrogate
+(LossInputs, config) → per-token loss, registered together in tsrl.registry.ALGOS under its `algo=` name; a
+new loss is one module with both plus configs/algo/<name>.yaml. The trainer calls `policy_loss` only.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+
+from tsrl.errors import ConfigError
+from tsrl.registry import ALGOS
 
 
 @dataclass
@@ -38,20 +45,101 @@ class LossInputs:
 
 
 @dataclass
-class LossSettings:
-    eps_low: float = 0.2
-    eps_high: float = 0.2
-    cispo_cap: float = 4.0
-    kl_beta: float = 0.0
-
-
-@dataclass
 class LossOutputs:
     loss: torch.Tensor  # scalar
     metrics: dict[str, float]
 
 
-def clipped_surrogate(inp: LossInputs, cfg: LossSettings) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass
+class AlgoConfig:
+    """What every loss shares: advantages, the KL term, update schedule, overlong filtering, aggregation."""
+
+    adv_scale: str = "none"
+    """Advantage std scaling: none (TSRL: w − mean w) | group (GRPO) | batch."""
+    std_floor: float = 1e-4
+    """Lower bound of the std divisor; zero-variance groups get zero advantages."""
+    kl_beta: float = 0.0
+    """Weight of the k3 KL penalty to the frozen initial policy (0 = no reference model)."""
+    epochs: int = 1
+    """μ: passes over each batch of rollouts."""
+    minibatches: int = 1
+    """Optimizer steps per pass (each over 1/minibatches of the rollouts)."""
+    mask_truncated: bool = False
+    """Leave completions cut at max_new_tokens out of the loss (DAPO's overlong filtering)."""
+    aggregate: str = "token"
+    """token (DAPO) | sequence (DeepSeekMath's GRPO) | constant (Dr. GRPO): see the module docstring."""
+
+    def __post_init__(self) -> None:
+        from tsrl.algo.advantages import ADV_SCALES
+
+        if self.adv_scale not in ADV_SCALES:
+            raise ConfigError(f"algo.adv_scale={self.adv_scale!r} is unknown; choose one of {list(ADV_SCALES)}.")
+        if self.aggregate not in AGGREGATES:
+            raise ConfigError(f"algo.aggregate={self.aggregate!r} is unknown; choose one of {sorted(AGGREGATES)}.")
+        if self.epochs < 1 or self.minibatches < 1:
+            raise ConfigError("algo.epochs and algo.minibatches must be at least 1.")
+        if self.kl_beta < 0 or self.std_floor <= 0:
+            raise ConfigError(f"algo.kl_beta must be >= 0 and algo.std_floor > 0, got {self.kl_beta} and "
+                              f"{self.std_floor}.")
+
+
+@dataclass
+class GRPOConfig(AlgoConfig):
+    """Algo `grpo`: the PPO-clipped surrogate, token aggregate, TSRL advantages (w − mean w)."""
+
+    eps_low: float = 0.2
+    """Lower clip ε of the ratio."""
+    eps_high: float = 0.2
+    """Upper clip ε of the ratio; > eps_low is DAPO's clip-higher."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (0 <= self.eps_low < 1 and self.eps_high >= 0):
+            raise ConfigError(f"algo.eps_low must lie in [0, 1) and algo.eps_high be >= 0, got {self.eps_low} "
+                              f"and {self.eps_high}.")
+
+
+@dataclass
+class DrGRPOConfig(GRPOConfig):
+    """Algo `dr_grpo`: the clipped surrogate with a constant normaliser and no std scaling (Dr. GRPO)."""
+
+    aggregate: str = "constant"
+    """constant: Σ m·ℓ / (N · max_new_tokens), Dr. GRPO's normaliser."""
+
+
+@dataclass
+class CISPOConfig(AlgoConfig):
+    """Algo `cispo` (MiniMax-M1; Reasoning Arena's loss), off-policy as they run it: each generation batch is
+    split into several optimizer steps, and advantages are group-standardised, (R − mean)/std."""
+
+    adv_scale: str = "group"
+    """group: MiniMax-M1's group-standardised advantages."""
+    minibatches: int = 4
+    """Optimizer steps per generation batch: from the second on the ratio differs from 1 and the cap acts."""
+    cispo_cap: float = 4.0
+    """Absolute cap on the stop-gradient importance weight (project default; MiniMax-M1 clips at 1 + ε_high)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.cispo_cap <= 0:
+            raise ConfigError(f"algo.cispo_cap must be > 0, got {self.cispo_cap}.")
+
+
+def inert_clip_warning(cfg: AlgoConfig) -> str | None:
+    """A sentence when a clipped loss runs where its importance ratio is identically 1 (one epoch, one
+    minibatch, sampler = learner): the clip can never act. Said for cispo, whose clipped weight is the whole
+    point, and for grpo/dr_grpo when their ε was changed from the default (a tuned clip that cannot act)."""
+    if cfg.epochs * cfg.minibatches > 1:
+        return None
+    tuned = isinstance(cfg, GRPOConfig) and (cfg.eps_low, cfg.eps_high) != (0.2, 0.2)
+    if isinstance(cfg, CISPOConfig) or tuned:
+        return (f"algo={ALGOS.of(cfg).name} with algo.epochs=1 and algo.minibatches=1 updates on-policy: the importance "
+                "ratio is identically 1, so the clip never acts and the loss is plain policy gradient; set "
+                "algo.minibatches (or algo.epochs) above 1 for off-policy updates, as the algo=cispo preset does.")
+    return None
+
+
+def clipped_surrogate(inp: LossInputs, cfg: GRPOConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO/GRPO per-token loss [N, T] and the clipped-token indicator [N, T]."""
     ratio = torch.exp(inp.logprobs - inp.old_logprobs)  # [N, T]
     adv = inp.advantages.unsqueeze(1)  # [N, 1]
@@ -60,18 +148,12 @@ def clipped_surrogate(inp: LossInputs, cfg: LossSettings) -> tuple[torch.Tensor,
     return -torch.minimum(unclipped, clipped), (clipped < unclipped).float()
 
 
-def cispo_surrogate(inp: LossInputs, cfg: LossSettings) -> tuple[torch.Tensor, torch.Tensor]:
+def cispo_surrogate(inp: LossInputs, cfg: CISPOConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """CISPO per-token loss [N, T] and the capped-token indicator [N, T]."""
     ratio = torch.exp(inp.logprobs - inp.old_logprobs).detach()  # [N, T]
     weight = ratio.clamp(max=cfg.cispo_cap)  # [N, T], stop-gradient
     return -weight * inp.advantages.unsqueeze(1) * inp.logprobs, (ratio > cfg.cispo_cap).float()
 
-
-SURROGATES: dict[str, Callable[[LossInputs, LossSettings], tuple[torch.Tensor, torch.Tensor]]] = {
-    "grpo": clipped_surrogate,
-    "dr_grpo": clipped_surrogate,
-    "cispo": cispo_surrogate,
-}
 
 def sequence_normalizer(mask: torch.Tensor, t_max: int) -> torch.Tensor:
     """[N]: each sequence's token count times the number of sequences that have tokens."""
@@ -85,7 +167,6 @@ AGGREGATES: dict[str, Callable[[torch.Tensor, int], float | torch.Tensor]] = {
     "sequence": sequence_normalizer,
     "constant": lambda mask, t_max: float(mask.shape[0] * t_max),
 }
-DEFAULT_AGGREGATE = {"grpo": "token", "dr_grpo": "constant", "cispo": "token"}  # algo.aggregate="" picks these
 
 
 def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
@@ -94,11 +175,9 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     return torch.exp(log_ratio) - log_ratio - 1.0
 
 
-def policy_loss(name: str, inp: LossInputs, cfg: LossSettings) -> LossOutputs:
-    """The loss called `name` (a key of SURROGATES) plus the optional KL penalty, with diagnostics."""
-    if name not in SURROGATES:
-        raise ValueError(f"Unknown loss {name!r}; choose one of {sorted(SURROGATES)}.")
-    per_token, clipped = SURROGATES[name](inp, cfg)  # [N, T], [N, T]
+def policy_loss(inp: LossInputs, cfg: AlgoConfig) -> LossOutputs:
+    """The loss `cfg` is the config of (its registered surrogate) plus the optional KL penalty, with diagnostics."""
+    per_token, clipped = ALGOS.of(cfg).build(inp, cfg)  # [N, T], [N, T]
     mask = inp.mask
     metrics: dict[str, float] = {}
     if inp.ref_logprobs is not None and cfg.kl_beta > 0:
@@ -113,3 +192,8 @@ def policy_loss(name: str, inp: LossInputs, cfg: LossSettings) -> LossOutputs:
         metrics["clip_frac"] = float((clipped * mask).sum() / n_tokens)
         metrics["approx_kl_old"] = float(((torch.exp(log_ratio) - 1 - log_ratio) * mask).sum() / n_tokens)
     return LossOutputs(loss=loss, metrics=metrics)
+
+
+ALGOS.register("grpo", GRPOConfig, clipped_surrogate)
+ALGOS.register("dr_grpo", DrGRPOConfig, clipped_surrogate)
+ALGOS.register("cispo", CISPOConfig, cispo_surrogate)

@@ -1,4 +1,5 @@
-"""Generators: sample G completions per prompt and keep the policy's weights in sync."""
+"""Generators: sample G completions per prompt and keep the policy's weights in sync; each registers in
+GENERATORS with a builder (config, model, tokenizer) -> Generator."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Iterable, Protocol, Sequence
 import torch
 
 from tsrl.generation.hf import HFGenerator, HFGeneratorConfig, chat_prompt
+from tsrl.registry import GENERATORS
 from tsrl.types import Group, Prompt
 
 
@@ -17,11 +19,8 @@ class Generator(Protocol):
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
 
 
-GENERATORS = {HFGeneratorConfig: HFGenerator}
-
-
 def build_generator(cfg, model, tokenizer) -> Generator:
-    return GENERATORS[type(cfg)](model, tokenizer, cfg)
+    return GENERATORS.build(cfg, model, tokenizer)
 
 
 __all__ = ["Generator", "GENERATORS", "build_generator", "HFGenerator", "HFGeneratorConfig", "chat_prompt"]

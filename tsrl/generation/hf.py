@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 
 import torch
 
+from tsrl.registry import GENERATORS
 from tsrl.types import Group, Prompt, Rollout
 
 
@@ -39,6 +40,9 @@ class HFGeneratorConfig:
             raise ConfigError(f"generator.temperature must be > 0 (sampling), got {self.temperature}.")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"generator.top_p must lie in (0, 1], got {self.top_p}.")
+        if self.max_new_tokens < 1 or self.prompts_per_call < 1:
+            raise ConfigError(f"generator.max_new_tokens and generator.prompts_per_call must be >= 1, got "
+                              f"{self.max_new_tokens} and {self.prompts_per_call}.")
 
 
 def chat_prompt(tokenizer, prompt: Prompt) -> str:
@@ -103,3 +107,6 @@ class HFGenerator:
                                 truncated=not bool(stopped[i])) for i in range(b * n, (b + 1) * n)]
             groups.append(Group(prompt=prompt, prompt_ids=prompt_ids, rollouts=rollouts))
         return groups
+
+
+GENERATORS.register("hf", HFGeneratorConfig, lambda cfg, model, tokenizer: HFGenerator(model, tokenizer, cfg))

@@ -43,17 +43,16 @@ def hydra_value(value: Any) -> str:
 def compose_run_config(regime: str, judge: str, task: str, run_dir: str, overrides: Sequence[str] = (),
                        reward_options: dict[str, Any] | None = None):
     """The typed RunConfig `tsrl-train reward=<regime> judge=<judge> task=<task> ...` would run with."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from tsrl.cli import CONFIG_DIR
     from tsrl.config import register_configs
 
     register_configs()
     options = [f"reward.{key}={hydra_value(value)}" for key, value in (reward_options or {}).items()]
     from hydra.errors import HydraException
 
-    with initialize_config_dir(version_base="1.3", config_dir=CONFIG_DIR, job_name="tsrl_score"):
+    with initialize_config_module("tsrl.configs", version_base="1.3", job_name="tsrl_score"):
         try:
             cfg = compose("config", overrides=[f"reward={regime}", f"judge={judge}", f"task={task}",
                                                f"run_dir={hydra_value(run_dir)}", *options, *overrides])
@@ -67,19 +66,6 @@ def resolve_prompt(known: dict[str, Prompt], prompt: str | Prompt) -> Prompt:
     if isinstance(prompt, Prompt):
         return prompt
     return known.get(prompt) or Prompt(id="text-" + hashlib.sha256(prompt.encode()).hexdigest()[:12], text=prompt)
-
-
-class PromptSet:
-    """The task seen through a fixed set of prompts: regimes build ladders for exactly these."""
-
-    def __init__(self, task, prompts: list[Prompt]) -> None:
-        self.task, self._prompts, self.name = task, prompts, task.name
-
-    def prompts(self, split: str) -> list[Prompt]:
-        return self._prompts
-
-    def quality(self, prompt: Prompt, text: str) -> float:
-        return self.task.quality(prompt, text)
 
 
 @dataclass
@@ -121,7 +107,7 @@ def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = 
     from tsrl.generation import build_generator
     from tsrl.judging import build_judge, judge_fingerprint
     from tsrl.rewards import RegimeContext, build_regime
-    from tsrl.tasks import build_task
+    from tsrl.tasks import TaskView, build_task
 
     run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="tsrl-score-"))
     cfg = compose_run_config(regime, judge, task, str(run_dir), overrides, reward_options)
@@ -132,7 +118,7 @@ def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = 
     fingerprint = judge_fingerprint(cfg.judge)
     model, tokenizer = policy if policy is not None else (None, None)
     generator = build_generator(cfg.generator, model, tokenizer) if model is not None else None
-    ctx = RegimeContext(PromptSet(base, chosen), judge_obj, fingerprint, run_dir, model=model, tokenizer=tokenizer,
+    ctx = RegimeContext(TaskView(base, chosen), judge_obj, fingerprint, run_dir, model=model, tokenizer=tokenizer,
                         generator=generator)
     built = build_regime(cfg.reward, ctx)
     setup_calls = judge_obj.drain_metrics().get("calls", 0.0)

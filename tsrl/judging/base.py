@@ -14,7 +14,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
 
 
 class Judge(Protocol):
@@ -56,8 +56,8 @@ class JudgeCounters:
         counts, self.counts = self.counts, Counter()
         latencies, self.latencies = self.latencies, []
         calls = counts["calls"]
-        metrics = {k: float(counts[k]) for k in ("calls", "errors", "tokens", "cache_hits", "ties")}
-        metrics.update({k: float(v) for k, v in counts.items() if k not in metrics})
+        metrics: dict[str, float] = {k: Count(counts[k]) for k in ("calls", "errors", "tokens", "cache_hits", "ties")}
+        metrics.update({k: Count(v) for k, v in counts.items() if k not in metrics})  # every count sums
         metrics["tie_rate"] = counts["ties"] / calls if calls else 0.0
         if latencies:
             metrics["latency_p50_s"], metrics["latency_p95_s"] = (float(q) for q in np.quantile(latencies, [0.5, 0.95]))
@@ -84,7 +84,7 @@ def merge_metrics(outer: dict[str, float], inner: dict[str, float]) -> dict[str,
     for key, value in outer.items():
         if key.startswith("latency_") and key in inner:
             continue  # cache hits carry no latency: the inner judge's percentiles stand
-        merged[key] = merged.get(key, 0.0) + value if key != "tie_rate" else 0.0
+        merged[key] = Count(0.0) + merged.get(key, 0.0) + value if isinstance(value, Count) else value
     if merged.get("calls"):
         merged["tie_rate"] = merged.get("ties", 0.0) / merged["calls"]
     return merged

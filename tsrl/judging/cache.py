@@ -1,8 +1,9 @@
 """Persistent verdict cache: a judge around a judge that never pays twice for the same question.
 
 Key = sha256 of (judge identity = model + template name + template hash (+ for judge=openai a hash of the
-generation settings; for hf_local the method), prompt text, the pair in canonical order (sorted), which of
-the two was shown first, image digests). Keeping the presented order
+generation settings and the vision switch; for hf_local the method), prompt text, the prompt's rubric (the
+criteria the judge is shown), the pair in canonical order (sorted), which of the two was shown first,
+image digests). Keeping the presented order
 in the key means position-bias cancellation still sees two independent answers; storing the verdict
 for the canonical orientation means one row answers a question however the caller phrases it.
 
@@ -43,7 +44,9 @@ def cache_key(identity: str, request: PairRequest) -> tuple[str, bool]:
     second = (request.second, image_digest(request.second_image))
     flipped = second < first
     canonical = (second, first) if flipped else (first, second)
-    blob = json.dumps([identity, request.prompt.text, canonical, "shown-flipped" if flipped else "shown-canonical"])
+    rubric = request.prompt.fields.get("rubric", "")  # rendered as the criteria of the question
+    blob = json.dumps([identity, request.prompt.text, rubric, canonical,
+                       "shown-flipped" if flipped else "shown-canonical"])
     return hashlib.sha256(blob.encode()).hexdigest(), flipped
 
 

@@ -2,7 +2,7 @@
 
 The task's anchors are listed best first (the data's convention: humor lists top > good > okay > weak >
 low), which gives every pair of anchors of a prompt a known better side. The check asks every such pair
-of `prompts` prompts in both orders, with the judge's order handling (`order`, `both_orders`) and noise
+of `prompts` prompts in both orders, with the judge's order handling (`order`) and noise
 injection (`flip_prob`) turned off, so what is measured is the model's own behaviour, and reports:
 
 - accuracy: mean probability given to the better anchor (soft verdicts count as given; a tie is ½),
@@ -28,8 +28,6 @@ from omegaconf import MISSING
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, close_judge
-from tsrl.judging.simulated import RubricSimConfig
-from tsrl.judging.wrappers import JudgePolicyConfig
 from tsrl.types import PairRequest, Prompt, Verdict
 
 
@@ -62,11 +60,7 @@ class JudgeCheckRunConfig:
 
 def raw_positions(cfg: Any) -> Any:
     """The judge config with order handling and noise off, so the check sees what the model does."""
-    if isinstance(cfg, JudgePolicyConfig):
-        return replace(cfg, order="fixed", flip_prob=0.0, failure="drop")
-    if isinstance(cfg, RubricSimConfig):
-        return replace(cfg, both_orders=False, flip_prob=0.0)
-    return cfg
+    return replace(cfg, order="fixed", flip_prob=0.0, failure="drop")
 
 
 def anchor_questions(prompts: Sequence[Prompt]) -> tuple[list[PairRequest], list[tuple[int, bool]]]:
@@ -120,9 +114,9 @@ def summarise(verdicts: Sequence[Verdict], meta: Sequence[tuple[int, bool]], jud
 
 def judge_label(cfg: Any) -> str:
     """'openai (model judge)' / 'hf_local (model …)' / 'rubric_sim': the config group name plus the model."""
-    from tsrl.config import SCHEMAS
+    from tsrl.registry import JUDGES
 
-    name = next((n for n, schema in SCHEMAS["judge"].items() if type(cfg) is schema), type(cfg).__name__)
+    name = JUDGES.of(cfg).name
     model = getattr(cfg, "model", None) or getattr(cfg, "model_path", None)
     return f"{name} (model {model})" if model else name
 

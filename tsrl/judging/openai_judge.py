@@ -31,7 +31,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from tsrl.errors import ConfigError, UserError
 from tsrl.judging.base import JudgeCounters
@@ -39,7 +39,7 @@ from tsrl.judging.prompting import (ParseError, load_template, new_fence, parse_
                                     resolve_template, soft_verdict)
 from tsrl.judging.transport import TRANSPORTS, AttemptError, build_transport
 from tsrl.judging.wrappers import JudgePolicyConfig
-from tsrl.tasks import Task
+from tsrl.registry import JUDGES
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
 Job = tuple[list, str, Callable[[str, str], float]]  # (chat messages, fence, answer parser)
@@ -71,6 +71,9 @@ class RetryConfig:
 @dataclass
 class OpenAIJudgeConfig(JudgePolicyConfig):
     """Judge `openai`: an LLM judge behind OpenAI-compatible endpoints."""
+
+    OPERATIONAL: ClassVar[tuple[str, ...]] = (*JudgePolicyConfig.OPERATIONAL, "base_urls", "api_key_env", "concurrency",
+                                              "transport", "retry", "price_in_per_m", "price_out_per_m")
 
     base_urls: list[str] = field(default_factory=lambda: ["http://127.0.0.1:8000/v1"])
     """Endpoints serving the same judge model; requests are spread round-robin."""
@@ -181,12 +184,12 @@ class Endpoints:
 class OpenAIJudge:
     """See the module docstring."""
 
-    def __init__(self, cfg: OpenAIJudgeConfig, task: Task) -> None:
-        self.cfg, self.task = cfg, task
-        self.template = load_template(resolve_template(cfg.template, task.name))
-        self.score_template = load_template(resolve_template("auto", task.name, "pointwise"))
+    def __init__(self, cfg: OpenAIJudgeConfig, task_name: str) -> None:
+        self.cfg = cfg
+        self.template = load_template(resolve_template(cfg.template, task_name))
+        self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
         # cache keys: the model, the template (name + hash) and every request setting that can change an answer
-        settings = json.dumps([cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body], sort_keys=True)
+        settings = json.dumps([cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body, cfg.vision], sort_keys=True)
         generation = hashlib.sha256(settings.encode()).hexdigest()[:12]
         self.identity = f"{cfg.model}|{self.template.identity}|{generation}"
         self.score_identity = f"{cfg.model}|{self.score_template.identity}|{generation}"
@@ -351,3 +354,6 @@ class OpenAIJudge:
             url, error = self.last_failure
             raise JudgeUnavailable(f"The judge at {url} failed {limit} requests in a row (last error: {error}); "
                                    "check that the server is up and judge.base_urls/judge.model are right.")
+
+
+JUDGES.register("openai", OpenAIJudgeConfig, lambda cfg, task: OpenAIJudge(cfg, task.name))

@@ -24,33 +24,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, stable_uniform
-from tsrl.judging.wrappers import check_noise
-from tsrl.tasks import Task
-from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+from tsrl.judging.wrappers import JudgePolicyConfig
+from tsrl.registry import JUDGES
+from tsrl.tasks import SimulatedQuality
+from tsrl.types import PairRequest, Prompt, Score, ScoreRequest, Verdict
+
+Quality = Callable[[Prompt, str], float]
 
 
 @dataclass
-class RubricSimConfig:
-    """Judge `rubric_sim`: simulated Bradley–Terry judge over the task's latent quality."""
+class RubricSimConfig(JudgePolicyConfig):
+    """Judge `rubric_sim`: simulated Bradley–Terry judge over the task's latent quality. It goes through the
+    same wrappers as the model judges (order, noise, failure policy, cache, budget: JudgePolicyConfig)."""
 
     tau: float = 1.0
     """Temperature of the Bradley–Terry verdicts (lower = more decisive)."""
-    flip_prob: float = 0.0
-    """Probability of flipping each verdict (noise injection)."""
-    noise_scope: str = "comparison"
-    """What one flip acts on: comparison (the paper's: both orders flipped together) | call (each request)."""
     position_bias: float = 0.0
     """Extra latent quality given to whichever response is shown first."""
     taste: float = 0.25
     """Half-width of a fixed per-text offset added to q (judge idiosyncrasy)."""
-    both_orders: bool = True
-    """Ask both orders of every pair and average them (cancels position bias)."""
-    seed: int = 0
-    """Seed of the verdict draws."""
     score_centre: float = 3.0
     """Latent quality that maps to a pointwise score of 5."""
     score_scale: float = 1.5
@@ -59,11 +55,13 @@ class RubricSimConfig:
     """σ_rub: std of the Gaussian error ε added to q before grading (TSRL §2.1; project default 1.5)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.tau <= 0:
             raise ConfigError(f"judge.tau must be > 0, got {self.tau}.")
         if self.rubric_noise < 0:
             raise ConfigError(f"judge.rubric_noise (σ_rub) must be >= 0, got {self.rubric_noise}.")
-        check_noise(self.flip_prob, self.noise_scope)
+        if self.score_scale <= 0:
+            raise ConfigError(f"judge.score_scale must be > 0, got {self.score_scale}.")
 
 
 class SimulatedJudge:
@@ -71,14 +69,16 @@ class SimulatedJudge:
 
     name = "rubric_sim"
 
-    def __init__(self, cfg: RubricSimConfig, task: Task) -> None:
-        self.cfg = cfg
-        self.task = task
+    def __init__(self, cfg: RubricSimConfig, quality: Quality) -> None:
+        self.cfg, self.quality = cfg, quality
         self.counters = JudgeCounters()
+        self.identity = f"rubric_sim|tau={cfg.tau}|bias={cfg.position_bias}|taste={cfg.taste}|seed={cfg.seed}"
+        self.score_identity = (f"rubric_sim|centre={cfg.score_centre}|scale={cfg.score_scale}|"
+                               f"sigma_rub={cfg.rubric_noise}|taste={cfg.taste}|seed={cfg.seed}|flip={cfg.flip_prob}")
 
     def latent(self, request: PairRequest, text: str) -> float:
         taste = self.cfg.taste * (2.0 * stable_uniform(self.cfg.seed, "taste", text) - 1.0)
-        return self.task.quality(request.prompt, text) + taste
+        return self.quality(request.prompt, text) + taste
 
     def _verdict(self, request: PairRequest) -> Verdict:
         q1 = self.latent(request, request.first) + self.cfg.position_bias
@@ -114,3 +114,14 @@ class SimulatedJudge:
 
     def drain_metrics(self) -> dict[str, float]:
         return self.counters.drain()
+
+
+def simulated_judge(cfg: RubricSimConfig, task: Any) -> SimulatedJudge:
+    """The simulated judge reads one thing of the task: its latent quality q(prompt, text)."""
+    if not isinstance(task, SimulatedQuality):
+        raise ConfigError(f"judge=rubric_sim needs a task with a latent quality (quality(prompt, text)), and task "
+                          f"{getattr(task, 'name', task)!r} has none; pick a model judge (judge=openai or hf_local).")
+    return SimulatedJudge(cfg, task.quality)
+
+
+JUDGES.register("rubric_sim", RubricSimConfig, simulated_judge)

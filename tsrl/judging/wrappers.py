@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from tsrl.errors import ConfigError, UserError
 from tsrl.judging.base import Judge, JudgeCounters, merge_metrics, stable_uniform
@@ -50,7 +50,10 @@ class BudgetConfig:
 
 @dataclass
 class JudgePolicyConfig:
-    """Wrapper settings shared by the model judges (openai, hf_local)."""
+    """Wrapper settings shared by every judge (rubric_sim, openai, hf_local)."""
+
+    OPERATIONAL: ClassVar[tuple[str, ...]] = ("budget", "cache_path")
+    """Settings that change how verdicts are fetched, paid for or stored, not what they are (judge_fingerprint)."""
 
     order: str = "both"
     """both (ask both orders, average) | random (random order per pair) | fixed (as given)."""
@@ -103,10 +106,8 @@ class BothOrders:
 
     def _combine(self, fwd: Verdict, rev: Verdict) -> Verdict:
         sides = [p for p in (fwd.p_first, None if rev.p_first is None else 1.0 - rev.p_first) if p is not None]
-        agreement = None
         if len(sides) == 2:
-            agreement = float(sides[0] == sides[1])
-            self.agreements.append(agreement)
+            self.agreements.append(float(sides[0] == sides[1]))
         return Verdict(
             p_first=sum(sides) / len(sides) if sides else None,
             raw=f"{fwd.raw}\n---swapped---\n{rev.raw}",
@@ -114,7 +115,6 @@ class BothOrders:
             tokens=fwd.tokens + rev.tokens,
             latency_s=max(fwd.latency_s, rev.latency_s),
             cached=fwd.cached and rev.cached,
-            swap_agreement=agreement,
         )
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from tsrl.registry import MODELS
 from tsrl.tasks import Task
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -46,3 +47,6 @@ def load_hf(cfg: HFModelConfig, task: Task):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+MODELS.register("hf", HFModelConfig, load_hf)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from tsrl.registry import MODELS
 from tsrl.tasks import Task
 from tsrl.types import Prompt
 
@@ -183,3 +184,6 @@ def load_tiny(cfg: TinyModelConfig, task: Task):
         with torch.random.fork_rng(devices=[]):  # a run must not depend on whether the cache existed
             build_tiny(cfg, task, target)
     return AutoModelForCausalLM.from_pretrained(target), AutoTokenizer.from_pretrained(target)
+
+
+MODELS.register("tiny", TinyModelConfig, load_tiny)

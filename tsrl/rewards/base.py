@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from tsrl.judging import Judge
 from tsrl.tasks import Task
@@ -13,6 +13,22 @@ from tsrl.types import Group, RewardBatch
 
 class RewardRegime(Protocol):
     def score(self, groups: Sequence[Group]) -> RewardBatch: ...
+
+
+@runtime_checkable
+class StatefulRegime(Protocol):
+    """A regime whose state must travel in checkpoints (step counters, sampled ladders)."""
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+@runtime_checkable
+class SamplingRegime(Protocol):
+    """A regime that asks the generator for something besides plain samples (ArenaRL: a greedy sample 0)."""
+
+    greedy_first: bool
 
 
 @dataclass

@@ -37,10 +37,11 @@ import numpy as np
 
 from tsrl.errors import ConfigError, DataError
 from tsrl.ranking import ConstitutionalBracket, Match
+from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, diagnostics, play
 from tsrl.tasks.base import DATA_DIR
-from tsrl.types import Group, PairRequest, RewardBatch
+from tsrl.types import Count, Group, PairRequest, RewardBatch
 
 WORD = re.compile(r"\w+")
 
@@ -106,10 +107,9 @@ class ConstitutionalRegime(StepCounted):
         rewards = np.where(ok, np.stack([s.scores() for s in schedules]), 0.0)  # [B, G] the veto comes last
         self.record_failures(groups, played.failures)
         metrics = diagnostics([s.tally.history for s in schedules], groups[0].size, played, rewards.size)
-        metrics.update({"constitutional/random_fallbacks": float(len(played.failures)),
+        metrics.update({"constitutional/random_fallbacks": Count(len(played.failures)),
                         "constitutional/vetoed_frac": float(1.0 - ok.mean())})
-        return RewardBatch(rewards=rewards, routes=["constitutional"] * len(groups), judge_calls=played.requests,
-                           metrics=metrics)
+        return RewardBatch(rewards=rewards, metrics=metrics)
 
     def record_failures(self, groups: Sequence[Group], failures: list[tuple[int, str]]) -> None:
         if not failures:
@@ -120,3 +120,6 @@ class ConstitutionalRegime(StepCounted):
                 row = {"step": self.steps, "prompt_id": groups[b].prompt.id, "fallback": "random winner",
                        "reason": reason}
                 handle.write(json.dumps(row) + "\n")
+
+
+REWARDS.register("constitutional", ConstitutionalConfig, ConstitutionalRegime)

@@ -39,8 +39,9 @@ import numpy as np
 
 from tsrl.errors import ConfigError
 from tsrl.ranking import ANCHORED_TOPOLOGIES, TOPOLOGIES, RoundRobin, rank_rewards, ranks
+from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, StepCounted
-from tsrl.rewards.matches import Table, check_fallback, diagnostics, play
+from tsrl.rewards.matches import Table, diagnostics, play
 from tsrl.types import Group, RewardBatch
 
 
@@ -59,16 +60,11 @@ class InBatchConfig:
 
     output: str = "rank"
     """rank: 1 − rank/(G−1) (TSRL) | winrate: the mean soft win-rate itself."""
-    on_failure: str = "drop"
-    """A match without verdict: drop (the group) | tie | random (project default: drop)."""
-    seed: int = 0
-    """Seed of the random fallback."""
 
     def __post_init__(self) -> None:
         if self.output not in IN_BATCH_OUTPUTS:
             raise ConfigError(f"reward.output={self.output!r} is unknown; choose one of "
                               f"{', '.join(IN_BATCH_OUTPUTS)} (rank is TSRL's in-batch baseline).")
-        check_fallback(self.on_failure)
 
 
 @dataclass
@@ -81,38 +77,33 @@ class ArenaConfig:
     """Decode sample 0 of each group greedily when the topology uses an anchor — anchor, single_elimination,
     double_elimination (their seeding pass) — as ArenaRL does; ignored for round_robin and swiss; false =
     sample it like the others."""
-    on_failure: str = "drop"
-    """A match without verdict: drop (the group) | tie | random (project default: drop)."""
     seed: int = 0
     """Seed of elimination coin flips, Swiss draws and the random fallback (mixed with the step)."""
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGIES:
             raise ConfigError(f"reward.topology={self.topology!r} is unknown; choose one of {', '.join(TOPOLOGIES)}.")
-        check_fallback(self.on_failure)
 
 
-def finish(rewards: np.ndarray, played, histories, n: int, route: str) -> RewardBatch:
+def finish(rewards: np.ndarray, played, histories, n: int) -> RewardBatch:
     """Apply dropped groups and build the batch with the shared tournament diagnostics."""
     rewards[sorted(played.dropped)] = np.nan
     metrics = diagnostics(histories, n, played, rewards.size)
-    return RewardBatch(rewards=rewards, routes=[route] * len(rewards), judge_calls=played.requests, metrics=metrics)
+    return RewardBatch(rewards=rewards, metrics=metrics)
 
 
-class InBatchRegime(StepCounted):
+class InBatchRegime:
     """Round-robin inside each group; reward = rank by mean win-rate (or the win-rate, output=winrate)."""
 
     def __init__(self, cfg: InBatchConfig, ctx: RegimeContext) -> None:
-        self.cfg, self.ctx, self.steps = cfg, ctx, 0
+        self.cfg, self.ctx = cfg, ctx
 
     def score(self, groups: Sequence[Group]) -> RewardBatch:
-        self.steps += 1
         schedules = [RoundRobin(g.size) for g in groups]
-        rng = np.random.default_rng([self.cfg.seed, self.steps])
-        played = play(groups, schedules, Table(self.ctx.judge, self.cfg.on_failure, rng))
+        played = play(groups, schedules, Table(self.ctx.judge, "drop"))
         winrate = np.stack([s.scores() for s in schedules])  # [B, G] mean soft win-rate
         rewards = np.stack([IN_BATCH_OUTPUTS[self.cfg.output](w) for w in winrate])  # [B, G]
-        batch = finish(rewards, played, [s.tally.history for s in schedules], groups[0].size, "in_batch")
+        batch = finish(rewards, played, [s.tally.history for s in schedules], groups[0].size)
         winrate[sorted(played.dropped)] = np.nan
         top = float(np.nanmean(np.nanmax(winrate, axis=1))) if len(winrate) else 0.0
         batch.metrics["tournament/top_winrate"] = top  # the best completion's win-rate, whatever `output`
@@ -134,8 +125,11 @@ class ArenaRegime(StepCounted):
         self.steps += 1
         seeds = np.random.default_rng([self.cfg.seed, self.steps]).integers(2**31, size=len(groups) + 1)
         schedules = [TOPOLOGIES[self.cfg.topology](g.size, int(s)) for g, s in zip(groups, seeds)]
-        table = Table(self.ctx.judge, self.cfg.on_failure, np.random.default_rng(int(seeds[-1])))
+        table = Table(self.ctx.judge, "drop", np.random.default_rng(int(seeds[-1])))
         played = play(groups, schedules, table)
         rewards = np.stack([rank_rewards(s.scores()) for s in schedules])  # [B, G]
-        return finish(rewards, played, [s.tally.history for s in schedules], groups[0].size,
-                      f"arena/{self.cfg.topology}")
+        return finish(rewards, played, [s.tally.history for s in schedules], groups[0].size)
+
+
+REWARDS.register("in_batch", InBatchConfig, InBatchRegime)
+REWARDS.register("arena", ArenaConfig, ArenaRegime)

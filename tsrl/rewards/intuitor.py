@@ -26,8 +26,9 @@ from typing import Sequence
 import numpy as np
 
 from tsrl.errors import ConfigError
+from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, require_policy
-from tsrl.types import Group, RewardBatch
+from tsrl.types import Count, Group, RewardBatch
 
 
 @dataclass
@@ -63,8 +64,11 @@ class IntuitorRegime:
         kept = rewards[~dropped]
         metrics = {
             "reward/comparisons_per_sample": 0.0,
-            "reward/dropped_groups": float(dropped.sum()),
+            "reward/dropped_groups": Count(dropped.sum()),
             "intuitor/self_certainty_mean": float(kept.mean()) if kept.size else float("nan"),
             "intuitor/within_group_std": float(kept.std(axis=1).mean()) if kept.size else float("nan"),
         }
-        return RewardBatch(rewards=rewards, routes=["intuitor"] * B, judge_calls=0, metrics=metrics)
+        return RewardBatch(rewards=rewards, metrics=metrics)
+
+
+REWARDS.register("intuitor", IntuitorConfig, IntuitorRegime)

@@ -46,9 +46,10 @@ import numpy as np
 
 from tsrl.errors import ConfigError, UserError
 from tsrl.ranking import elo_ratings, fit_bradley_terry_batch, pad_matches
+from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.diversity import diversity_report
-from tsrl.types import Anchor, Group, PairRequest, Prompt, RewardBatch
+from tsrl.types import Anchor, Count, Group, PairRequest, Prompt, RewardBatch
 
 
 @dataclass
@@ -218,7 +219,6 @@ class LadderRegime:
             save_ladders(self.path, self.ladders, matches)
         save_ladders(ctx.run_dir / "ladder.jsonl", self.ladders, matches)
         self.selected = {pid: select_rungs(rungs, cfg.k, cfg.select) for pid, rungs in self.ladders.items()}
-        self.route = "one_anchor" if isinstance(cfg, OneAnchorConfig) else "ladder"
         anchor_sets = [[r.anchor.text for r in rungs] for rungs in self.ladders.values()]
         self.diversity = diversity_report(anchor_sets, cfg.diversity_embeddings)
         (ctx.run_dir / "ladder_diversity.json").write_text(json.dumps(self.diversity, indent=1))
@@ -241,10 +241,14 @@ class LadderRegime:
         spread = [self.ladders[g.prompt.id][0].strength - self.ladders[g.prompt.id][-1].strength for g in groups]
         metrics = {
             "reward/comparisons_per_sample": len(requests) / (B * G),
-            "reward/missing_verdicts": float(missing.sum()),
-            "reward/dropped_groups": float(dropped.sum()),
+            "reward/missing_verdicts": Count(missing.sum()),
+            "reward/dropped_groups": Count(dropped.sum()),
             "ladder/bt_spread": float(np.mean(spread)),
             "ladder/tie_rate": float((wins == 0.5).sum() / max((~missing).sum(), 1)),
             **{f"ladder/{key}": value for key, value in self.diversity.items() if isinstance(value, float)},
         }
-        return RewardBatch(rewards=rewards, routes=[self.route] * B, judge_calls=len(requests), metrics=metrics)
+        return RewardBatch(rewards=rewards, metrics=metrics)
+
+
+REWARDS.register("ladder", LadderConfig, LadderRegime)
+REWARDS.register("one_anchor", OneAnchorConfig, LadderRegime)

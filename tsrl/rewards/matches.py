@@ -1,10 +1,12 @@
 """Playing tournament schedules against a Judge: the I/O side of tsrl.ranking, shared by the regimes.
 
 `play` runs one schedule per group (B groups) round by round via ranking.run_schedules; each round of all
-groups is a single judge.compare batch. A match the judge could not answer (Verdict.p_first None) gets the
-configured fallback — `tie` (y = ½), `random` (a seeded coin, y ∈ {0, 1}) or `drop` (y = ½ so the schedule
-can finish, and the whole group is then dropped: NaN rewards, zero advantages) — and is always counted
-with its reason. Diagnostics summarise the matches actually played: tie rate, decisiveness
+groups is a single judge.compare batch. There is one failure policy, the judge's (`judge.failure`): with
+`tie` or `random` the judge stack has already answered a failed request. A match that still has no verdict
+(Verdict.p_first None, `judge.failure=drop`) is counted with its reason and handled by the regime's rule:
+`drop` (y = ½ so the schedule can finish, then the whole group is dropped: NaN rewards, left out of the
+update) for in_batch, arena and adaptive; `random` (a seeded coin, cai-tournament's rule) for the
+constitutional bracket. Diagnostics summarise the matches actually played: tie rate, decisiveness
 E|2y − 1|, and the Bradley–Terry spread (max β − min β per group, all groups in one batched fit).
 """
 
@@ -15,20 +17,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from tsrl.errors import ConfigError
 from tsrl.judging import Judge
 from tsrl.ranking import Match, Schedule, fit_bradley_terry_batch, pad_matches, run_schedules
-from tsrl.types import Group, PairRequest
-
-FALLBACKS = ("drop", "tie", "random")
+from tsrl.types import Count, Group, PairRequest
 
 RequestFor = Callable[[Group, Match], PairRequest]
 """Builds the judge request for a match of a group (the constitutional regime adds the principle)."""
-
-
-def check_fallback(value: str) -> None:
-    if value not in FALLBACKS:
-        raise ConfigError(f"reward.on_failure={value!r} is unknown; choose one of {', '.join(FALLBACKS)}.")
 
 
 def plain_request(group: Group, match: Match) -> PairRequest:
@@ -67,7 +61,7 @@ def play(groups: Sequence[Group], schedules: Sequence[Schedule], table: Table) -
         played.failures.append((s, error or "no verdict"))
         if table.on_failure == "drop":
             played.dropped.add(s)
-        return float(table.rng.integers(2)) if table.on_failure == "random" else 0.5
+        return float(table.rng.integers(2)) if table.on_failure == "random" else 0.5  # drop: ½ to finish
 
     run_schedules(schedules, ask)
     return played
@@ -84,8 +78,8 @@ def diagnostics(histories: Sequence[list[tuple[int, int, float]]], n: int, playe
     return {
         "reward/comparisons_per_sample": played.requests / samples,
         "reward/matches_per_sample": outcomes.size / samples,
-        "reward/missing_verdicts": float(len(played.failures)),
-        "reward/dropped_groups": float(len(played.dropped)),
+        "reward/missing_verdicts": Count(len(played.failures)),
+        "reward/dropped_groups": Count(len(played.dropped)),
         "tournament/tie_rate": float((outcomes == 0.5).mean()) if outcomes.size else 0.0,
         "tournament/decisiveness": float(np.abs(2 * outcomes - 1).mean()) if outcomes.size else 0.0,
         "tournament/bt_spread": spread,

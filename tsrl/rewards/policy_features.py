@@ -2,7 +2,7 @@
 
 Used by `reward=intuitor` (the live policy's logits) and `reward=reward_model` (hidden states of a frozen
 copy). Both run the model on the same left-padded prompt + right-padded completion layout as the learner
-(`tsrl.training.rollouts.collate`), so positions match those seen during sampling.
+(`tsrl.models.forward`), so positions match those seen during sampling.
 
 Self-certainty of one completion o (Zhao et al. 2025, "Learning to Reason without External Rewards",
 arXiv:2505.19590, Intuitor's reward):
@@ -48,18 +48,15 @@ def text_groups(tokenizer: Any, prompts: Sequence[Prompt], responses: Sequence[S
 
 
 def _forward(model: torch.nn.Module, groups: Sequence[Group], pad_id: int, micro: int, hidden: bool):
-    """Yield (model output, completion mask [n, T]) per micro-batch of the groups' completions."""
-    from tsrl.training.rollouts import collate
+    """Yield (model output, completion mask [n, T], prompt width) per micro-batch of the groups' completions."""
+    from tsrl.models.forward import collate, policy_forward
 
     n = sum(g.size for g in groups)
     batch = collate(groups, torch.zeros(n), pad_id)
     device = next(model.parameters()).device
     for index in torch.arange(n).split(max(1, micro)):
         part = batch.select(index)
-        position_ids = (part.attention_mask.cumsum(-1) - 1).clamp_min(0)  # [n, P+T], as in generate()
-        out = model(input_ids=part.input_ids.to(device), attention_mask=part.attention_mask.to(device),
-                    position_ids=position_ids.to(device), use_cache=False, output_hidden_states=hidden)
-        yield out, part.completion_mask.to(device), part.prompt_width
+        yield policy_forward(model, part, hidden), part.completion_mask.to(device), part.prompt_width
 
 
 @torch.no_grad()

@@ -41,6 +41,7 @@ from scipy.optimize import minimize
 
 from tsrl.errors import ConfigError
 from tsrl.judging import stable_uniform
+from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, require_policy
 from tsrl.rewards.ladder import LadderConfig, LadderRegime, Rung
 from tsrl.types import Group, Prompt, RewardBatch
@@ -211,4 +212,7 @@ class RewardModelRegime:
                    "rm/score_std": float(scores.std()),
                    "rm/heldout_pair_accuracy": self.report["heldout_pair_accuracy"],
                    "rm/train_pair_accuracy": self.report["train_pair_accuracy"]}
-        return RewardBatch(rewards=rewards, routes=["reward_model"] * B, judge_calls=0, metrics=metrics)
+        return RewardBatch(rewards=rewards, metrics=metrics)
+
+
+REWARDS.register("reward_model", RewardModelConfig, RewardModelRegime)

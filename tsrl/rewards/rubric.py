@@ -17,8 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
+from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext
-from tsrl.types import Group, RewardBatch, ScoreRequest
+from tsrl.types import Count, Group, RewardBatch, ScoreRequest
 
 
 @dataclass
@@ -47,9 +48,12 @@ class RubricRegime:
         kept = grades[~dropped]
         metrics = {
             "reward/comparisons_per_sample": len(requests) / (B * G),
-            "reward/missing_verdicts": float(missing.sum()),
-            "reward/dropped_groups": float(dropped.sum()),
+            "reward/missing_verdicts": Count(missing.sum()),
+            "reward/dropped_groups": Count(dropped.sum()),
             "rubric/mean_grade": float(kept.mean()) if kept.size else float("nan"),
             "rubric/flat_group_frac": float((kept.std(axis=1) == 0).mean()) if kept.size else 1.0,
         }
-        return RewardBatch(rewards=rewards, routes=["rubric"] * B, judge_calls=len(requests), metrics=metrics)
+        return RewardBatch(rewards=rewards, metrics=metrics)
+
+
+REWARDS.register("rubric", RubricConfig, RubricRegime)

@@ -33,9 +33,11 @@ from typing import Sequence
 import numpy as np
 
 from tsrl.errors import ConfigError
+from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, require_policy
 from tsrl.rewards.ladder import LadderConfig, LadderRegime
-from tsrl.types import Anchor, Group, Prompt, RewardBatch
+from tsrl.tasks import TaskView
+from tsrl.types import Anchor, Count, Group, Prompt, RewardBatch
 
 DEFAULT_TIERS = {  # TSRL §4.10: four quality tiers, low-effort to top-tier (the wording is tsrl's)
     "low": "Reply with minimal effort: the first thing that comes to mind.",
@@ -97,20 +99,6 @@ def refresh_decision(state: RefreshState, mean_winrate: float, period: int, thre
     return RefreshState(steps, saturated), None
 
 
-class BootstrappedAnchors:
-    """A task view whose prompts carry policy-sampled anchors; quality is the underlying task's."""
-
-    def __init__(self, task, prompts: list[Prompt]) -> None:
-        self.task, self._prompts = task, prompts
-        self.name = f"{task.name}-selfboot"
-
-    def prompts(self, split: str) -> list[Prompt]:
-        return self._prompts
-
-    def quality(self, prompt: Prompt, text: str) -> float:
-        return self.task.quality(prompt, text)
-
-
 def sample_anchors(ctx: RegimeContext, cfg: SelfBootstrapConfig, prompts: Sequence[Prompt], refresh: int) -> list[Prompt]:
     """Every prompt with K fresh anchors from the policy, one tier instruction at a time, under a seeded RNG."""
     import torch
@@ -156,8 +144,8 @@ class SelfBootstrapRegime:
     def _rank(self, prompts: list[Prompt]) -> int:
         """Rank the given anchored prompts into the current ladder; returns the judge calls it cost."""
         self.anchored = prompts
-        view = RegimeContext(BootstrappedAnchors(self.ctx.task, prompts), self.ctx.judge, self.ctx.judge_fingerprint,
-                             self.ctx.run_dir)
+        task = TaskView(self.ctx.task, prompts, f"{self.ctx.task.name}-selfboot")
+        view = RegimeContext(task, self.ctx.judge, self.ctx.judge_fingerprint, self.ctx.run_dir)
         self.ladder = LadderRegime(self.cfg.ladder, view)
         texts = [[r.anchor.text for r in rungs] for rungs in self.ladder.ladders.values()]
         self.diversity = float(self.ladder.diversity["jaccard_distance"])  # diversity.py, via the ladder
@@ -178,5 +166,8 @@ class SelfBootstrapRegime:
             self.early_refreshes += reason == "saturated"
             calls = self._rebuild()
         metrics.update({"bootstrap/refreshes": float(self.refreshes), "bootstrap/early_refreshes":
-                        float(self.early_refreshes), "bootstrap/refresh_calls": float(calls)})
-        return replace(batch, routes=["self_bootstrap"] * len(groups), metrics=metrics)
+                        float(self.early_refreshes), "bootstrap/refresh_calls": Count(calls)})
+        return replace(batch, metrics=metrics)
+
+
+REWARDS.register("self_bootstrap", SelfBootstrapConfig, SelfBootstrapRegime)

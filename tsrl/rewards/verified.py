@@ -30,10 +30,11 @@ import numpy as np
 
 from tsrl.errors import ConfigError
 from tsrl.ranking import LiveTrace, Schedule, TraceRoundRobin
+from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, StepCounted
-from tsrl.rewards.matches import Table, check_fallback, diagnostics, play
+from tsrl.rewards.matches import Table, diagnostics, play
 from tsrl.tasks import Task, Verifiable
-from tsrl.types import Group, RewardBatch
+from tsrl.types import Count, Group, RewardBatch
 
 
 @dataclass
@@ -58,8 +59,6 @@ class AdaptiveConfig:
     """Soft margin m ∈ (½, 1]: a win is the outcome m, a loss 1 − m (project default)."""
     l2: float = 0.1
     """L2 strength λ of the Bradley–Terry fit (project default)."""
-    on_failure: str = "drop"
-    """A match without verdict: drop (the group) | tie | random (project default: drop)."""
     seed: int = 0
     """Seed of the arrival order and the random fallback (mixed with the step)."""
 
@@ -71,7 +70,6 @@ class AdaptiveConfig:
             raise ConfigError(f"reward.margin={self.margin} must lie in (0.5, 1]; the paper's soft margin is m > ½.")
         if self.l2 <= 0:
             raise ConfigError(f"reward.l2={self.l2} must be > 0 to keep Bradley-Terry strengths finite.")
-        check_fallback(self.on_failure)
 
 
 def verifier_of(task: Task, regime: str) -> Verifiable:
@@ -102,7 +100,7 @@ class VerifierRegime:
         rewards = verify_groups(self.task, groups)  # [B, G]
         metrics = {"reward/comparisons_per_sample": 0.0, "verifier/pass_rate": float(rewards.mean()),
                    "verifier/separating_frac": float((rewards.std(axis=1) > 0).mean())}
-        return RewardBatch(rewards=rewards, routes=["verifier"] * len(groups), judge_calls=0, metrics=metrics)
+        return RewardBatch(rewards=rewards, metrics=metrics)
 
 
 class AdaptiveRegime(StepCounted):
@@ -119,14 +117,17 @@ class AdaptiveRegime(StepCounted):
         rng = np.random.default_rng([self.cfg.seed, self.steps])
         make = TRACE_TOURNAMENTS[self.cfg.tournament]
         schedules = [make(groups[b].size, rng, self.cfg.margin, self.cfg.l2) for b in routed]
-        played = play([groups[b] for b in routed], schedules, Table(self.ctx.judge, self.cfg.on_failure, rng))
+        played = play([groups[b] for b in routed], schedules, Table(self.ctx.judge, "drop", rng))
         for b, schedule in zip(routed, schedules):
             rewards[b] = min_max(schedule.scores())
         for k in played.dropped:
             rewards[routed[k]] = np.nan
         metrics = diagnostics([s.tally.history for s in schedules], groups[0].size, played, rewards.size)
         B = len(groups)
-        metrics.update({"route/verifier": float(B - len(routed)), "route/tournament": float(len(routed)),
+        metrics.update({"route/verifier": Count(B - len(routed)), "route/tournament": Count(len(routed)),
                         "route/verifier_frac": (B - len(routed)) / B, "route/tournament_frac": len(routed) / B})
-        routes = ["tournament" if b in routed else "verifier" for b in range(B)]
-        return RewardBatch(rewards=rewards, routes=routes, judge_calls=played.requests, metrics=metrics)
+        return RewardBatch(rewards=rewards, metrics=metrics)
+
+
+REWARDS.register("verifier", VerifierConfig, VerifierRegime)
+REWARDS.register("adaptive", AdaptiveConfig, AdaptiveRegime)

@@ -1,17 +1,16 @@
-"""Tasks: prompts, reference anchors and latent quality, chosen by config type."""
+"""Tasks: prompts, reference anchors and latent quality; each task module registers itself in TASKS."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from tsrl.tasks.base import DataError, Task, Verifiable
+from tsrl.registry import TASKS
+from tsrl.tasks.base import DataError, SimulatedQuality, Task, TaskView, Verifiable
 from tsrl.tasks.humor import HumorConfig, HumorTask
-
-TASKS: dict[type, Callable[[Any], Task]] = {HumorConfig: HumorTask}
 
 
 def build_task(cfg: Any) -> Task:
-    return TASKS[type(cfg)](cfg)
+    return TASKS.build(cfg)
 
 
-__all__ = ["DataError", "Task", "Verifiable", "TASKS", "build_task", "HumorConfig", "HumorTask"]
+__all__ = ["DataError", "SimulatedQuality", "Task", "TaskView", "Verifiable", "TASKS", "build_task", "HumorConfig", "HumorTask"]

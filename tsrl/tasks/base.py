@@ -1,7 +1,8 @@
 """Task protocol and the shipped-data loader shared by tasks.
 
-A task owns its prompts (train and held-out splits, with reference anchors) and, for the offline
-simulated judge, a latent quality function q(prompt, text) computed from observable properties.
+A task owns its prompts (train and held-out splits, with reference anchors). Capabilities beyond that are
+protocols checked once, where a component is built: SimulatedQuality (a latent quality q(prompt, text) for
+the offline simulated judge) and Verifiable (a programmatic check for RLVR regimes).
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ class Task(Protocol):
     name: str
 
     def prompts(self, split: str) -> list[Prompt]: ...
+
+
+@runtime_checkable
+class SimulatedQuality(Protocol):
+    """A task with a latent quality q(prompt, text) computed from observable properties (judge=rubric_sim)."""
 
     def quality(self, prompt: Prompt, text: str) -> float: ...
 
@@ -66,3 +72,21 @@ def parse_anchors(row: dict[str, Any], where: str) -> tuple[Anchor, ...]:
     if not isinstance(anchors, list) or not all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in anchors):
         raise DataError(f"{where}: 'anchors' must be a list of objects with a 'text' string.")
     return tuple(Anchor(text=a["text"], tier=str(a.get("tier", ""))) for a in anchors)
+
+
+class TaskView:
+    """A task seen through other prompts: `prompts(split)` answers with the given ones for every split, and
+    everything else — name (unless given), quality, verify, any other capability — is the task's own, so
+    capability checks (isinstance against SimulatedQuality, Verifiable) see what the task can do."""
+
+    def __init__(self, task: Any, prompts: list[Prompt], name: str | None = None) -> None:
+        self.task, self._prompts = task, prompts
+        self.name = name or task.name
+
+    def prompts(self, split: str) -> list[Prompt]:
+        return self._prompts
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "task":  # not yet set (copy/pickle): no recursion
+            raise AttributeError(attr)
+        return getattr(self.task, attr)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tsrl.errors import ConfigError
+from tsrl.registry import TASKS
 from tsrl.tasks.base import DATA_DIR, DataError, parse_anchors, read_jsonl
 from tsrl.types import Prompt
 
@@ -107,3 +108,6 @@ class HumorTask:
     def verify(self, prompt: Prompt, text: str) -> float:
         tokens = {w.lower() for w in WORD.findall(text)}
         return float(all(w in tokens for w in prompt.fields["words"]))
+
+
+TASKS.register("humor", HumorConfig, HumorTask)

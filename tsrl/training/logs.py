@@ -7,12 +7,39 @@ describe one trajectory.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from tsrl.errors import ConfigError
+from tsrl.registry import LOGGERS
 from tsrl.types import Group
+
+
+@dataclass
+class JsonlLoggerConfig:
+    """Logger `jsonl`: metrics.jsonl, eval.json, samples.jsonl and plot.png in the run directory."""
+
+    samples_every: int = 10
+    """Write the step's completions with their rewards every N steps (0 = never)."""
+
+    def __post_init__(self) -> None:
+        if self.samples_every < 0:
+            raise ConfigError(f"logger.samples_every must be >= 0 (0 = never), got {self.samples_every}.")
+
+
+@dataclass
+class WandbLoggerConfig(JsonlLoggerConfig):
+    """Logger `wandb`: everything `jsonl` writes, plus a wandb run (offline unless mode says otherwise)."""
+
+    project: str = "tsrl"
+    """wandb project."""
+    entity: str = ""
+    """wandb entity (empty = your default)."""
+    mode: str = "offline"
+    """offline | online | disabled."""
 
 
 def _keep_until(path: Path, step: int) -> None:
@@ -42,8 +69,7 @@ class RunLog:
             _keep_until(self.samples_path, resume_step)
             if self.eval_path.is_file():
                 self.evals = [e for e in json.loads(self.eval_path.read_text())["history"] if e["step"] <= resume_step]
-        if hasattr(logger_cfg, "project"):
-            self.wandb = _start_wandb(logger_cfg, run_dir, config)
+        self.wandb = LOGGERS.build(logger_cfg, run_dir, config)  # an external run (wandb) or None
 
     def log_step(self, step: int, metrics: dict[str, float]) -> None:
         if not self.enabled:
@@ -114,3 +140,7 @@ def _start_wandb(cfg: Any, run_dir: Path, config: dict):
 
     return wandb.init(project=cfg.project, entity=cfg.entity or None, mode=cfg.mode, dir=str(run_dir),
                       config=config, name=run_dir.name, reinit="finish_previous")
+
+
+LOGGERS.register("jsonl", JsonlLoggerConfig, lambda cfg, run_dir, config: None)
+LOGGERS.register("wandb", WandbLoggerConfig, _start_wandb)

@@ -21,7 +21,7 @@ import os
 import random
 import time
 import warnings
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,25 +30,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from tsrl.algo import AGGREGATES, LossInputs, LossSettings, group_advantages, policy_loss
-from tsrl.config import RunConfig, inert_clip_warning
+from tsrl.algo import AGGREGATES, LossInputs, group_advantages, inert_clip_warning, policy_loss
+from tsrl.config import RunConfig
 from tsrl.errors import UserError
 from tsrl.evaluation import winrate_sums, winrate_summary
 from tsrl.generation import Generator, build_generator
 from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
 from tsrl.models import load_policy
-from tsrl.rewards import RegimeContext, RewardRegime, build_regime
+from tsrl.models.forward import RolloutBatch, collate, completion_logprobs
+from tsrl.rewards import RegimeContext, RewardRegime, SamplingRegime, StatefulRegime, build_regime
 from tsrl.tasks import Task, build_task
 from tsrl.training.checkpoint import checkpoint_dir, find_resume, load_checkpoint, save_checkpoint
 from tsrl.training.logs import RunLog
-from tsrl.training.rollouts import RolloutBatch, collate, completion_logprobs
 from tsrl.training.sampler import PromptSampler
-from tsrl.types import Group
-
-SUMMED = {"judge/calls", "judge/errors", "judge/tokens", "judge/cache_hits", "reward/missing_verdicts",
-          "reward/dropped_groups", "route/verifier", "route/tournament"}
-COUNTED = ("judge/errors/", "judge/attempt_errors/", "judge/fallbacks", "judge/retries", "judge/cost_usd",
-           "judge/ties", "judge/noise_flips", "judge/soft_verdicts")  # per-process counts: summed too
+from tsrl.types import Count, Group
 
 
 @dataclass
@@ -77,7 +72,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
     """One RL step on this process's prompts; returns (metrics, groups, rewards [B, G])."""
     cfg, algo = run.cfg.trainer, run.cfg.algo
     t0 = time.perf_counter()
-    greedy_first = bool(getattr(run.regime, "greedy_first", False))  # ArenaRL: sample 0 decoded greedily
+    greedy_first = isinstance(run.regime, SamplingRegime) and run.regime.greedy_first  # ArenaRL's greedy anchor
     groups = run.generator.generate(run.sampler.next_batch(), cfg.group_size, greedy_first=greedy_first)
     t1 = time.perf_counter()
     scored = run.regime.score(groups)
@@ -108,7 +103,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
         "completion/length_mean": float(lengths.mean()),
         "completion/truncated_frac": float(np.mean([r.truncated for g in groups for r in g.rollouts])),
         **scored.metrics, **judge_metrics, **update,
-        "train/dropped_groups": float((~kept).sum()), "train/samples_in_update": float(kept.sum()) * groups[0].size,
+        "train/dropped_groups": Count((~kept).sum()), "train/samples_in_update": Count(kept.sum() * groups[0].size),
         "judge/calls_per_sample": calls / samples,
         "judge/calls_per_comparison": calls / comparisons if comparisons else 0.0,
         "time/generate_s": t1 - t0, "time/score_s": t2 - t1, "time/update_s": t3 - t2, "time/step_s": t3 - t0,
@@ -125,7 +120,6 @@ def update_policy(run: Run, batch: RolloutBatch, step: int, empty: bool = False)
     under several processes runs one placeholder row with its loss scaled by 0 instead."""
     algo, cfg, acc, model = run.cfg.algo, run.cfg.trainer, run.accelerator, run.model
     temperature, t_max = run.cfg.generator.temperature, run.cfg.generator.max_new_tokens
-    settings = LossSettings(algo.eps_low, algo.eps_high, algo.cispo_cap, algo.kl_beta)
     on_policy = algo.epochs * algo.minibatches == 1
     shared, lr = acc.num_processes > 1, run.scheduler.get_last_lr()[0]
     if empty and not shared:
@@ -155,7 +149,7 @@ def update_policy(run: Run, batch: RolloutBatch, step: int, empty: bool = False)
                     logp, entropy = completion_logprobs(model, micro, temperature, with_entropy=epoch == 0)
                     inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
                                         micro.completion_mask, part, None if ref is None else ref[index])
-                    out = policy_loss(algo.loss, inputs, settings)
+                    out = policy_loss(inputs, algo)
                     acc.backward(out.loss * (0.0 if placeholder else 1.0))
                 if placeholder:
                     continue
@@ -221,10 +215,15 @@ def sum_dicts(dicts: list[dict[str, float]]) -> dict[str, float]:
 
 
 def reduce_metrics(acc: Any, metrics: dict[str, float]) -> dict[str, float]:
-    """Across processes: sums for counters, means for everything else."""
-    every = gather(acc, metrics)
-    total = sum_dicts(every)
-    return {k: v if k in SUMMED or k.startswith(COUNTED) else v / len(every) for k, v in total.items()}
+    return combine_metrics(gather(acc, metrics))
+
+
+def combine_metrics(every: list[dict[str, float]]) -> dict[str, float]:
+    """Every process's metrics as one: the sum for a Count (its emitter declared it a counter), the mean for
+    anything else; a metric only some processes report is averaged over those that do."""
+    total, seen = sum_dicts(every), Counter(key for d in every for key in d)
+    counters = {key for d in every for key, value in d.items() if isinstance(value, Count)}
+    return {k: Count(v) if k in counters else v / seen[k] for k, v in total.items()}
 
 
 def setup(cfg: RunConfig) -> Run:
@@ -271,7 +270,7 @@ def setup(cfg: RunConfig) -> Run:
         state = load_checkpoint(acc, resume_from)
         start_step, calls_total = state["step"], state["judge_calls_total"] + setup_calls
         sampler.load_state_dict(state["sampler"])
-        if state.get("regime") is not None:  # stateful regimes (self_bootstrap's ladder and refresh schedule)
+        if isinstance(regime, StatefulRegime) and state.get("regime") is not None:  # step counts, sampled ladders
             regime.load_state_dict(state["regime"])
     log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process,
                  eval_judge=judge_identity(eval_judge_cfg))
@@ -352,7 +351,7 @@ def run_steps(run: Run) -> None:
 
 def trainer_state(run: Run, step: int) -> dict[str, Any]:
     """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
-    regime = run.regime.state_dict() if hasattr(run.regime, "state_dict") else None
+    regime = run.regime.state_dict() if isinstance(run.regime, StatefulRegime) else None
     return json.loads(json.dumps({"step": step, "sampler": run.sampler.state_dict(),
                                   "judge_calls_total": run.judge_calls_total, "regime": regime}))
 

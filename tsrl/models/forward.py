@@ -1,9 +1,13 @@
-"""Groups → padded tensors, and per-token log-probabilities of completions under a model."""
+"""Groups → padded tensors, and the policy's forward pass over them: per-token log-probabilities of
+completions (the learner) and raw outputs (regimes that read the policy: self-certainty, hidden states).
+
+Below both the trainer and the reward regimes, so that the layout (left-padded prompt, right-padded
+completion, position ids as generate() counts them) is written once."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -52,16 +56,23 @@ def collate(groups: Sequence[Group], advantages: torch.Tensor, pad_id: int, mask
     return RolloutBatch(input_ids, attention, completion_mask, advantages.reshape(N).float(), sampler_lp, P)
 
 
+def policy_forward(model: torch.nn.Module, batch: RolloutBatch, hidden: bool = False) -> Any:
+    """The model's output over a batch, on the model's device, with position ids counted as generate() counts
+    them; `hidden` asks for the hidden states too."""
+    device = next(model.parameters()).device
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp_min(0)  # [N, P+T], matches generate()
+    return model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
+                 position_ids=position_ids.to(device), use_cache=False, output_hidden_states=hidden)
+
+
 def completion_logprobs(model: torch.nn.Module, batch: RolloutBatch, temperature: float,
                         with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(token) [N, T] of each completion token at the sampling temperature, and optionally the
     per-token entropy [N, T] (no grad)."""
-    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp_min(0)  # [N, P+T], matches generate()
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
-                   use_cache=False).logits  # [N, P+T, V]
+    logits = policy_forward(model, batch).logits  # [N, P+T, V]
     P = batch.prompt_width
     logits = logits[:, P - 1:-1].float() / temperature  # [N, T, V] predicts completion tokens
-    targets = batch.input_ids[:, P:]  # [N, T]
+    targets = batch.input_ids[:, P:].to(logits.device)  # [N, T]
     log_norm = torch.logsumexp(logits, dim=-1)  # [N, T]
     logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm  # [N, T]
     entropy = None
