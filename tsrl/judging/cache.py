@@ -3,9 +3,9 @@
 Key = sha256 of (judge identity = model + template name + template hash (+ for judge=openai a hash of the
 generation settings and the vision switch; for hf_local the method), prompt text, the prompt's rubric (the
 criteria the judge is shown), the pair in canonical order (sorted), which of the two was shown first,
-image digests). Keeping the presented order
-in the key means position-bias cancellation still sees two independent answers; storing the verdict
-for the canonical orientation means one row answers a question however the caller phrases it.
+image digests). Keeping the presented order in the key means position-bias cancellation still sees two
+independent answers: (a, b) and (b, a) are two rows. The verdict is stored for the canonical orientation
+and mapped back to the shown one on a hit.
 
 Pointwise rubric grades (`score`) are cached alike in their own table, keyed by the judge's score identity
 (model + pointwise template), prompt, rubric and response.

@@ -88,7 +88,8 @@ class HFLocalJudge:
         self.template = load_template(resolve_template(cfg.template, task_name))
         self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
         self.model, self.tokenizer, self.device = load_judge_model(cfg)
-        model = f"hf_local:{cfg.model_path or SMOLLM2_GGUF}:{cfg.gguf_file}"
+        # truncation (max_length) changes what the judge sees, so it is part of the identity too
+        model = f"hf_local:{cfg.model_path or SMOLLM2_GGUF}:{cfg.gguf_file}:max_length={cfg.max_length}"
         pairwise = self.template.identity if cfg.method == "pairwise" else "contrast-yes-no-v1"
         self.identity = f"{model}|{pairwise}"  # cache keys: a verdict is reused only by the same judging method
         self.score_identity = f"{model}|{self.score_template.identity}"
