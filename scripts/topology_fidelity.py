@@ -44,6 +44,9 @@ REWARD: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 def correlation(fn, scores: np.ndarray, q: np.ndarray) -> float:
+    # Bradley–Terry strengths of players with the same record differ by optimiser round-off (~1e-10); rounded,
+    # they count as the tie they are (Kendall's τ-b treats ties apart), as equal win counts do
+    scores = np.round(scores, 6)
     if np.ptp(scores) == 0:
         return 0.0
     return float(fn(scores, q)[0])
