@@ -179,3 +179,40 @@ def test_rank_rewards_standardise_and_share_ties():
     assert r[1] == r[2] and r[0] > r[1] > r[3]
     assert abs(r.mean()) < 1e-12 and r.std() == pytest.approx(1.0)
     assert np.allclose(rank_rewards(np.ones(4)), 0.0)
+
+
+class EndlessSchedule:
+    """A broken schedule: it asks the same match every round and never finishes (after 50 rounds it fails the
+    test itself, so a driver without the guard fails instead of hanging)."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def next_round(self):
+        self.asked += 1
+        assert self.asked <= 50, "run_schedules did not stop a schedule that never finishes"
+        return [RoundRobin(2).next_round()[0]]
+
+    def record(self, outcomes):
+        pass
+
+    def scores(self):
+        return np.zeros(2)
+
+
+def test_a_schedule_that_never_finishes_is_stopped_with_its_name():
+    asked = []
+    with pytest.raises(RuntimeError, match="EndlessSchedule still has matches after 7 rounds"):
+        run_schedules([EndlessSchedule()], lambda batch: asked.append(batch) or [1.0] * len(batch), max_rounds=7)
+    assert len(asked) == 7
+
+
+@pytest.mark.parametrize("name", sorted(TOPOLOGIES) + ["live", "constitutional"])
+def test_every_schedule_finishes_within_n_plus_three_rounds(name):
+    """What `MAX_ROUNDS` relies on: the longest schedule (double elimination) needs N + 3 rounds at most."""
+    rng = np.random.default_rng(0)
+    for n in range(2, 33):
+        schedule = (LiveTrace(n, arrival=list(range(n))) if name == "live" else
+                    ConstitutionalBracket(n, 1, seed=n) if name == "constitutional" else TOPOLOGIES[name](n, n))
+        rounds = run_schedules([schedule], lambda batch: (rng.random(len(batch)) < 0.5).astype(float).tolist())
+        assert rounds <= n + 3, (name, n, rounds)

@@ -77,7 +77,12 @@ Ask = Callable[[list[tuple[int, Match]]], list[float]]
 """The caller's judge: (schedule index, match) pairs in, one outcome y ∈ [0, 1] per pair out."""
 
 
-def run_schedules(schedules: Sequence[Schedule], ask: Ask) -> int:
+MAX_ROUNDS = 1000
+"""tsrl's schedules finish within N + 3 rounds (checked for N = 2 … 64; double elimination is the longest); one
+still asking after this many rounds is broken, and `run_schedules` stops it instead of judging forever."""
+
+
+def run_schedules(schedules: Sequence[Schedule], ask: Ask, max_rounds: int = MAX_ROUNDS) -> int:
     """Play every schedule to the end, one round at a time across all of them; returns the rounds played."""
     rounds = 0
     while True:
@@ -85,6 +90,10 @@ def run_schedules(schedules: Sequence[Schedule], ask: Ask) -> int:
         pending = [(s, matches) for s, matches in pending if matches]
         if not pending:
             return rounds
+        if rounds >= max_rounds:
+            name = type(schedules[pending[0][0]]).__name__
+            raise RuntimeError(f"{name} still has matches after {max_rounds} rounds; a schedule must finish "
+                               f"(next_round() returning []) — this is a bug in the schedule.")
         batch = [(s, m) for s, matches in pending for m in matches]
         outcomes = ask(batch)
         if len(outcomes) != len(batch):
