@@ -2,13 +2,16 @@
 
 Verdict rule (deterministic, so tests can check alignment): the fenced response with more words wins;
 equal word counts → TIE. Faults are drawn per request from a seeded RNG at `fault_rate`, uniformly over
-`fault_kinds`, or taken from the `queue` of scripted faults first. Every request and every injected fault
-is counted in `stats`. Each answer leaves exactly `latency` after its request arrived. Run as a script for use
-from another process:
+`fault_kinds`, or taken from the `queue` of scripted faults first. Besides FAULTS, `blackhole` takes the
+request and never answers (the connection stays open until the client gives up on it). With
+`first_unreadable`, the first answer to each distinct pair (its two fenced texts) has no verdict line and
+every later one is proper. Every request and every injected fault is counted in `stats`. Each answer leaves
+exactly `latency` after its request arrived. `GET /models` lists `model` (not counted as a request; with
+`serve_models=False` it is a 404). Run as a script for use from another process:
 
     python tests/integration/judge_server.py --port-file PATH [--latency 0.05] [--fault-rate 0.2]
+        [--fault-kinds blackhole] [--hang 8] [--seed 0]
 """
-
 from __future__ import annotations
 
 import argparse
@@ -45,9 +48,12 @@ class JudgeServer:
 
     def __init__(self, fault_rate: float = 0.0, fault_kinds: tuple[str, ...] = FAULTS, latency_s: float = 0.0,
                  hang_s: float = 3.0, seed: int = 0, logprobs: bool = True, keep_bodies: bool = False,
-                 retry_after_s: float = 0.05) -> None:
+                 retry_after_s: float = 0.05, model: str = "judge", serve_models: bool = True,
+                 first_unreadable: bool = False) -> None:
         self.fault_rate, self.fault_kinds, self.latency_s, self.hang_s = fault_rate, fault_kinds, latency_s, hang_s
         self.retry_after_s = retry_after_s  # what a 429 asks for (retry-after-ms and Retry-After)
+        self.model, self.serve_models = model, serve_models
+        self.first_unreadable, self.seen_pairs = first_unreadable, set()
         self.rng, self.logprobs = random.Random(seed), logprobs
         self.stats: Counter[str] = Counter()
         self.queue: list[str] = []
@@ -93,6 +99,12 @@ class JudgeServer:
         user = user if isinstance(user, str) else " ".join(p.get("text", "") for p in user)
         verdict = scripted_verdict(user)
         text = f"Response A and response B were compared on the criteria.\nVERDICT: {verdict}"
+        if self.first_unreadable and fault is None:
+            pair = tuple(body for _, _, body in FENCE.findall(user))
+            if pair not in self.seen_pairs:
+                self.seen_pairs.add(pair)
+                self.stats["fault/first_unreadable"] += 1
+                fault = "wrong_format"
         if fault == "empty":
             text = ""
         elif fault == "wrong_format":
@@ -121,12 +133,20 @@ class JudgeServer:
                 lines = head.decode("latin-1").split("\r\n")
                 fields = (line.partition(":") for line in lines[1:] if line)
                 headers = {name.strip().lower(): value.strip() for name, _, value in fields}
-                body = json.loads(await reader.readexactly(int(headers.get("content-length", 0))))
+                raw = await reader.readexactly(int(headers.get("content-length", 0)))
+                if lines[0].startswith("GET "):
+                    self._models(writer, lines[0].split(" ")[1])
+                    await writer.drain()
+                    continue
+                body = json.loads(raw)
                 due = self.loop.time() + (self.hang_s if (fault := self.next_fault()) == "hang" else self.latency_s)
                 self.auth_headers.append(headers.get("authorization", ""))
                 if self.keep_bodies:
                     self.bodies.append(body)
                     self.arrivals.append(time.monotonic())
+                if fault == "blackhole":  # taken, never answered: the connection stays open until the client leaves
+                    await reader.read()
+                    return
                 if fault in ("rate_limited", "server_error"):
                     status = 429 if fault == "rate_limited" else 500
                     wait = self.retry_after_s
@@ -144,13 +164,23 @@ class JudgeServer:
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client closed the connection (or gave up on a hanging request)
+        except asyncio.CancelledError:
+            pass  # the server stops; ending quietly spares asyncio's streams a traceback about a cancelled handler
         finally:
             self.connections.discard(writer)
             writer.transport.abort()
 
+    def _models(self, writer: asyncio.StreamWriter, path: str) -> None:
+        self.stats["models_requests"] += 1
+        if not (self.serve_models and path.rstrip("/").endswith("/models")):
+            self._send(writer, 404, b'{"error": {"message": "not found"}}', {})
+            return
+        listed = {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "tsrl-test"}]}
+        self._send(writer, 200, json.dumps(listed).encode(), {})
+
     @staticmethod
     def _send(writer: asyncio.StreamWriter, status: int, payload: bytes, headers: dict) -> None:
-        reason = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error"}[status]
+        reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}[status]
         lines = [f"HTTP/1.1 {status} {reason}", "content-type: application/json", f"content-length: {len(payload)}",
                  *(f"{name}: {value}" for name, value in headers.items())]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload)
@@ -161,9 +191,13 @@ def main() -> None:
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--fault-rate", type=float, default=0.0)
+    parser.add_argument("--fault-kinds", nargs="+", default=list(FAULTS), choices=[*FAULTS, "blackhole"])
+    parser.add_argument("--hang", type=float, default=3.0, help="seconds a 'hang' fault waits before answering")
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stats-file", default="")
     args = parser.parse_args()
-    with JudgeServer(fault_rate=args.fault_rate, latency_s=args.latency) as server:
+    with JudgeServer(fault_rate=args.fault_rate, fault_kinds=tuple(args.fault_kinds), latency_s=args.latency,
+                     hang_s=args.hang, seed=args.seed) as server:
         Path(args.port_file).write_text(server.url)
         try:
             while True:

@@ -61,8 +61,9 @@ def expected(request: PairRequest) -> float:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_every_fault_is_counted_and_verdicts_stay_aligned(transport):
-    """20% faults over every kind: transport faults are retried (one attempt error each), content faults
-    become failed verdicts of their own kind; every real verdict matches its own request."""
+    """20% faults over every kind: transport faults are retried (one attempt error each), content faults are
+    asked again once (one re-ask each) and a second one becomes a failed verdict of its kind; every real verdict
+    matches its own request."""
     requests = word_pairs(300)
     with JudgeServer(fault_rate=0.2, hang_s=1.0, seed=3) as server:
         judge = judge_for(server, transport=transport)
@@ -72,11 +73,12 @@ def test_every_fault_is_counted_and_verdicts_stay_aligned(transport):
     assert sum(faults.values()) >= 30 and set(faults) == set(TRANSPORT) | set(CONTENT)
     for fault, kind in {**TRANSPORT, **CONTENT}.items():
         assert metrics.get(f"attempt_errors/{kind}", 0) == faults.get(fault, 0), kind
-    for fault, kind in CONTENT.items():
-        assert metrics.get(f"errors/{kind}", 0) == faults.get(fault, 0), kind
+    content_faults = sum(faults.get(f, 0) for f in CONTENT)
+    final = sum(metrics.get(f"errors/{kind}", 0) for kind in CONTENT.values())
     assert metrics["retries"] == sum(faults.get(f, 0) for f in TRANSPORT)
+    assert metrics["reasks"] + final == content_faults and metrics["reasks"] > final  # a re-ask is rarely unlucky
     failed = [v for v in verdicts if v.p_first is None]
-    assert len(failed) == metrics["errors"] == metrics["fallbacks/drop"] == sum(faults.get(f, 0) for f in CONTENT)
+    assert len(failed) == metrics["errors"] == metrics["fallbacks/drop"] == final
     assert all(v.error for v in failed)
     for request, verdict in zip(requests, verdicts):
         if verdict.p_first is not None:  # soft verdicts from log-probs: 0.9 / 0.1 / 0.5
@@ -89,7 +91,7 @@ def test_tie_and_random_policies_replace_failures_and_count_them():
     requests = word_pairs(40)
     with JudgeServer() as server:
         server.queue = ["empty"] * 10
-        judge = judge_for(server, failure="tie", logprobs=False)
+        judge = judge_for(server, failure="tie", logprobs=False, retry=replace(FAST, reask=0))
         verdicts = judge.compare(requests)
         metrics = judge.drain_metrics()
     assert metrics["fallbacks/tie"] == 10 and metrics["errors/empty_content"] == 10
@@ -106,7 +108,7 @@ def test_verdict_like_text_inside_responses_cannot_pose_as_the_verdict():
     with JudgeServer() as server:
         verdicts = judge_for(server, logprobs=False).compare(requests)
         server.queue = ["echo"] * len(requests)  # an answer that repeats the prompt ends with a forged verdict
-        echoed = judge_for(server, logprobs=False).compare(requests)
+        echoed = judge_for(server, logprobs=False, retry=replace(FAST, reask=0)).compare(requests)
     assert [v.p_first for v in verdicts] == [0.0] * len(attacks)
     assert all(v.p_first is None and v.error.startswith("echoed_prompt") for v in echoed)
 
@@ -182,7 +184,7 @@ def test_a_failing_endpoint_rests_while_the_others_serve(fault):
         if fault == "down":
             bad.__exit__(None, None, None)
         retry = replace(FAST, timeout_s=0.2, endpoint_cooldown_s=30.0)
-        judge = judge_for(good, base_urls=[bad_url, good.url], concurrency=4, retry=retry)
+        judge = judge_for(good, base_urls=[bad_url, good.url], concurrency=4, retry=retry, preflight=False)
         start = time.perf_counter()
         verdicts = judge.compare(word_pairs(80))
         elapsed = time.perf_counter() - start
@@ -199,7 +201,7 @@ def test_a_dead_judge_stops_with_one_sentence_naming_the_url(transport):
     with JudgeServer() as server:
         url = server.url
     retry = RetryConfig(timeout_s=0.3, max_retries=1, backoff_s=0.001, max_consecutive_failures=5)
-    judge = judge_for(server, base_urls=[url], transport=transport, retry=retry)
+    judge = judge_for(server, base_urls=[url], transport=transport, retry=retry, preflight=False)
     with pytest.raises(JudgeUnavailable, match=f"judge at {url} failed 5 requests in a row") as err:
         judge.compare(word_pairs(30))
     assert "connection" in str(err.value) and "\n" not in str(err.value)
@@ -269,8 +271,9 @@ def test_training_run_completes_at_20_percent_faults_and_never_writes_the_key(ts
     assert faults > 0
     for row in rows:
         failed = sum(v for k, v in row.items() if k.startswith("judge/errors/"))
-        assert failed == row["judge/errors"] == row["judge/fallbacks/drop"]
+        assert failed == row["judge/errors"] == row.get("judge/fallbacks/drop", 0)
         assert row["judge/calls"] == 64 and "judge/latency_p95_s" in row and "judge/swap_agreement" in row
+    assert sum(row["judge/reasks"] for row in rows) > 0  # unreadable answers were asked again
     files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
     assert files and not [p for p in files if KEY.encode() in p.read_bytes()]
     assert KEY not in result.stdout + result.stderr

@@ -105,7 +105,7 @@ def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = 
     (default: a fresh temporary directory) receives what the regime writes (ladder.jsonl, ...).
     """
     from tsrl.generation import build_generator
-    from tsrl.judging import build_judge, judge_fingerprint
+    from tsrl.judging import build_judge, close_judge, judge_fingerprint
     from tsrl.rewards import RegimeContext, build_regime
     from tsrl.tasks import TaskView, build_task
 
@@ -120,7 +120,11 @@ def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = 
     generator = build_generator(cfg.generator, model, tokenizer) if model is not None else None
     ctx = RegimeContext(TaskView(base, chosen), judge_obj, fingerprint, run_dir, model=model, tokenizer=tokenizer,
                         generator=generator)
-    built = build_regime(cfg.reward, ctx)
+    try:
+        built = build_regime(cfg.reward, ctx)
+    except BaseException:  # e.g. the judge died during the ladder build: release its connections now
+        close_judge(judge_obj)
+        raise
     setup_calls = judge_obj.drain_metrics().get("calls", 0.0)
     return Scorer(built, judge_obj, {**known, **{p.text: p for p in chosen}}, tokenizer, setup_calls)
 

@@ -15,9 +15,10 @@ import json
 from dataclasses import asdict, fields, replace
 from typing import Any
 
-from tsrl.judging.base import Judge, JudgeCounters, close_judge, stable_uniform
+from tsrl.judging.base import Judge, JudgeCounters, JudgeUnavailable, close_judge, stable_uniform
 from tsrl.judging.cache import VerdictCache
 from tsrl.judging.hf_local import HFLocalJudgeConfig
+from tsrl.judging.hedging import HedgeConfig
 from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
 from tsrl.judging.wrappers import (BothOrders, Budget, BudgetConfig, BudgetExceeded, Fallback,
@@ -83,7 +84,8 @@ def judge_identity(cfg: Any) -> dict[str, Any]:
     return {"kind": JUDGES.of(cfg).name, "model": model, "fingerprint": judge_fingerprint(cfg)}
 
 
-__all__ = ["Judge", "JudgeCounters", "close_judge", "stable_uniform", "RubricSimConfig", "SimulatedJudge",
-           "BothOrders", "RandomOrder", "Noise", "Fallback", "Budget", "BudgetConfig", "BudgetExceeded",
-           "VerdictCache", "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HFLocalJudgeConfig",
-           "build_judge", "judge_fingerprint", "wrap", "order_and_noise", "clean_judge_config", "judge_identity"]
+__all__ = ["Judge", "JudgeCounters", "JudgeUnavailable", "close_judge", "stable_uniform", "RubricSimConfig",
+           "SimulatedJudge", "BothOrders", "RandomOrder", "Noise", "Fallback", "Budget", "BudgetConfig",
+           "BudgetExceeded", "VerdictCache", "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HedgeConfig",
+           "HFLocalJudgeConfig", "build_judge", "judge_fingerprint", "wrap", "order_and_noise", "clean_judge_config",
+           "judge_identity"]

@@ -14,7 +14,12 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from tsrl.errors import UserError
 from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
+
+
+class JudgeUnavailable(UserError):
+    """The judge cannot answer: its endpoint is unreachable or failed too many requests in a row."""
 
 
 class Judge(Protocol):

@@ -5,21 +5,26 @@
 through `judge.transport` (the lean aiohttp client by default, or the openai SDK; see transport.py),
 round-robin over `base_urls` (a retry goes to the next URL; an endpoint whose attempt failed rests a while,
 see Endpoints). Each request is retried on 429, 5xx, timeouts, dropped connections and malformed bodies
-with exponential backoff and jitter, waiting at least what Retry-After(-ms) asks.
-An answer that arrives but holds no valid verdict (empty, wrong format, echo of the prompt) is not
-retried: a temperature-0 judge would say the same again; it becomes a failed Verdict with its kind.
-Every failed attempt is counted (attempt_errors/<kind>), every final failure too (errors/<kind>); after
-`max_consecutive_failures` final failures in a row the run stops with JudgeUnavailable naming the URL.
+with exponential backoff and jitter, waiting at least what Retry-After(-ms) asks. An attempt outstanding far
+longer than the running p95 latency is hedged: a duplicate goes out and the first answer wins (hedging.py).
+An answer that arrives but holds no readable verdict (empty, wrong format, echo of the prompt) is asked again
+with a fresh fence, up to `retry.reask` times (counted as reasks, apart from transport retries); then it
+becomes a failed Verdict of its kind. Every failed attempt is counted (attempt_errors/<kind>), every final
+failure too (errors/<kind>); after `max_consecutive_failures` final failures in a row the run stops with
+JudgeUnavailable naming the URL.
+
+Building the judge checks its endpoints first (preflight.py): each URL must answer GET /models and list
+`model`, else one sentence names the URL and the fix. The connections and the loop are released by `close`,
+or, if nobody calls it, when the judge is garbage-collected or the process exits (weakref.finalize), so no
+exit path leaves an open aiohttp session behind.
 
 p_first is the soft probability P(A) + ½P(TIE) from the verdict token's log-probs when the server
 returns them, else the hard verdict (A → 1, B → 0, TIE → ½). The API key is read from the environment
 variable the config names and lives only inside the client: it is never logged or written.
 """
-
 from __future__ import annotations
 
 import asyncio
-import atexit
 import base64
 import hashlib
 import json
@@ -33,28 +38,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
-from tsrl.errors import ConfigError, UserError
-from tsrl.judging.base import JudgeCounters
+from tsrl.errors import ConfigError
+from tsrl.judging.base import JudgeCounters, JudgeUnavailable
+from tsrl.judging.hedging import HedgeConfig, Hedger
+from tsrl.judging.preflight import check_urls, preflight
 from tsrl.judging.prompting import (ParseError, load_template, new_fence, parse_score, parse_verdict, render,
                                     resolve_template, soft_verdict)
-from tsrl.judging.transport import TRANSPORTS, AttemptError, build_transport
+from tsrl.judging.transport import TRANSPORTS, AttemptError, Endpoints, build_transport
 from tsrl.judging.wrappers import JudgePolicyConfig
 from tsrl.registry import JUDGES
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
 Job = tuple[list, str, Callable[[str, str], float]]  # (chat messages, fence, answer parser)
-
-
-class JudgeUnavailable(UserError):
-    """The judge failed too many requests in a row."""
+Reply = tuple[str, int, list, int]  # (answer text, tokens, per-token top log-probs, index of the endpoint)
+PREFLIGHT_TIMEOUT_S = 10.0  # longest wait for GET /models at start (at most retry.timeout_s)
 
 
 @dataclass
 class RetryConfig:
-    """Timeouts and retries of each judge request."""
+    """Timeouts, retries and re-asks of each judge request."""
 
     timeout_s: float = 60.0
-    """Per-attempt timeout in seconds."""
+    """Per-attempt timeout in seconds (a hard cap: a hedged attempt's copies are cancelled at it too)."""
     max_retries: int = 5
     """Retries after the first attempt (429, 5xx, timeout, connection error, malformed body)."""
     backoff_s: float = 0.5
@@ -66,6 +71,19 @@ class RetryConfig:
     endpoint_cooldown_s: float = 2.0
     """With several base_urls: an endpoint whose attempt failed (timeout, connection, 429, 5xx, malformed body)
     rests this long, doubling with each failure in a row (at most backoff_max_s), while the others serve."""
+    reask: int = 1
+    """Ask again, with a fresh fence, after an answer with no readable verdict (no verdict line, empty, an
+    echo of the prompt), at most this many times per request; then the failure policy applies."""
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0:
+            raise ConfigError(f"judge.retry.timeout_s must be > 0, got {self.timeout_s}.")
+        for name in ("max_retries", "backoff_s", "backoff_max_s", "endpoint_cooldown_s", "reask"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"judge.retry.{name} must be >= 0, got {getattr(self, name)}.")
+        if self.max_consecutive_failures < 1:
+            raise ConfigError("judge.retry.max_consecutive_failures must be >= 1, "
+                              f"got {self.max_consecutive_failures}.")
 
 
 @dataclass
@@ -73,7 +91,8 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     """Judge `openai`: an LLM judge behind OpenAI-compatible endpoints."""
 
     OPERATIONAL: ClassVar[tuple[str, ...]] = (*JudgePolicyConfig.OPERATIONAL, "base_urls", "api_key_env", "concurrency",
-                                              "transport", "retry", "price_in_per_m", "price_out_per_m")
+                                              "transport", "retry", "hedge", "preflight", "price_in_per_m",
+                                              "price_out_per_m")
 
     base_urls: list[str] = field(default_factory=lambda: ["http://127.0.0.1:8000/v1"])
     """Endpoints serving the same judge model; requests are spread round-robin."""
@@ -103,7 +122,11 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     """Price per 1M completion tokens."""
     transport: str = "aiohttp"
     """aiohttp (lean client, default) | openai (the openai SDK's AsyncOpenAI); see tsrl/judging/transport.py."""
+    preflight: bool = True
+    """At start, check that every base URL answers GET /models and serves `model` (false: servers without /models)."""
     retry: RetryConfig = field(default_factory=RetryConfig)
+    hedge: HedgeConfig = field(default_factory=HedgeConfig)
+    """Duplicates of requests outstanding far longer than the running p95 latency (tsrl/judging/hedging.py)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -111,6 +134,7 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
             raise ConfigError(f"judge.transport={self.transport!r} is unknown; choose one of {list(TRANSPORTS)}.")
         if not self.base_urls:
             raise ConfigError("judge.base_urls is empty; give at least one URL such as http://127.0.0.1:8000/v1.")
+        check_urls(self.base_urls)
         if self.concurrency < 1:
             raise ConfigError(f"judge.concurrency must be at least 1, got {self.concurrency}.")
 
@@ -132,53 +156,26 @@ def image_part(source: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": source}}
 
 
-def close_at_exit(ref: weakref.ref) -> None:
-    judge = ref()
-    if judge is not None:
-        judge.close()
+def shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, transport: Any) -> None:
+    """Cancel what still runs on a judge's loop, close its connections, stop the loop and its thread."""
+    if loop.is_closed():
+        return
 
+    async def close() -> None:
+        tasks = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if transport is not None:
+            await transport.aclose()
 
-class Endpoints:
-    """Round-robin over the base URLs, skipping those at rest. An endpoint rests after a failed attempt that
-    points at it (see RetryConfig.endpoint_cooldown_s), or as long as its Retry-After asks if that is longer;
-    a success ends its rest. When every endpoint rests, the one back first is used (so one URL = plain retries).
-    A Retry-After also holds every new request to that endpoint until it has passed (`hold`): one 429 pauses
-    the whole pool instead of each worker finding out with a 429 of its own."""
-
-    def __init__(self, count: int, cooldown_s: float, max_s: float) -> None:
-        self.count, self.cooldown_s, self.max_s = count, cooldown_s, max_s
-        self.turn = 0
-        self.failures = [0] * count
-        self.rest_until = [0.0] * count
-        self.hold_until = [0.0] * count
-
-    def pick(self) -> int:
-        now = time.monotonic()
-        for _ in range(self.count):
-            index, self.turn = self.turn % self.count, self.turn + 1
-            if self.rest_until[index] <= now:
-                return index
-        return min(range(self.count), key=self.rest_until.__getitem__)
-
-    def failed(self, index: int, wait: float | None) -> None:
-        self.failures[index] += 1
-        rest = min(self.max_s, self.cooldown_s * 2 ** (self.failures[index] - 1))
-        now = time.monotonic()
-        self.rest_until[index] = now + max(rest, wait or 0.0)
-        if wait:
-            self.hold_until[index] = max(self.hold_until[index], now + min(wait, self.max_s))
-
-    async def hold(self, index: int) -> None:
-        """Wait until the endpoint's server-requested pause (Retry-After) is over."""
-        while (delay := self.hold_until[index] - time.monotonic()) > 0:
-            await asyncio.sleep(delay)
-
-    def succeeded(self, index: int) -> None:
-        self.failures[index], self.rest_until[index] = 0, 0.0
-
-    def resting(self) -> int:
-        now = time.monotonic()
-        return sum(until > now for until in self.rest_until)
+    if threading.current_thread() is thread:  # collected on its own loop, which cannot wait for itself
+        loop.create_task(close()).add_done_callback(lambda _: loop.stop())
+        return
+    asyncio.run_coroutine_threadsafe(close(), loop).result()
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join()
+    loop.close()
 
 
 class OpenAIJudge:
@@ -194,21 +191,31 @@ class OpenAIJudge:
         self.identity = f"{cfg.model}|{self.template.identity}|{generation}"
         self.score_identity = f"{cfg.model}|{self.score_template.identity}|{generation}"
         key = read_api_key(cfg.api_key_env)
+        self.counters = JudgeCounters()
+        self.hedger = Hedger(cfg.hedge, self.counters)
+        connections = cfg.concurrency + self.hedger.burst * cfg.hedge.enabled  # hedges need connections of their own
+
+        async def connect() -> Any:  # aiohttp sessions belong to the loop they are made on
+            return build_transport(cfg.transport, cfg.base_urls, key, cfg.retry.timeout_s, connections)
+
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="tsrl-judge", daemon=True)
         self.thread.start()
-
-        async def connect() -> Any:  # aiohttp sessions belong to the loop they are made on
-            return build_transport(cfg.transport, cfg.base_urls, key, cfg.retry.timeout_s, cfg.concurrency)
-
         self.transport = asyncio.run_coroutine_threadsafe(connect(), self.loop).result()
-        atexit.register(close_at_exit, weakref.ref(self))  # users of the plain API may never call close()
+        # closes at close(), at garbage collection or at exit, whichever comes first (and holds no reference)
+        self.closer = weakref.finalize(self, shutdown, self.loop, self.thread, self.transport)
         self.semaphore = asyncio.Semaphore(cfg.concurrency)
         self.endpoints = Endpoints(len(cfg.base_urls), cfg.retry.endpoint_cooldown_s, cfg.retry.backoff_max_s)
         self.jitter = random.Random(cfg.seed)
-        self.counters = JudgeCounters()
         self.consecutive_failures = 0
         self.last_failure = ("", "")
+        if cfg.preflight:
+            try:
+                self._call(preflight(self.transport, cfg.base_urls, cfg.model, cfg.api_key_env,
+                                     min(PREFLIGHT_TIMEOUT_S, cfg.retry.timeout_s)))
+            except BaseException:
+                self.close()
+                raise
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         answers = self._run(requests, self._pair_job)
@@ -227,16 +234,13 @@ class OpenAIJudge:
         metrics = self.counters.drain()
         if self.endpoints.count > 1:
             metrics["endpoints_resting"] = float(self.endpoints.resting())
+        if self.cfg.hedge.enabled and (delay := self.hedger.delay()) is not None:
+            metrics["hedge_after_s"] = delay  # the current trigger: max(floor_s, after_p95 × p95)
         return metrics
 
     def close(self) -> None:
         """Close the connections and stop the judge's event loop (the judge is unusable afterwards)."""
-        if self.loop.is_closed():
-            return
-        asyncio.run_coroutine_threadsafe(self.transport.aclose(), self.loop).result()
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-        self.loop.close()
+        self.closer()
 
     def _score_job(self, request: ScoreRequest) -> Job:
         fence = new_fence()
@@ -262,18 +266,27 @@ class OpenAIJudge:
 
         async def worker() -> None:
             for i in pending:
-                answers[i] = await self._ask(*make_job(requests[i]))
+                answers[i] = await self._ask(requests[i], make_job)
 
         async def run_all() -> None:
             await asyncio.gather(*(worker() for _ in range(min(self.cfg.concurrency, len(requests)))))
 
-        asyncio.run_coroutine_threadsafe(run_all(), self.loop).result()
+        self._call(run_all())
         return answers
 
-    async def _ask(self, messages: list, fence: str, parse: Callable[[str, str], float]) -> Score:
+    def _call(self, coroutine: Any) -> Any:
+        """Run a coroutine on the judge's loop and wait for it; an interrupted wait (Ctrl-C) cancels it."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    async def _ask(self, request: Any, make_job: Callable[[Any], Job]) -> Score:
         async with self.semaphore:
             start = time.perf_counter()
-            answer = await self._attempts(messages, fence, parse)
+            answer = await self._readable_answer(request, make_job)
             answer.latency_s = time.perf_counter() - start
         if answer.error is None:
             self.consecutive_failures = 0
@@ -281,29 +294,60 @@ class OpenAIJudge:
             self.consecutive_failures += 1
         return answer
 
-    async def _attempts(self, messages: list, fence: str, parse: Callable[[str, str], float]) -> Score:
+    async def _readable_answer(self, request: Any, make_job: Callable[[Any], Job]) -> Score:
+        """The request's answer; an unreadable one is asked again (a fresh render: a new fence) up to retry.reask
+        times. Unlike a transport failure this is the model's answer, so it is a re-ask, not a retry."""
+        tokens = 0
+        for ask in range(self.cfg.retry.reask + 1):
+            self.counters.add("reasks", ask > 0)
+            messages, fence, parse = make_job(request)
+            reply = await self._attempts(messages)
+            if isinstance(reply, Score):  # the transport gave up: retries are spent
+                reply.tokens += tokens
+                return reply
+            text, used, top, index = reply
+            tokens += used
+            answer = self._parse(text, tokens, top, fence, parse, index)
+            if answer.error is None:
+                return answer
+        return answer
+
+    async def _attempts(self, messages: list) -> Reply | Score:
+        """The endpoint's reply to one question, or a failed Score once retries are spent."""
         retry = self.cfg.retry
+        body = self._request_args(messages)
+
+        def post(index: int) -> Any:
+            return self.transport.post(index, body)
+
         for attempt in range(retry.max_retries + 1):
             if self.consecutive_failures >= retry.max_consecutive_failures:
                 return Score(None, error="judge_unavailable: skipped after too many consecutive failures")
             index = self.endpoints.pick()
             await self.endpoints.hold(index)
             try:
-                text, tokens, top = self._read(await self.transport.post(index, self._request_args(messages)))
+                response, index = await self.hedger.send(post, index, self.endpoints.other, retry.timeout_s,
+                                                         self._attempt_failed)
+                text, tokens, top = self._read(response)
             except AttemptError as err:
-                if err.retryable:  # the endpoint's fault (not the request's, like a 400): rest it
-                    self.endpoints.failed(index, err.wait)
-                error = f"{err.kind}: {str(err)[:200]}"
-                self.counters.add(f"attempt_errors/{err.kind}")
-                self.last_failure = (self.cfg.base_urls[index], error)
+                error = self._attempt_failed(err, index)
                 if not err.retryable or attempt == retry.max_retries:
                     return Score(None, error=error)
                 self.counters.add("retries")
                 await asyncio.sleep(self._backoff(attempt, err.wait))
                 continue
             self.endpoints.succeeded(index)
-            return self._parse(text, tokens, top, fence, parse, index)
+            return text, tokens, top, index
         raise AssertionError("unreachable")
+
+    def _attempt_failed(self, err: AttemptError, index: int) -> str:
+        """Count a failed attempt, rest its endpoint if the endpoint is at fault (not for a 400); the error text."""
+        if err.retryable:
+            self.endpoints.failed(index, err.wait)
+        error = f"{err.kind}: {str(err)[:200]}"
+        self.counters.add(f"attempt_errors/{err.kind}")
+        self.last_failure = (self.cfg.base_urls[index], error)
+        return error
 
     def _parse(self, text: str, tokens: int, top: list, fence: str, parse: Callable, index: int) -> Score:
         try:

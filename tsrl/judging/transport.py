@@ -1,14 +1,18 @@
 """How the openai judge's requests reach the server: one POST of a chat-completions body, answered by its
-JSON body or by an AttemptError that says what went wrong and whether another attempt may help.
+JSON body or by an AttemptError that says what went wrong and whether another attempt may help; and one
+GET of the served model list (`models`, for the start-up check in preflight.py).
 
 Two transports behind that one call (`judge.transport`):
 
 - `aiohttp` (default): a lean HTTP/1.1 client on aiohttp — one session, a keep-alive pool of `concurrency`
-  connections, the body serialised once, the answer decoded with `json.loads`. It costs about a fifth of
-  the SDK's client CPU per call (scripts/judge_bench.py), which matters because the judge loop shares the
-  training process (and its GIL).
+  connections (plus room for hedges), the body serialised once, the answer decoded with `json.loads`. It
+  costs about a fifth of the SDK's client CPU per call (scripts/judge_bench.py), which matters because the
+  judge loop shares the training process (and its GIL).
 - `openai`: `openai.AsyncOpenAI.post`, for endpoints that need the SDK's behaviour (its default headers,
   Azure-style clients, proxies configured through the SDK). Same classification of failures.
+
+Both hedge alike: the judge races copies of `post` above the transport and cancels the losers, which closes
+their connections (aiohttp and httpx both drop a connection whose request was cancelled mid-flight).
 
 Both send `Authorization: Bearer <key>`; the key lives only in the headers, never in an error message.
 """
@@ -17,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+import time
+from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
@@ -75,6 +80,7 @@ class AiohttpTransport:
 
         self.aiohttp = aiohttp
         self.urls = [url.rstrip("/") + "/chat/completions" for url in base_urls]
+        self.model_urls = [url.rstrip("/") + "/models" for url in base_urls]
         self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
                         "Accept": "application/json", "User-Agent": "tsrl-judge"}
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -83,14 +89,21 @@ class AiohttpTransport:
         self.session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
 
     async def post(self, index: int, body: dict) -> dict:
+        data = json.dumps(body).encode()
+        return await self._send("POST", self.urls[index], index, data, self.timeout)
+
+    async def models(self, index: int, timeout_s: float) -> dict:
+        return await self._send("GET", self.model_urls[index], index, None, self.aiohttp.ClientTimeout(total=timeout_s))
+
+    async def _send(self, method: str, url: str, index: int, data: bytes | None, timeout: Any) -> dict:
         try:
-            async with self.session.post(self.urls[index], data=json.dumps(body).encode(), headers=self.headers,
-                                         proxy=self.proxies[index]) as response:
+            async with self.session.request(method, url, data=data, headers=self.headers, proxy=self.proxies[index],
+                                            timeout=timeout) as response:
                 raw = await response.read()
                 if response.status >= 400:
                     raise status_error(response.status, response.headers, raw.decode("utf-8", "replace"))
         except asyncio.TimeoutError:  # before ClientError: aiohttp's read timeouts are both
-            raise AttemptError("timeout", f"no answer within {self.timeout.total} s", True) from None
+            raise AttemptError("timeout", f"no answer within {timeout.total} s", True) from None
         except self.aiohttp.ClientPayloadError as err:
             raise AttemptError("connection", f"body cut short ({err})", True) from None
         except self.aiohttp.ClientError as err:
@@ -113,9 +126,17 @@ class OpenAISDKTransport:
                         for url in base_urls]
 
     async def post(self, index: int, body: dict) -> dict:
+        client = self.clients[index]
+        return await self._send(lambda: client.post("/chat/completions", body=body, cast_to=dict))
+
+    async def models(self, index: int, timeout_s: float) -> dict:
+        client = self.clients[index]
+        return await self._send(lambda: client.get("/models", cast_to=dict, options={"timeout": timeout_s}))
+
+    async def _send(self, call: Callable[[], Awaitable[Any]]) -> dict:
         openai = self.openai
         try:
-            answer = await self.clients[index].post("/chat/completions", body=body, cast_to=dict)
+            answer = await call()
         except openai.APITimeoutError as err:  # before APIConnectionError: it is one
             raise AttemptError("timeout", str(err), True) from None
         except openai.APIConnectionError as err:
@@ -131,6 +152,58 @@ class OpenAISDKTransport:
     async def aclose(self) -> None:
         for client in self.clients:
             await client.close()
+
+
+class Endpoints:
+    """Round-robin over the base URLs, skipping those at rest. An endpoint rests after a failed attempt that
+    points at it (see RetryConfig.endpoint_cooldown_s), or as long as its Retry-After asks if that is longer;
+    a success ends its rest. When every endpoint rests, the one back first is used (so one URL = plain retries).
+    A Retry-After also holds every new request to that endpoint until it has passed (`hold`): one 429 pauses
+    the whole pool instead of each worker finding out with a 429 of its own."""
+
+    def __init__(self, count: int, cooldown_s: float, max_s: float) -> None:
+        self.count, self.cooldown_s, self.max_s = count, cooldown_s, max_s
+        self.turn = 0
+        self.failures = [0] * count
+        self.rest_until = [0.0] * count
+        self.hold_until = [0.0] * count
+
+    def pick(self) -> int:
+        now = time.monotonic()
+        for _ in range(self.count):
+            index, self.turn = self.turn % self.count, self.turn + 1
+            if self.rest_until[index] <= now:
+                return index
+        return min(range(self.count), key=self.rest_until.__getitem__)
+
+    def failed(self, index: int, wait: float | None) -> None:
+        self.failures[index] += 1
+        rest = min(self.max_s, self.cooldown_s * 2 ** (self.failures[index] - 1))
+        now = time.monotonic()
+        self.rest_until[index] = now + max(rest, wait or 0.0)
+        if wait:
+            self.hold_until[index] = max(self.hold_until[index], now + min(wait, self.max_s))
+
+    async def hold(self, index: int) -> None:
+        """Wait until the endpoint's server-requested pause (Retry-After) is over."""
+        while (delay := self.hold_until[index] - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
+
+    def other(self, index: int) -> int | None:
+        """Where a hedge of an attempt at `index` goes: the next endpoint not at rest other than `index` (itself if
+        it is the only one); None while that endpoint's Retry-After pause lasts (a hedge must not break it)."""
+        choice = index
+        if self.count > 1:
+            choice = self.pick()
+            choice = choice if choice != index else self.pick()
+        return choice if self.hold_until[choice] <= time.monotonic() else None
+
+    def succeeded(self, index: int) -> None:
+        self.failures[index], self.rest_until[index] = 0, 0.0
+
+    def resting(self) -> int:
+        now = time.monotonic()
+        return sum(until > now for until in self.rest_until)
 
 
 def build_transport(name: str, base_urls: list[str], api_key: str, timeout_s: float, concurrency: int) -> Any:

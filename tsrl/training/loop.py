@@ -226,12 +226,27 @@ def combine_metrics(every: list[dict[str, float]]) -> dict[str, float]:
     return {k: Count(v) if k in counters else v / seen[k] for k, v in total.items()}
 
 
-def setup(cfg: RunConfig) -> Run:
-    """Build every component, prepare them with accelerate, and resume if asked."""
+def open_judges(cfg: RunConfig, task: Task) -> tuple[Judge, Judge]:
+    """The training and evaluation judges. Built before anything else of the run: a judge that cannot answer
+    (openai: an endpoint that is unreachable or does not serve the model) stops the run here, with one sentence."""
+    judge = build_judge(cfg.judge, task)
+    try:
+        return judge, build_judge(eval_judge_config(cfg), task)
+    except BaseException:
+        close_judge(judge)
+        raise
+
+
+def eval_judge_config(cfg: RunConfig) -> Any:
+    """`eval_judge`, else the training judge's own config without its injected noise, position bias or budget."""
+    return clean_judge_config(cfg.judge) if cfg.eval_judge is None else cfg.eval_judge
+
+
+def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
+    """Build every other component, prepare them with accelerate, and resume if asked."""
     from accelerate import Accelerator
     from accelerate.utils import InitProcessGroupKwargs, set_seed
 
-    quiet_libraries()
     warning = inert_clip_warning(cfg.algo)
     if warning:
         logging.getLogger("tsrl").warning(warning)
@@ -242,15 +257,11 @@ def setup(cfg: RunConfig) -> Run:
     acc = Accelerator(kwargs_handlers=handlers)
     set_seed(cfg.seed, device_specific=True)
     run_dir = Path(cfg.run_dir)
-    task = build_task(cfg.task)
     with acc.main_process_first():
         model, tokenizer = load_policy(cfg.model, task)
     ref_model = None
     if cfg.algo.kl_beta > 0:
         ref_model = load_policy(cfg.model, task)[0].to(acc.device).eval().requires_grad_(False)
-    judge = build_judge(cfg.judge, task)
-    eval_judge_cfg = clean_judge_config(cfg.judge) if cfg.eval_judge is None else cfg.eval_judge
-    eval_judge = build_judge(eval_judge_cfg, task)  # never the training judge: no injected noise, bias or budget
     fingerprint = judge_fingerprint(cfg.judge)
     generator = build_generator(cfg.generator, model, tokenizer)  # the raw module: prepare() keeps it in place
     with acc.main_process_first():
@@ -273,7 +284,7 @@ def setup(cfg: RunConfig) -> Run:
         if isinstance(regime, StatefulRegime) and state.get("regime") is not None:  # step counts, sampled ladders
             regime.load_state_dict(state["regime"])
     log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process,
-                 eval_judge=judge_identity(eval_judge_cfg))
+                 eval_judge=judge_identity(eval_judge_config(cfg)))
     if acc.is_main_process:
         (run_dir / "setup.json").write_text(json.dumps({"judge_calls_setup": setup_calls, "resumed_from":
                                                         str(resume_from) if resume_from else None}))
@@ -302,12 +313,15 @@ def lr_lambda(schedule: str, warmup: int, total: int):
 
 def train(cfg: RunConfig) -> dict[str, Any]:
     """Run the whole training job; returns the held-out win-rate at start and end."""
-    run = setup(cfg)
+    quiet_libraries()
+    task = build_task(cfg.task)
+    judge, eval_judge = open_judges(cfg, task)  # first: an unusable judge stops the run before any model is built
     try:
+        run = setup(cfg, task, judge, eval_judge)
         run_steps(run)
-    finally:  # connections, the judge's event loop, the verdict cache file
-        close_judge(run.judge)
-        close_judge(run.eval_judge)
+    finally:  # every exit, setup's too (a judge dead during the ladder build, Ctrl-C): connections, loop, cache
+        close_judge(judge)
+        close_judge(eval_judge)
     evals = run.log.evals
     return {"run_dir": cfg.run_dir, "main_process": run.accelerator.is_main_process,
             "winrate_start": evals[0]["winrate"] if evals else None,

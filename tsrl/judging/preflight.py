@@ -1,0 +1,91 @@
+"""The openai judge's start-up check: fail in one sentence before any model or ladder is built, not after
+twenty retries in the middle of a ladder build.
+
+- Form (`url_problem`, run by the config): each base URL needs an http(s) scheme, a host and a port in
+  1–65535. An out-of-range port would otherwise be retried as a connection error.
+- Reachability and model (`preflight`, run when the judge is built unless `judge.preflight=false`): each URL
+  is asked `GET <base_url>/models`, all at once. Unreachable, a refused key, a server without that route or
+  a list that lacks `judge.model` each stop the run with one sentence naming the URL and the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlsplit
+
+from tsrl.errors import ConfigError
+from tsrl.judging.base import JudgeUnavailable
+from tsrl.judging.transport import AttemptError
+
+SKIP = "set judge.preflight=false to skip this check for servers without /models"
+LISTED = 8  # served model names quoted in an error (a hosted API may serve hundreds)
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with the form of a base URL, as the end of a sentence; None when nothing is."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "has no http:// or https:// scheme; write it as http://host:port/v1"
+    if not parts.hostname:
+        return "names no host; write it as http://host:port/v1"
+    try:
+        port = parts.port
+    except ValueError:  # urllib: out of range or not a number
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        return f"has port {parts.netloc.rsplit(':', 1)[-1]!r}, which is not a number in 1–65535; fix the port"
+    return None
+
+
+def check_urls(urls: list[str]) -> None:
+    for url in urls:
+        problem = url_problem(url)
+        if problem:
+            raise ConfigError(f"judge.base_urls entry {url!r} {problem}.")
+
+
+async def preflight(transport: Any, urls: list[str], model: str, key_env: str, timeout_s: float) -> None:
+    """Ask every endpoint for its model list at once; raise for the first URL (in order) that fails."""
+    answers = await asyncio.gather(*(transport.models(i, timeout_s) for i in range(len(urls))),
+                                   return_exceptions=True)
+    for url, answer in zip(urls, answers):
+        if isinstance(answer, AttemptError):
+            raise endpoint_error(url, answer, key_env)
+        if isinstance(answer, BaseException):
+            raise answer
+        served = served_models(answer)
+        if served is None:
+            raise JudgeUnavailable(f"The judge endpoint {url} answered GET /models with something other than a "
+                                   "model list; check that the URL is the server's OpenAI API root (…/v1), "
+                                   f"or {SKIP}.")
+        if model not in served:
+            names = ", ".join(repr(name) for name in served[:LISTED]) or "nothing"
+            more = f" and {len(served) - LISTED} more" if len(served) > LISTED else ""
+            raise ConfigError(f"The judge endpoint {url} does not serve model {model!r} (it serves {names}{more}); "
+                              "set judge.model to the served name.")
+
+
+def served_models(answer: dict) -> list[str] | None:
+    """The model ids of a `GET /models` body ({"data": [{"id": ...}, ...]}), None if it is no such list."""
+    listed = answer.get("data")
+    if not isinstance(listed, list):
+        return None
+    return [str(entry["id"]) for entry in listed if isinstance(entry, dict) and "id" in entry]
+
+
+def endpoint_error(url: str, err: AttemptError, key_env: str) -> JudgeUnavailable:
+    """One sentence for a failed `GET /models`: what happened at which URL, and what to do."""
+    reason = " ".join(str(err).split())[:160]  # one line, whatever the library's message looks like
+    if err.kind in ("timeout", "connection"):
+        return JudgeUnavailable(f"The judge endpoint {url} is unreachable ({reason}); start the server or "
+                                "correct judge.base_urls.")
+    if err.kind in ("http_401", "http_403"):
+        where = f"the variable {key_env}" if key_env else "a variable named by judge.api_key_env"
+        return JudgeUnavailable(f"The judge endpoint {url} refused the API key ({err.kind.replace('_', ' ')}); "
+                                f"put a valid key in {where}.")
+    if err.kind in ("http_404", "http_405"):
+        return JudgeUnavailable(f"The judge endpoint {url} has no GET /models ({err.kind.replace('_', ' ')}); check "
+                                f"that the URL is the server's OpenAI API root (…/v1), or {SKIP}.")
+    return JudgeUnavailable(f"The judge endpoint {url} failed GET /models ({err.kind}: {reason}); check the "
+                            f"server, or {SKIP}.")
