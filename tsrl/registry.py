@@ -55,12 +55,12 @@ class Registry:
         return sorted(self._components)
 
     def of(self, cfg: Any) -> Component:
-        """The component whose config class `cfg` is an instance of (the most derived match)."""
-        matches = [c for c in self._components.values() if type(cfg) is c.config]
-        if not matches:
+        """The component registered with `cfg`'s exact config class (a subclass of it is another component)."""
+        match = next((c for c in self._components.values() if type(cfg) is c.config), None)
+        if match is None:
             raise ConfigError(f"No {self.family} is registered for a {type(cfg).__name__} config; "
                               f"the registered {self.family}s are: {', '.join(self.names())}.")
-        return matches[0]
+        return match
 
     def build(self, cfg: Any, *args: Any, **kwargs: Any) -> Any:
         return self.of(cfg).build(cfg, *args, **kwargs)
