@@ -131,7 +131,8 @@ def inert_clip_warning(cfg: AlgoConfig) -> str | None:
     point, and for grpo/dr_grpo when their ε was changed from the default (a tuned clip that cannot act)."""
     if cfg.epochs * cfg.minibatches > 1:
         return None
-    tuned = isinstance(cfg, GRPOConfig) and (cfg.eps_low, cfg.eps_high) != (0.2, 0.2)
+    defaults = type(cfg)  # a dataclass keeps each field's default as a class attribute
+    tuned = isinstance(cfg, GRPOConfig) and (cfg.eps_low, cfg.eps_high) != (defaults.eps_low, defaults.eps_high)
     if isinstance(cfg, CISPOConfig) or tuned:
         return (f"algo={ALGOS.of(cfg).name} with algo.epochs=1 and algo.minibatches=1 updates on-policy: the importance "
                 "ratio is identically 1, so the clip never acts and the loss is plain policy gradient; set "
