@@ -12,6 +12,7 @@ from tests.conftest import ScriptedJudge, number_prompt
 from tsrl.algo import AlgoConfig, CISPOConfig, GRPOConfig
 from tsrl.config import RunConfig, TrainerConfig
 from tsrl.generation import HFGenerator, HFGeneratorConfig
+from tsrl.training.learner import Learner
 from tsrl.training.loop import Run, train_step
 from tsrl.types import Group, RewardBatch
 
@@ -50,11 +51,9 @@ def make_run(model, tokenizer, groups, rewards, algo: AlgoConfig) -> Run:
     model = copy.deepcopy(model).train()
     cfg = RunConfig(task=None, model=None, judge=None, reward=None, algo=algo,
                     generator=HFGeneratorConfig(max_new_tokens=8), trainer=TrainerConfig(micro_batch_size=3), logger=None)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    ref = copy.deepcopy(model).eval().requires_grad_(False)
-    return Run(cfg, Accelerator(cpu=True), None, model, ref, tokenizer, optimizer, scheduler, FixedGenerator(groups),
-               ScriptedJudge(), ScriptedJudge(), FixedRegime(rewards), NoPrompts(), None, 0, 0.0)
+    learner = Learner(cfg, Accelerator(cpu=True), model, tokenizer, optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
+    return Run(cfg, learner.acc, None, learner, FixedGenerator(groups), ScriptedJudge(), ScriptedJudge(),
+               FixedRegime(rewards), NoPrompts(), None, 0, 0.0)
 
 
 @pytest.fixture
@@ -76,9 +75,9 @@ def test_a_dropped_group_changes_nothing_in_the_update(policy, groups, algo):
     without = make_run(model, tokenizer, [groups[0], groups[2]], rewards[[0, 2]], algo)
     metrics, _, _ = train_step(with_drop, 1)
     reference, _, _ = train_step(without, 1)
-    for p, q in zip(with_drop.model.parameters(), without.model.parameters()):
+    for p, q in zip(with_drop.learner.model.parameters(), without.learner.model.parameters()):
         assert torch.allclose(p, q, atol=1e-6)
-    assert not all(torch.equal(p, q) for p, q in zip(with_drop.model.parameters(), model.parameters()))  # it moved
+    assert not all(torch.equal(p, q) for p, q in zip(with_drop.learner.model.parameters(), model.parameters()))  # it moved
     assert metrics["train/dropped_groups"] == 1.0 and metrics["train/samples_in_update"] == 8.0
     assert metrics["train/loss"] == pytest.approx(reference["train/loss"], rel=1e-5)
 
@@ -87,9 +86,9 @@ def test_a_step_with_every_group_dropped_leaves_the_policy_alone(policy, groups)
     model, tokenizer = policy
     run = make_run(model, tokenizer, groups, np.full((3, 4), np.nan), GRPOConfig(kl_beta=0.1))
     metrics, _, _ = train_step(run, 1)
-    assert all(torch.equal(p, q) for p, q in zip(run.model.parameters(), model.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(run.learner.model.parameters(), model.parameters()))
     assert metrics["train/dropped_groups"] == 3.0 and metrics["train/samples_in_update"] == 0.0
-    assert run.scheduler.last_epoch == 1  # the schedule still advances one step
+    assert run.learner.scheduler.last_epoch == 1  # the schedule still advances one step
 
 
 def test_processes_add_counters_and_average_everything_else():

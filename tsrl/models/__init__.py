@@ -1,18 +1,25 @@
-"""Policy models: `tiny` (built and cached locally) and `hf` (a local checkpoint); each registers in MODELS."""
+"""Policy models: `tiny` (built and cached locally) and `hf` (a local checkpoint); each registers in MODELS a
+builder (config, task) -> PolicySource, the local folder to load (see source.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tsrl.models.hf import HFModelConfig
+from tsrl.models.source import PolicySource, load_source
 from tsrl.models.tiny import TinyModelConfig
 from tsrl.registry import MODELS
 from tsrl.tasks import Task
 
 
-def load_policy(cfg: Any, task: Task) -> tuple:
-    """(model, tokenizer) for the model config."""
+def policy_source(cfg: Any, task: Task) -> PolicySource:
+    """The local folder of the model config's policy (built or converted on first use)."""
     return MODELS.build(cfg, task)
 
 
-__all__ = ["MODELS", "load_policy", "HFModelConfig", "TinyModelConfig"]
+def load_policy(cfg: Any, task: Task) -> tuple:
+    """(model, tokenizer) for the model config, as stored (no adapter)."""
+    return load_source(policy_source(cfg, task))
+
+
+__all__ = ["MODELS", "PolicySource", "policy_source", "load_policy", "HFModelConfig", "TinyModelConfig"]

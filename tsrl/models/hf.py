@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from tsrl.errors import ConfigError
-
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
+from tsrl.errors import ConfigError
+from tsrl.models.lora import LoraSettings
+from tsrl.models.source import DTYPES, PolicySource
 from tsrl.registry import MODELS
 from tsrl.tasks import Task
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -27,26 +24,20 @@ class HFModelConfig:
     """float32, bfloat16 or float16."""
     trust_remote_code: bool = False
     """Allow custom modelling code shipped with the checkpoint."""
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    """Train a LoRA adapter instead of every weight (model.lora.r > 0)."""
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ConfigError(f"model.dtype={self.dtype!r} is not supported; use one of {sorted(DTYPES)}.")
 
 
-def load_hf(cfg: HFModelConfig, task: Task):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def hf_source(cfg: HFModelConfig, task: Task) -> PolicySource:
     path = Path(cfg.path).expanduser()
     if not cfg.path or not path.is_dir():
         raise ConfigError(f"model.path={cfg.path!r} is not a local directory; set model.path to a "
-                                "Hugging Face model folder (tsrl never downloads models at run time).")
-    extra = {"gguf_file": cfg.gguf_file} if cfg.gguf_file else {}
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=cfg.trust_remote_code, **extra)
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=DTYPES[cfg.dtype],
-                                                 trust_remote_code=cfg.trust_remote_code, **extra)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
+                          "Hugging Face model folder (tsrl never downloads models at run time).")
+    return PolicySource(path, cfg.dtype, cfg.gguf_file, cfg.trust_remote_code)
 
 
-MODELS.register("hf", HFModelConfig, load_hf)
+MODELS.register("hf", HFModelConfig, hf_source)

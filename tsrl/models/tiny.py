@@ -15,11 +15,13 @@ import hashlib
 import json
 import random
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
+from tsrl.models.lora import LoraSettings
+from tsrl.models.source import PolicySource
 from tsrl.registry import MODELS
 from tsrl.tasks import Task
 from tsrl.types import Prompt
@@ -54,10 +56,13 @@ class TinyModelConfig:
     """Where built models are stored and looked up."""
     seed: int = 0
     """Seed of initialisation and warm start."""
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    """Train a LoRA adapter instead of every weight (model.lora.r > 0)."""
 
 
 def _fingerprint(cfg: TinyModelConfig, task: Task) -> str:
-    digest = hashlib.sha256(json.dumps({**asdict(cfg), "version": BUILD_VERSION, "task": task.name}).encode())
+    build = {k: v for k, v in asdict(cfg).items() if k != "lora"}  # the adapter is added after loading
+    digest = hashlib.sha256(json.dumps({**build, "version": BUILD_VERSION, "task": task.name}).encode())
     for p in task.prompts("train"):
         digest.update((p.text + "".join(a.text for a in p.anchors)).encode())
     digest.update("|".join(_vocabulary(task)).encode())
@@ -174,16 +179,14 @@ def build_tiny(cfg: TinyModelConfig, task: Task, target: Path) -> None:
     tmp.replace(target)  # atomic: concurrent builders or a crash never leave a half-written model
 
 
-def load_tiny(cfg: TinyModelConfig, task: Task):
-    """(model, tokenizer) of the tiny policy, building and caching it on first use."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def tiny_source(cfg: TinyModelConfig, task: Task) -> PolicySource:
+    """The tiny policy's cached folder, built on first use."""
     target = Path(cfg.cache_dir).expanduser() / f"tiny-{task.name}-{_fingerprint(cfg, task)}"
     if not target.is_dir():
         target.parent.mkdir(parents=True, exist_ok=True)
         with torch.random.fork_rng(devices=[]):  # a run must not depend on whether the cache existed
             build_tiny(cfg, task, target)
-    return AutoModelForCausalLM.from_pretrained(target), AutoTokenizer.from_pretrained(target)
+    return PolicySource(target)
 
 
-MODELS.register("tiny", TinyModelConfig, load_tiny)
+MODELS.register("tiny", TinyModelConfig, tiny_source)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, TypeVar, runtime_checkable
 
 from tsrl.judging import Judge
 from tsrl.tasks import Task
@@ -31,6 +32,39 @@ class SamplingRegime(Protocol):
     greedy_first: bool
 
 
+T = TypeVar("T")
+
+
+class Collective(Protocol):
+    """How a regime agrees with the other training processes, each of which scores its own groups."""
+
+    is_main: bool  # the process that writes run files
+
+    def mean(self, value: float) -> float:
+        """The mean of `value` over every process."""
+
+    def from_main(self, value: T) -> T:
+        """The main process's `value` (picklable), on every process."""
+
+    def main_first(self) -> AbstractContextManager:
+        """The main process runs the block first (e.g. judges a ladder and stores it); the others after."""
+
+
+class SingleProcess:
+    """The Collective of a run with one process."""
+
+    is_main = True
+
+    def mean(self, value: float) -> float:
+        return value
+
+    def from_main(self, value: T) -> T:
+        return value
+
+    def main_first(self) -> AbstractContextManager:
+        return nullcontext()
+
+
 @dataclass
 class RegimeContext:
     """Everything a regime may use besides its own config."""
@@ -39,9 +73,15 @@ class RegimeContext:
     judge: Judge
     judge_fingerprint: str  # identifies judge + its settings, for stored ladders and caches
     run_dir: Path
-    model: Any = None  # the live policy (torch module), for regimes that read its logits (intuitor, reward_model)
+    model: Any = None  # the live policy as a PolicyView (a raw module is wrapped), for intuitor and reward_model
     tokenizer: Any = None  # the policy's tokenizer
     generator: Any = None  # a Generator sampling from the live policy (self_bootstrap)
+    collective: Collective = field(default_factory=SingleProcess)  # agreement across training processes
+
+    def __post_init__(self) -> None:
+        from tsrl.models.view import as_view
+
+        self.model = as_view(self.model)
 
 
 def require_policy(ctx: RegimeContext, regime: str, *needs: str) -> None:

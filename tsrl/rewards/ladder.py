@@ -210,18 +210,21 @@ class LadderRegime:
         self.cfg, self.ctx = cfg, ctx
         self.path = ladder_path(cfg, ctx, prompts)
         self.build_calls = 0
-        matches = load_matches(self.path) if self.path.is_file() and not cfg.rebuild else None
-        if matches is None:
-            matches = judge_round_robins(prompts, ctx)
-            self.build_calls = sum(len(round_robin(len(p.anchors))) for p in prompts)
-        self.ladders = rank_ladders(prompts, matches, cfg.l2, cfg.ranking, cfg.elo_k)
-        if self.build_calls:
-            save_ladders(self.path, self.ladders, matches)
-        save_ladders(ctx.run_dir / "ladder.jsonl", self.ladders, matches)
+        with ctx.collective.main_first():  # several processes: the main one judges and stores, the others load
+            matches = load_matches(self.path) if self.path.is_file() and not cfg.rebuild else None
+            if matches is None:
+                matches = judge_round_robins(prompts, ctx)
+                self.build_calls = sum(len(round_robin(len(p.anchors))) for p in prompts)
+            self.ladders = rank_ladders(prompts, matches, cfg.l2, cfg.ranking, cfg.elo_k)
+            if self.build_calls:
+                save_ladders(self.path, self.ladders, matches)
+        if ctx.collective.is_main:
+            save_ladders(ctx.run_dir / "ladder.jsonl", self.ladders, matches)
         self.selected = {pid: select_rungs(rungs, cfg.k, cfg.select) for pid, rungs in self.ladders.items()}
         anchor_sets = [[r.anchor.text for r in rungs] for rungs in self.ladders.values()]
         self.diversity = diversity_report(anchor_sets, cfg.diversity_embeddings)
-        (ctx.run_dir / "ladder_diversity.json").write_text(json.dumps(self.diversity, indent=1))
+        if ctx.collective.is_main:
+            (ctx.run_dir / "ladder_diversity.json").write_text(json.dumps(self.diversity, indent=1))
 
     def score(self, groups: Sequence[Group]) -> RewardBatch:
         B, G, k = len(groups), groups[0].size, self.cfg.k

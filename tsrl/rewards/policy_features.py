@@ -47,37 +47,38 @@ def text_groups(tokenizer: Any, prompts: Sequence[Prompt], responses: Sequence[S
     return groups
 
 
-def _forward(model: torch.nn.Module, groups: Sequence[Group], pad_id: int, micro: int, hidden: bool):
-    """Yield (model output, completion mask [n, T], prompt width) per micro-batch of the groups' completions."""
-    from tsrl.models.forward import collate, policy_forward
+def _forward(policy: Any, groups: Sequence[Group], pad_id: int, micro: int, hidden: bool):
+    """Yield (model output, completion mask [n, T], prompt width) per micro-batch of the groups' completions;
+    `policy` is a PolicyView (a raw module is wrapped in one)."""
+    from tsrl.models.forward import collate
+    from tsrl.models.view import as_view
 
+    view = as_view(policy)
     n = sum(g.size for g in groups)
     batch = collate(groups, torch.zeros(n), pad_id)
-    device = next(model.parameters()).device
+    device = view.device
     for index in torch.arange(n).split(max(1, micro)):
         part = batch.select(index)
-        yield policy_forward(model, part, hidden), part.completion_mask.to(device), part.prompt_width
+        yield view.forward(part, hidden), part.completion_mask.to(device), part.prompt_width
 
 
 @torch.no_grad()
-def completion_self_certainty(model: torch.nn.Module, groups: Sequence[Group], pad_id: int, temperature: float,
+def completion_self_certainty(policy: Any, groups: Sequence[Group], pad_id: int, temperature: float,
                               micro: int) -> torch.Tensor:
-    """Self-certainty [N] of every completion of the groups under the model at `temperature`."""
-    was_training = model.training
-    model.eval()
+    """Self-certainty [N] of every completion of the groups under the policy (a PolicyView or a module) at
+    `temperature`."""
     parts = []
-    for out, mask, P in _forward(model, groups, pad_id, micro, hidden=False):
+    for out, mask, P in _forward(policy, groups, pad_id, micro, hidden=False):
         logits = out.logits[:, P - 1:-1].float() / temperature  # [n, T, V] predicts completion tokens
         parts.append(self_certainty(logits, mask).cpu())
-    model.train(was_training)
     return torch.cat(parts)
 
 
 @torch.no_grad()
-def completion_features(model: torch.nn.Module, groups: Sequence[Group], pad_id: int, micro: int) -> torch.Tensor:
+def completion_features(policy: Any, groups: Sequence[Group], pad_id: int, micro: int) -> torch.Tensor:
     """Last-layer hidden states mean-pooled over each completion's tokens: [N, H] (zeros for empty ones)."""
     parts = []
-    for out, mask, P in _forward(model, groups, pad_id, micro, hidden=True):
+    for out, mask, P in _forward(policy, groups, pad_id, micro, hidden=True):
         states = out.hidden_states[-1][:, P:].float()  # [n, T, H]
         pooled = (states * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp_min(1)  # [n, H]
         parts.append(pooled.cpu())

@@ -29,7 +29,6 @@ build is counted once at setup, like reward=ladder).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
@@ -118,26 +117,19 @@ def heldout_ids(prompt_ids: Sequence[str], frac: float, seed: int) -> set[str]:
     return set(sorted(prompt_ids, key=lambda pid: stable_uniform(seed, "rm-holdout", pid))[:count])
 
 
-def backbone_fingerprint(model) -> str:
-    """Cheap identity of a model's weights: its name plus every parameter's sum."""
-    sums = [(name, round(float(p.detach().double().sum()), 6)) for name, p in model.named_parameters()]
-    name = getattr(getattr(model, "config", None), "_name_or_path", "")
-    return hashlib.sha256(json.dumps([name, sums]).encode()).hexdigest()[:16]
-
-
 class RewardModelRegime:
     """Scores completions with a reward model fitted on the anchor ladders; see the module docstring."""
 
     def __init__(self, cfg: RewardModelConfig, ctx: RegimeContext) -> None:
         require_policy(ctx, "reward_model", "model", "tokenizer")
         self.cfg, self.ctx = cfg, ctx
-        self.backbone = copy.deepcopy(ctx.model).eval().requires_grad_(False)  # frozen initial policy
+        self.backbone = ctx.model.initial()  # the frozen initial policy (a PolicyView)
         ladder = LadderRegime(replace(cfg.ladder, k=1), ctx)
         self.ladders = ladder.ladders
         head = {k: v for k, v in asdict(cfg).items() if k not in ("ladder", "rm_dir", "retrain", "micro_batch_size")}
-        key = json.dumps([CACHE_VERSION, ladder.path.name, backbone_fingerprint(self.backbone), head], sort_keys=True)
+        key = json.dumps([CACHE_VERSION, ladder.path.name, self.backbone.fingerprint(), head], sort_keys=True)
         self.path = Path(cfg.rm_dir).expanduser() / f"{ctx.task.name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
-        if self.path.is_file() and not cfg.retrain:
+        if ctx.collective.from_main(self.path.is_file()) and not cfg.retrain:  # every process decides alike
             stored = np.load(self.path)
             self.w, self.mu, self.sigma = stored["w"], stored["mu"], stored["sigma"]
             self.report = json.loads(str(stored["report"]))
@@ -145,7 +137,8 @@ class RewardModelRegime:
             self.report = self._fit(ctx.task.prompts("train"))
             self._store()
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
-        (ctx.run_dir / "reward_model.json").write_text(json.dumps({**self.report, "head": str(self.path)}, indent=1))
+        if ctx.collective.is_main:
+            (ctx.run_dir / "reward_model.json").write_text(json.dumps({**self.report, "head": str(self.path)}, indent=1))
         self.anchor_scores: dict[str, np.ndarray] = {}
 
     def _features(self, prompts: Sequence[Prompt], texts: Sequence[Sequence[str]]) -> np.ndarray:

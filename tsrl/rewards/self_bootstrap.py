@@ -135,11 +135,18 @@ class SelfBootstrapRegime:
         self.state = RefreshState(state["steps_since_refresh"], state["saturated_steps"])
         prompts = [replace(p, anchors=tuple(Anchor(t, tier) for t, tier in state["anchors"][p.id]))
                    for p in self.ctx.task.prompts("train")]
-        self._rank(prompts)
+        with self.ctx.collective.main_first():
+            self._rank(prompts)
 
     def _rebuild(self) -> int:
-        """Sample and rank a new ladder; returns the judge calls its round-robin cost."""
-        return self._rank(sample_anchors(self.ctx, self.cfg, self.ctx.task.prompts("train"), self.refreshes))
+        """Sample and rank a new ladder; returns the judge calls its round-robin cost. With several processes
+        every one samples (generation may be collective, e.g. under ZeRO-3), the main process's anchors are
+        used everywhere, and the main process judges the round-robin and stores it; the others load it."""
+        collective = self.ctx.collective
+        prompts = collective.from_main(sample_anchors(self.ctx, self.cfg, self.ctx.task.prompts("train"),
+                                                      self.refreshes))
+        with collective.main_first():
+            return self._rank(prompts)
 
     def _rank(self, prompts: list[Prompt]) -> int:
         """Rank the given anchored prompts into the current ladder; returns the judge calls it cost."""
@@ -155,6 +162,7 @@ class SelfBootstrapRegime:
     def score(self, groups: Sequence[Group]) -> RewardBatch:
         batch = self.ladder.score(groups)
         mean = float(np.nanmean(batch.rewards)) if not np.isnan(batch.rewards).all() else float("nan")
+        mean = self.ctx.collective.mean(mean)  # every process takes the same refresh decision
         self.state, reason = refresh_decision(self.state, mean, self.cfg.period, self.cfg.saturation_threshold,
                                               self.cfg.saturation_patience)
         metrics = {**batch.metrics, "bootstrap/ladder_diversity": self.diversity,

@@ -1,5 +1,7 @@
-"""Checkpoints: accelerate state (model, optimizer, scheduler, every process's RNG) + the policy in
-Hugging Face format + the trainer's own position (step, data sampler). `trainer_state.json` is written
+"""Checkpoints: accelerate state (model, optimizer, scheduler, every process's RNG; under DeepSpeed the engine's
+own checkpoint, each process writing its partitions) + the policy as one consolidated Hugging Face folder
+(`policy/`, merged under LoRA, with the adapter alone in `policy/adapter/`) + the trainer's own position (step,
+data sampler). `trainer_state.json` is written
 last, so a checkpoint without it is incomplete and never resumed from."""
 
 from __future__ import annotations
@@ -36,11 +38,11 @@ def find_resume(run_dir: Path, resume: str) -> Path | None:
     return path
 
 
-def save_checkpoint(accelerator, model, tokenizer, path: Path, trainer_state: dict, keep: int) -> None:
+def save_checkpoint(accelerator, learner, path: Path, trainer_state: dict, keep: int) -> None:
+    """Collective: every process calls it."""
     accelerator.save_state(str(path))
+    learner.save_pretrained(path / "policy")
     if accelerator.is_main_process:
-        accelerator.unwrap_model(model).save_pretrained(path / "policy", safe_serialization=True)
-        tokenizer.save_pretrained(path / "policy")
         (path / STATE_FILE).write_text(json.dumps(trainer_state, indent=1))
         for old in complete_checkpoints(path.parent.parent)[:-keep] if keep > 0 else []:
             shutil.rmtree(old, ignore_errors=True)

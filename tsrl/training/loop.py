@@ -22,7 +22,6 @@ import random
 import time
 import warnings
 from collections import Counter, defaultdict
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,17 +29,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from tsrl.algo import AGGREGATES, LossInputs, group_advantages, inert_clip_warning, policy_loss
+from tsrl.algo import group_advantages, inert_clip_warning
 from tsrl.config import RunConfig
 from tsrl.errors import UserError
 from tsrl.evaluation import winrate_sums, winrate_summary
 from tsrl.generation import Generator, build_generator
 from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
-from tsrl.models import load_policy
-from tsrl.models.forward import RolloutBatch, collate, completion_logprobs
+from tsrl.models.forward import collate
 from tsrl.rewards import RegimeContext, RewardRegime, SamplingRegime, StatefulRegime, build_regime
 from tsrl.tasks import Task, build_task
 from tsrl.training.checkpoint import checkpoint_dir, find_resume, load_checkpoint, save_checkpoint
+from tsrl.training.collective import AccelerateCollective
+from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
 from tsrl.training.sampler import PromptSampler
 from tsrl.types import Count, Group
@@ -53,11 +53,7 @@ class Run:
     cfg: RunConfig
     accelerator: Any
     task: Task
-    model: torch.nn.Module
-    ref_model: torch.nn.Module | None
-    tokenizer: Any
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
+    learner: Learner
     generator: Generator
     judge: Judge
     eval_judge: Judge
@@ -84,11 +80,17 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
     advantages = group_advantages(rewards[kept], algo.adv_scale, algo.std_floor)  # [B', G]
     kept_groups = [g for g, k in zip(groups, kept.tolist()) if k]
     if kept_groups:
-        batch = collate(kept_groups, advantages, run.tokenizer.pad_token_id, algo.mask_truncated)
+        batch = collate(kept_groups, advantages, run.learner.tokenizer.pad_token_id, algo.mask_truncated)
     else:  # a placeholder the update only runs to keep processes in step (scaled by 0), or skips
-        batch = collate(groups[:1], torch.zeros(1, groups[0].size), run.tokenizer.pad_token_id, algo.mask_truncated)
-    update = update_policy(run, batch, step, empty=not kept_groups)
+        batch = collate(groups[:1], torch.zeros(1, groups[0].size), run.learner.tokenizer.pad_token_id,
+                        algo.mask_truncated)
+    asleep = getattr(run.generator, "sleep", None)  # a colocated engine frees its memory for the update
+    if asleep is not None:
+        asleep()
+    update = run.learner.update(batch, step, empty=not kept_groups)
     t3 = time.perf_counter()
+    sync_weights(run)
+    t4 = time.perf_counter()
     kept_rewards = rewards[kept]  # [B', G]
     lengths = torch.tensor([float(len(r.token_ids)) for g in groups for r in g.rollouts])  # [N]
     judge_metrics = {f"judge/{k}": v for k, v in run.judge.drain_metrics().items()}
@@ -106,83 +108,19 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
         "train/dropped_groups": Count((~kept).sum()), "train/samples_in_update": Count(kept.sum() * groups[0].size),
         "judge/calls_per_sample": calls / samples,
         "judge/calls_per_comparison": calls / comparisons if comparisons else 0.0,
-        "time/generate_s": t1 - t0, "time/score_s": t2 - t1, "time/update_s": t3 - t2, "time/step_s": t3 - t0,
-        "throughput/tokens_per_s": float(lengths.sum()) / (t3 - t0),
+        "time/generate_s": t1 - t0, "time/score_s": t2 - t1, "time/update_s": t3 - t2, "time/sync_s": t4 - t3,
+        "time/step_s": t4 - t0, "throughput/tokens_per_s": float(lengths.sum()) / (t4 - t0),
     }
     return metrics, groups, scored.rewards
 
 
-def update_policy(run: Run, batch: RolloutBatch, step: int, empty: bool = False) -> dict[str, float]:
-    """algo.epochs passes × algo.minibatches optimizer steps over the rollouts, with gradient accumulation.
-
-    Every process runs the same number of minibatches (torch.tensor_split), so collectives stay in step. A
-    minibatch with no rows here — or a step whose groups were all dropped (`empty`) — is skipped alone, and
-    under several processes runs one placeholder row with its loss scaled by 0 instead."""
-    algo, cfg, acc, model = run.cfg.algo, run.cfg.trainer, run.accelerator, run.model
-    temperature, t_max = run.cfg.generator.temperature, run.cfg.generator.max_new_tokens
-    on_policy = algo.epochs * algo.minibatches == 1
-    shared, lr = acc.num_processes > 1, run.scheduler.get_last_lr()[0]
-    if empty and not shared:
-        with warnings.catch_warnings():  # no optimizer step this time, on purpose: the schedule still advances
-            warnings.simplefilter("ignore", UserWarning)
-            run.scheduler.step()
-        return {"train/lr": lr}
-    old = None if on_policy else frozen_logprobs(model, batch, temperature, cfg.micro_batch_size)
-    ref = None if run.ref_model is None else frozen_logprobs(run.ref_model, batch, temperature, cfg.micro_batch_size)
-    shuffle = torch.Generator().manual_seed(run.cfg.seed * 1_000_003 + step)
-    stats: dict[str, list[float]] = defaultdict(list)
-    for epoch in range(algo.epochs):
-        order = torch.randperm(len(batch), generator=shuffle) if algo.minibatches > 1 else torch.arange(len(batch))
-        for minibatch in torch.tensor_split(order, algo.minibatches):
-            placeholder = empty or len(minibatch) == 0
-            if placeholder and not shared:
-                continue
-            minibatch = order[:1] if len(minibatch) == 0 else minibatch
-            normalizer = AGGREGATES[algo.aggregate](batch.completion_mask[minibatch], t_max)  # float or [n]
-            micros = minibatch.split(cfg.micro_batch_size)
-            total = 0.0
-            for i, index in enumerate(micros):
-                micro = batch.select(index)
-                part = normalizer[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] \
-                    if isinstance(normalizer, torch.Tensor) else normalizer
-                with acc.no_sync(model) if i < len(micros) - 1 else nullcontext():
-                    logp, entropy = completion_logprobs(model, micro, temperature, with_entropy=epoch == 0)
-                    inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
-                                        micro.completion_mask, part, None if ref is None else ref[index])
-                    out = policy_loss(inputs, algo)
-                    acc.backward(out.loss * (0.0 if placeholder else 1.0))
-                if placeholder:
-                    continue
-                total += float(out.loss.detach())
-                record_micro(stats, out.metrics, micro, logp, entropy)
-            norm = acc.clip_grad_norm_(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-            if not placeholder:
-                stats["train/loss"].append(total)
-                stats["train/grad_norm"].append(float(norm))
-            run.optimizer.step()
-            run.optimizer.zero_grad(set_to_none=True)
-    run.scheduler.step()
-    return {**{key: float(np.mean(values)) for key, values in stats.items()}, "train/lr": lr}
-
-
-def record_micro(stats: dict[str, list[float]], loss_metrics: dict[str, float], micro: RolloutBatch,
-                 logp: torch.Tensor, entropy: torch.Tensor | None) -> None:
-    """Per-micro-batch diagnostics: the loss's own, entropy and the sampler/learner log-prob gap."""
-    mask = micro.completion_mask  # [n, T]
-    for key, value in loss_metrics.items():
-        stats[f"train/{key}"].append(value)
-    if entropy is not None:
-        stats["train/entropy"].append(float((entropy * mask).sum() / mask.sum().clamp_min(1)))
-        diff = ((logp.detach() - micro.sampler_logprobs).abs() * mask).sum() / mask.sum().clamp_min(1)
-        stats["train/sampler_logprob_diff"].append(float(diff))
-
-
-@torch.no_grad()
-def frozen_logprobs(model: torch.nn.Module, batch: RolloutBatch, temperature: float, micro: int) -> torch.Tensor:
-    """Log-probs [N, T] under a model, without gradient, in micro-batches."""
-    parts = [completion_logprobs(model, batch.select(index), temperature)[0]
-             for index in torch.arange(len(batch)).split(micro)]
-    return torch.cat(parts)
+def sync_weights(run: Run) -> None:
+    """The generator gets the policy's new weights (a no-op for the hf generator, which shares the module) and
+    wakes up if it slept through the update."""
+    run.generator.load_weights(run.learner.weights_for_sync())
+    wake = getattr(run.generator, "wake_up", None)
+    if wake is not None:
+        wake()
 
 
 def evaluate(run: Run) -> dict[str, float]:
@@ -257,22 +195,16 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     acc = Accelerator(kwargs_handlers=handlers)
     set_seed(cfg.seed, device_specific=True)
     run_dir = Path(cfg.run_dir)
-    with acc.main_process_first():
-        model, tokenizer = load_policy(cfg.model, task)
-    ref_model = None
-    if cfg.algo.kl_beta > 0:
-        ref_model = load_policy(cfg.model, task)[0].to(acc.device).eval().requires_grad_(False)
+    learner = Learner.build(cfg, task, acc)
     fingerprint = judge_fingerprint(cfg.judge)
-    generator = build_generator(cfg.generator, model, tokenizer)  # the raw module: prepare() keeps it in place
-    with acc.main_process_first():
-        regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir, model=model,
-                                                        tokenizer=tokenizer, generator=generator))
+    generator = build_generator(cfg.generator, learner.module, learner.tokenizer)
+    generator.load_weights(learner.weights_for_sync())  # an engine of its own starts from the policy's weights
+    # Not under main_process_first: building a regime may run collective steps (a ZeRO-3 forward pass); the
+    # regimes themselves let the main process judge and store ladders first (RegimeContext.collective).
+    regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir, model=learner.policy_view(),
+                                                    tokenizer=learner.tokenizer, generator=generator,
+                                                    collective=AccelerateCollective(acc)))
     setup_calls = sum(d["calls"] for d in gather(acc, judge.drain_metrics()))  # e.g. the ladder round-robin
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.trainer.lr_schedule, cfg.trainer.warmup_steps,
-                                                                       cfg.trainer.max_steps))
-    model, optimizer = acc.prepare(model, optimizer)
-    acc.register_for_checkpointing(scheduler)  # not prepared: accelerate would step it once per process
     sampler = PromptSampler(task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index,
                             acc.num_processes)
     resume_from = find_resume(run_dir, cfg.trainer.checkpoint.resume)
@@ -283,13 +215,13 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         sampler.load_state_dict(state["sampler"])
         if isinstance(regime, StatefulRegime) and state.get("regime") is not None:  # step counts, sampled ladders
             regime.load_state_dict(state["regime"])
+        generator.load_weights(learner.weights_for_sync())  # the resumed weights
     log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process,
                  eval_judge=judge_identity(eval_judge_config(cfg)))
     if acc.is_main_process:
         (run_dir / "setup.json").write_text(json.dumps({"judge_calls_setup": setup_calls, "resumed_from":
                                                         str(resume_from) if resume_from else None}))
-    return Run(cfg, acc, task, model, ref_model, tokenizer, optimizer, scheduler, generator, judge, eval_judge,
-               regime, sampler, log, start_step, calls_total)
+    return Run(cfg, acc, task, learner, generator, judge, eval_judge, regime, sampler, log, start_step, calls_total)
 
 
 def quiet_libraries() -> None:
@@ -298,17 +230,10 @@ def quiet_libraries() -> None:
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    logging.getLogger("accelerate").setLevel(logging.WARNING)
-
-
-def lr_lambda(schedule: str, warmup: int, total: int):
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total - warmup)
-        return {"constant": 1.0, "linear": 1.0 - progress, "cosine": 0.5 * (1 + np.cos(np.pi * progress))}[schedule]
-
-    return factor
+    for name in ("accelerate", "huggingface_hub", "DeepSpeed", "deepspeed"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # DeepSpeed 0.19 calls collectives torch has renamed; the warning repeats on every step and every process.
+    warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
 
 
 def train(cfg: RunConfig) -> dict[str, Any]:
@@ -355,8 +280,8 @@ def run_steps(run: Run) -> None:
             except UserError as err:
                 raise stopped_cleanly(run, trainer_state(run, step), err) from err
         if step == tcfg.max_steps or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
-            save_checkpoint(acc, run.model, run.tokenizer, checkpoint_dir(Path(run.cfg.run_dir), step),
-                            trainer_state(run, step), tcfg.checkpoint.keep)
+            save_checkpoint(acc, run.learner, checkpoint_dir(Path(run.cfg.run_dir), step), trainer_state(run, step),
+                            tcfg.checkpoint.keep)
         win = log.evals[-1]["winrate"] if log.evals else float("nan")
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout_win=f"{win:.1f}%",
                         loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")
@@ -396,6 +321,6 @@ def stopped_cleanly(run: Run, state: dict[str, Any], err: UserError) -> UserErro
         return type(err)(f"{err} Multi-process run: the newest periodic checkpoint is the place to resume from.")
     path = checkpoint_dir(Path(run.cfg.run_dir), step)
     if not path.is_dir():
-        save_checkpoint(acc, run.model, run.tokenizer, path, state, run.cfg.trainer.checkpoint.keep)
+        save_checkpoint(acc, run.learner, path, state, run.cfg.trainer.checkpoint.keep)
     return type(err)(f"{err} Steps 1–{step} are saved in {path}; after the fix, the same command with "
                      "trainer.checkpoint.resume=auto continues from there.")

@@ -1,0 +1,358 @@
+"""The Learner: the one place that knows how the policy is held — one process, DDP, or DeepSpeed ZeRO (stage 3
+partitions parameters, gradients and optimizer state over the processes), with or without a LoRA adapter.
+
+It builds the model (under ZeRO-3 partitioned while it loads, see tsrl/models/source.py), holds the optimizer
+and the learning-rate schedule, runs the policy update, gives the reference log-probs, hands out the weights
+for generation in buckets, and saves a consolidated Hugging Face folder plus the state to resume. Everything
+else (the step, the regimes, checkpoints) goes through it and never touches the wrapped module.
+
+Accumulation: a minibatch is split into micro-batches whose losses are scaled so that they add up to the
+minibatch's loss (the aggregate's normaliser is computed once for the whole minibatch, over every process).
+Under DDP the micro-batches before the last run without gradient all-reduce (`no_sync`); under DeepSpeed the
+engine owns accumulation — tsrl marks the last micro-batch as the accumulation boundary, the engine reduces and
+accumulates the partitioned gradients, clips (its `gradient_clipping`, set from trainer.grad_clip) and steps.
+
+Same update on any number of processes: gradients are averaged over processes, so each process divides its
+summed loss by (the minibatch's normaliser over every process) / (number of processes); one process with the
+whole batch and W processes with a W-th each then take the same step (tests/integration/test_scale_out.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+from collections import defaultdict
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from tsrl.algo import AGGREGATES, LossInputs, policy_loss
+from tsrl.config import RunConfig
+from tsrl.models import policy_source
+from tsrl.models.forward import RolloutBatch, completion_logprobs
+from tsrl.models.lora import add_adapter, is_adapted, lora_settings
+from tsrl.models.source import PolicySource, load_model, load_tokenizer
+from tsrl.models.view import PolicyView, element_count, gathered, weights_fingerprint
+from tsrl.tasks import Task
+
+log = logging.getLogger("tsrl")
+
+SYNC_BUCKET_ELEMENTS = 50_000_000  # ~200 MB of float32 per gathered bucket
+
+
+class Learner:
+    """The policy being trained and everything that updates it."""
+
+    def __init__(self, cfg: RunConfig, accelerator: Any, model: torch.nn.Module, tokenizer: Any,
+                 source: PolicySource | None = None, optimizer: torch.optim.Optimizer | None = None) -> None:
+        """Hold `model` (loaded, adapter added) for training under `accelerator`. Without a `source` folder the
+        reference policy is a copy of `model` as given (fine for a model held whole, e.g. in tests)."""
+        self.cfg, self.acc, self.tokenizer, self.source = cfg, accelerator, tokenizer, source
+        plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+        self.deepspeed = plugin is not None
+        self.zero_stage = int(plugin.zero_stage) if plugin is not None else 0
+        self.adapted = is_adapted(model)
+        self._reference: PolicyView | None = None
+        self._initial_copy = None
+        if source is None and not self.adapted:
+            self._initial_copy = copy.deepcopy(model).eval().requires_grad_(False)
+        tcfg = cfg.trainer
+        if optimizer is None:
+            trainable = [p for p in model.parameters() if p.requires_grad]
+            optimizer = torch.optim.AdamW(trainable, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lr_lambda(tcfg.lr_schedule, tcfg.warmup_steps, tcfg.max_steps))
+        if self.deepspeed:
+            self._configure_deepspeed(plugin)
+        self.model, self.optimizer = accelerator.prepare(model, optimizer)
+        accelerator.register_for_checkpointing(self.scheduler)  # not prepared: accelerate would step it per process
+
+    @classmethod
+    def build(cls, cfg: RunConfig, task: Task, accelerator: Any) -> "Learner":
+        """Load the configured policy (tiny, a local folder, smollm2, ...), add the LoRA adapter if asked."""
+        with accelerator.main_process_first():  # build or convert the folder once; the others find it made
+            source = policy_source(cfg.model, task)
+        tokenizer = load_tokenizer(source)
+        model = load_model(source)  # every process together: under ZeRO-3 the loading is collective
+        settings = lora_settings(cfg.model)
+        if settings is not None:
+            with torch.random.fork_rng(devices=[]):  # the same adapter on every process (their seeds differ)
+                torch.manual_seed(cfg.seed)
+                model = add_adapter(model, settings)
+        return cls(cfg, accelerator, model, tokenizer, source)
+
+    # ----- how the policy is held -------------------------------------------------------------------------------
+
+    def _configure_deepspeed(self, plugin: Any) -> None:
+        """Fill the DeepSpeed config's batch and clipping entries from tsrl's own settings (tsrl sets the
+        accumulation boundaries itself, so the engine's gradient_accumulation_steps is 1)."""
+        ds = plugin.deepspeed_config
+        micro = self.cfg.trainer.micro_batch_size
+        ds["train_micro_batch_size_per_gpu"] = micro
+        ds["gradient_accumulation_steps"] = 1
+        ds["train_batch_size"] = micro * self.acc.num_processes
+        ds["gradient_clipping"] = float(self.cfg.trainer.grad_clip) if self.cfg.trainer.grad_clip > 0 else 0.0
+        ds.setdefault("zero_allow_untested_optimizer", True)  # torch AdamW, held by the ZeRO optimizer
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The policy module (peft-wrapped under LoRA); its parameters are partitions under ZeRO-3."""
+        return self.acc.unwrap_model(self.model)
+
+    def named_parameters(self) -> Iterator[tuple[str, torch.nn.Parameter]]:
+        return self.module.named_parameters()
+
+    def policy_view(self) -> PolicyView:
+        """What reward regimes may read: forward passes of the live policy and its frozen initial weights."""
+        return PolicyView(self.model, initial=self.reference, identity=lambda: weights_fingerprint(self.module))
+
+    def reference(self) -> PolicyView:
+        """The frozen initial policy: the base with the adapter switched off under LoRA, else a second copy
+        loaded from the same folder (under DeepSpeed an inference engine, partitioned like the policy)."""
+        if self._reference is None:
+            if self.adapted:
+                module = self.module
+                self._reference = PolicyView(self.model, context=module.disable_adapter,
+                                             identity=lambda: "base:" + weights_fingerprint(module))
+            elif self._initial_copy is not None:
+                frozen = self._initial_copy.to(self.acc.device)
+                self._reference = PolicyView(frozen, identity=lambda: weights_fingerprint(frozen))
+            else:
+                frozen = load_model(self.source).eval().requires_grad_(False)
+                if self.deepspeed:
+                    frozen = self._inference_engine(frozen)
+                else:
+                    frozen = frozen.to(self.acc.device)
+                self._reference = PolicyView(frozen, identity=lambda: weights_fingerprint(frozen))
+        return self._reference
+
+    def _inference_engine(self, model: torch.nn.Module) -> torch.nn.Module:
+        import deepspeed
+
+        config = {k: v for k, v in self.acc.state.deepspeed_plugin.deepspeed_config.items()
+                  if k not in ("optimizer", "scheduler")}
+        if config.get("zero_optimization", {}).get("stage") != 3:
+            config["zero_optimization"] = {"stage": 0}  # stages 1–2 partition nothing of a frozen model
+        engine, *_ = deepspeed.initialize(model=model, config=config)
+        engine.eval()
+        return engine
+
+    # ----- the update --------------------------------------------------------------------------------------------
+
+    def logprobs(self, batch: RolloutBatch, temperature: float, reference: bool = False) -> torch.Tensor:
+        """Log-probs [N, T] of the batch's completions without gradient, under the policy as it is now or under
+        the reference, in micro-batches."""
+        micro = self.cfg.trainer.micro_batch_size
+        if reference:
+            return self.reference().logprobs(batch, temperature, micro)
+        with torch.no_grad():
+            return torch.cat([completion_logprobs(self.model, batch.select(index), temperature)[0]
+                              for index in torch.arange(len(batch)).split(micro)])
+
+    def update(self, batch: RolloutBatch, step: int, empty: bool = False) -> dict[str, float]:
+        """algo.epochs passes × algo.minibatches optimizer steps over the rollouts, with gradient accumulation.
+
+        Every process runs the same number of minibatches (torch.tensor_split), so collectives stay in step. A
+        minibatch with no rows here — or a step whose groups were all dropped (`empty`) — is skipped alone, and
+        under several processes runs one placeholder row with its loss scaled by 0 instead."""
+        algo, cfg = self.cfg.algo, self.cfg.trainer
+        temperature, t_max = self.cfg.generator.temperature, self.cfg.generator.max_new_tokens
+        on_policy = algo.epochs * algo.minibatches == 1
+        shared, lr = self.acc.num_processes > 1, self.scheduler.get_last_lr()[0]
+        if empty and not shared:
+            with warnings.catch_warnings():  # no optimizer step this time, on purpose: the schedule still advances
+                warnings.simplefilter("ignore", UserWarning)
+                self.scheduler.step()
+            return {"train/lr": lr}
+        old = None if on_policy else self.logprobs(batch, temperature)
+        ref = None if algo.kl_beta <= 0 else self.logprobs(batch, temperature, reference=True)
+        shuffle = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + step)
+        stats: dict[str, list[float]] = defaultdict(list)
+        for epoch in range(algo.epochs):
+            order = torch.randperm(len(batch), generator=shuffle) if algo.minibatches > 1 else torch.arange(len(batch))
+            for minibatch in torch.tensor_split(order, algo.minibatches):
+                placeholder = empty or len(minibatch) == 0
+                if placeholder and not shared:
+                    continue
+                minibatch = order[:1] if len(minibatch) == 0 else minibatch
+                normalizer = self._normalizer(batch.completion_mask[minibatch], t_max, placeholder)  # float or [n]
+                micros = minibatch.split(cfg.micro_batch_size)
+                total = 0.0
+                for i, index in enumerate(micros):
+                    micro, last = batch.select(index), i == len(micros) - 1
+                    part = normalizer[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] \
+                        if isinstance(normalizer, torch.Tensor) else normalizer
+                    with self._accumulating(last):
+                        logp, entropy = completion_logprobs(self.model, micro, temperature, with_entropy=epoch == 0)
+                        inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
+                                            micro.completion_mask, part, None if ref is None else ref[index])
+                        out = policy_loss(inputs, algo)
+                        self._backward(out.loss * (0.0 if placeholder else 1.0), last)
+                    if placeholder:
+                        continue
+                    total += float(out.loss.detach())
+                    record_micro(stats, out.metrics, micro, logp, entropy)
+                norm = self._optimizer_step()
+                if not placeholder:
+                    stats["train/loss"].append(total)
+                    stats["train/grad_norm"].append(norm)
+        self.scheduler.step()
+        return {**{key: float(np.mean(values)) for key, values in stats.items()}, "train/lr": lr}
+
+    def _normalizer(self, mask: torch.Tensor, t_max: int, placeholder: bool) -> float | torch.Tensor:
+        """The aggregate's normaliser of the minibatch over every process, divided by the number of processes
+        (gradients are averaged over processes): then W processes take the step one process would."""
+        aggregate = self.cfg.algo.aggregate
+        local = AGGREGATES[aggregate](mask, t_max)
+        W = self.acc.num_processes
+        if W == 1:
+            return local
+        lengths = mask.sum(dim=1)  # [n]
+        mine = torch.tensor([0.0, 0.0, 0.0]) if placeholder else \
+            torch.tensor([float(lengths.sum()), float((lengths > 0).sum()), float(mask.shape[0])])
+        tokens, with_tokens, rows = self.acc.reduce(mine.to(self.acc.device), reduction="sum").cpu().tolist()
+        if aggregate == "token":  # Σm over every process
+            return max(tokens, 1.0) / W
+        if aggregate == "constant":  # N·T_max over every process
+            return max(rows, 1.0) * t_max / W
+        # sequence: each row's length × the number of sequences with tokens over every process
+        return lengths.clamp_min(1.0) * max(with_tokens, 1.0) / W
+
+    def _accumulating(self, last: bool):
+        """Micro-batches before the last skip the DDP gradient all-reduce (DeepSpeed: see _backward)."""
+        if self.deepspeed or last or self.acc.num_processes == 1:
+            return nullcontext()
+        return self.acc.no_sync(self.model)
+
+    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+        if self.deepspeed:
+            self.model.set_gradient_accumulation_boundary(last)
+            self.model.backward(loss)
+        else:
+            self.acc.backward(loss)
+
+    def _optimizer_step(self) -> float:
+        """Clip, step, zero the gradients; returns the gradient norm before clipping."""
+        if self.deepspeed:
+            self.model.step()
+            norm = self.model.get_global_grad_norm()
+            return float(norm) if norm is not None else float("nan")
+        clip = self.cfg.trainer.grad_clip
+        norm = self.acc.clip_grad_norm_(self.model.parameters(), clip if clip > 0 else float("inf"))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    # ----- weights out -------------------------------------------------------------------------------------------
+
+    def weights_for_sync(self, bucket_elements: int = SYNC_BUCKET_ELEMENTS,
+                         adapter_only: bool = False) -> Iterator[tuple[str, torch.Tensor]]:
+        """(Hugging Face name, full tensor) for every weight of the policy, as a generator engine loads them.
+
+        Under ZeRO-3 parameters are gathered a bucket at a time (buckets sized by DeepSpeed's element count, as
+        `numel()` is 0 outside a gather), each tensor valid until the next one is asked for — never the whole
+        model at once. Under LoRA each adapted layer's weight is merged on the fly (W + s·B·A), so the trainer's
+        modules are never merged in place; adapter_only yields the adapter's own weights (peft names) instead.
+        Every process must iterate to the end together (the gathers are collective)."""
+        units = [*self._sync_units(adapter_only), (None, None)]  # the last entry flushes the last bucket
+        bucket: list[tuple[list[torch.nn.Parameter], Any]] = []
+        size = 0
+        for params, produce in units:
+            if params is not None:
+                bucket.append((params, produce))
+                size += sum(element_count(p) for p in params)
+            if bucket and (params is None or size >= bucket_elements):
+                with gathered([p for ps, _ in bucket for p in ps]):
+                    for _, make in bucket:
+                        yield from make()
+                bucket, size = [], 0
+
+    def _sync_units(self, adapter_only: bool):
+        """(parameters to gather, producer of named tensors) per unit of sync; a LoRA layer is one unit."""
+        module = self.module
+        if not is_adapted(module):
+            for name, param in module.named_parameters():
+                yield [param], (lambda n=name, p=param: [(n, p.detach())])
+            return
+        from peft.tuners.lora import LoraLayer
+
+        base = module.get_base_model()
+        adapter = module.active_adapter if isinstance(module.active_adapter, str) else module.active_adapter[0]
+        if adapter_only:
+            for name, param in module.named_parameters():
+                if "lora_" in name:
+                    yield [param], (lambda n=name, p=param: [(n, p.detach())])
+            return
+        covered: set[int] = set()
+        for prefix, layer in base.named_modules():
+            if isinstance(layer, LoraLayer) and adapter in layer.lora_A:
+                params = list(layer.parameters())
+                covered.update(id(p) for p in params)
+                yield params, (lambda pre=prefix, lay=layer: merged_layer(pre, lay, adapter))
+        for name, param in base.named_parameters():
+            if id(param) not in covered:
+                yield [param], (lambda n=name, p=param: [(n, p.detach())])
+
+    def state_dict_full(self) -> dict[str, torch.Tensor]:
+        """The consolidated weights (merged under LoRA) on the main process (CPU copies); empty elsewhere."""
+        main = self.acc.is_main_process
+        return {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.weights_for_sync() if main}
+
+    def save_pretrained(self, path: Path) -> None:
+        """A Hugging Face folder of the policy (merged under LoRA, plus the adapter alone in path/adapter) that
+        `from_pretrained` and vLLM load. Collective: every process calls it."""
+        weights = self.state_dict_full()
+        adapter = None
+        if is_adapted(self.module):
+            adapter = {name: tensor.detach().to("cpu", copy=True)
+                       for name, tensor in self.weights_for_sync(adapter_only=True) if self.acc.is_main_process}
+        if self.acc.is_main_process:
+            from huggingface_hub import save_torch_state_dict
+
+            base = self.module.get_base_model() if is_adapted(self.module) else self.module
+            path.mkdir(parents=True, exist_ok=True)
+            save_torch_state_dict(weights, path)  # safetensors, sharded with an index when large
+            base.config.save_pretrained(path)
+            if getattr(base, "generation_config", None) is not None:
+                base.generation_config.save_pretrained(path)
+            self.tokenizer.save_pretrained(path)
+            if adapter is not None:
+                self.module.save_pretrained(path / "adapter", state_dict=adapter, safe_serialization=True)
+        self.acc.wait_for_everyone()
+
+
+def merged_layer(prefix: str, layer: Any, adapter: str) -> list[tuple[str, torch.Tensor]]:
+    """A LoRA layer's base weight with the adapter merged (W + s·B·A), and its bias, under the base names."""
+    weight = layer.get_base_layer().weight
+    merged = weight.detach() + layer.get_delta_weight(adapter).to(weight.dtype)
+    out = [(f"{prefix}.weight", merged)]
+    bias = getattr(layer.get_base_layer(), "bias", None)
+    if bias is not None:
+        out.append((f"{prefix}.bias", bias.detach()))
+    return out
+
+
+def record_micro(stats: dict[str, list[float]], loss_metrics: dict[str, float], micro: RolloutBatch,
+                 logp: torch.Tensor, entropy: torch.Tensor | None) -> None:
+    """Per-micro-batch diagnostics: the loss's own, entropy and the sampler/learner log-prob gap."""
+    mask = micro.completion_mask  # [n, T]
+    for key, value in loss_metrics.items():
+        stats[f"train/{key}"].append(value)
+    if entropy is not None:
+        stats["train/entropy"].append(float((entropy * mask).sum() / mask.sum().clamp_min(1)))
+        diff = ((logp.detach() - micro.sampler_logprobs).abs() * mask).sum() / mask.sum().clamp_min(1)
+        stats["train/sampler_logprob_diff"].append(float(diff))
+
+
+def lr_lambda(schedule: str, warmup: int, total: int):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        return {"constant": 1.0, "linear": 1.0 - progress, "cosine": 0.5 * (1 + np.cos(np.pi * progress))}[schedule]
+
+    return factor
