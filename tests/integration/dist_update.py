@@ -62,10 +62,11 @@ def main() -> None:
     for step in range(1, 4):
         metrics = learner.update(batch, step)
         losses.append(float(acc.reduce(torch.tensor(metrics["train/loss"]), reduction="mean")))
-    weights = learner.state_dict_full()
+    weights = learner.state_dict_full(bucket_elements=20_000)  # many buckets: the tiny policy has ~100k weights
     if acc.is_main_process:
         json.dump({"losses": losses, "processes": acc.num_processes, "distributed": str(acc.distributed_type),
-                   "zero_stage": learner.zero_stage, "weights": {k: v.flatten().tolist() for k, v in weights.items()}},
+                   "zero_stage": learner.zero_stage,
+                   "partitioned_on_load": learner.partitioned_on_load, "weights": {k: v.flatten().tolist() for k, v in weights.items()}},
                   open(out, "w"))
 
 

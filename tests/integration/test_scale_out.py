@@ -62,7 +62,7 @@ def test_two_processes_take_the_update_one_process_takes(one_process, cache_dir,
     two = update(kind, lora, cache_dir, tmp_path / "two.json")
     one = one_process[lora]
     assert two["processes"] == 2 and one["processes"] == 1
-    assert two["zero_stage"] == (3 if kind == "zero3" else 0)
+    assert two["zero_stage"] == two["partitioned_on_load"] * 3 == (3 if kind == "zero3" else 0)
     assert two["losses"] == pytest.approx(one["losses"], rel=1e-4, abs=1e-7)
     assert sorted(two["weights"]) == sorted(one["weights"])  # merged under LoRA: the base model's names
     for name, values in one["weights"].items():
@@ -134,3 +134,16 @@ def test_lora_run_saves_the_adapter_and_a_merged_model(cache_dir, tmp_path):
     assert torch.allclose(merged(ids).logits, adapted.merge_and_unload()(ids).logits, atol=1e-5)
     base = AutoModelForCausalLM.from_pretrained(base_path)
     assert not torch.allclose(merged(ids).logits, base(ids).logits, atol=1e-4)  # the adapter trained
+
+
+@pytest.mark.parametrize("regime", ["reward_model", "intuitor"])
+def test_regimes_that_read_the_policy_run_under_zero3(cache_dir, tmp_path, regime):
+    """Under ZeRO-3 no process holds whole weights: the reward model's frozen initial policy is a DeepSpeed
+    inference engine of its own and Intuitor reads the live policy, both through the Learner's PolicyView."""
+    extra = {"reward_model": [f"reward.ladder.ladder_dir={cache_dir / 'ladders'}", f"reward.rm_dir={tmp_path / 'rm'}"],
+             "intuitor": []}[regime]
+    run_dir = tmp_path / regime
+    launch("zero3", train_overrides(cache_dir, run_dir, f"reward={regime}", "task.max_prompts=4",
+                                    "trainer.max_steps=1", *extra), cache_dir)
+    rows = read_metrics(run_dir)
+    assert len(rows) == 1 and rows[0]["reward/std"] > 0

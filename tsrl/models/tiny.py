@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -172,11 +174,16 @@ def build_tiny(cfg: TinyModelConfig, task: Task, target: Path) -> None:
     )
     model = LlamaForCausalLM(config)
     losses = warm_start(model, tokenizer, task, cfg) if cfg.warmstart_steps else []
-    tmp = target.with_name(target.name + ".tmp")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # unique per builder
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "warmstart.json").write_text(json.dumps({"losses": losses}))
-    tmp.replace(target)  # atomic: concurrent builders or a crash never leave a half-written model
+    try:
+        tmp.replace(target)  # atomic: concurrent builders or a crash never leave a half-written model
+    except OSError:  # another builder finished first: its folder is the same build
+        if not (target / "config.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def tiny_source(cfg: TinyModelConfig, task: Task) -> PolicySource:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -158,7 +159,7 @@ def save_ladders(path: Path, ladders: dict[str, list[Rung]], matches: Matches) -
     """One JSON line per prompt: the ranked anchors (for reading) and the judged matches (what a later run
     re-ranks from, so a change in the fit never leaves stale strengths behind and costs no judge call)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # unique: several processes may store the same ladder
     with tmp.open("w", encoding="utf-8") as handle:
         for pid, rungs in ladders.items():
             rows = [{"text": r.anchor.text, "tier": r.anchor.tier, "strength": r.strength} for r in rungs]

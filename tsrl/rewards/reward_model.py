@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -173,7 +174,7 @@ class RewardModelRegime:
 
     def _store(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.stem + ".tmp.npz")
+        tmp = self.path.with_name(f"{self.path.stem}.{os.getpid()}.tmp.npz")  # unique: every process may store it
         np.savez(tmp, w=self.w, mu=self.mu, sigma=self.sigma, report=json.dumps(self.report))
         tmp.replace(self.path)  # atomic
 

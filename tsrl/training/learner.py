@@ -56,6 +56,7 @@ class Learner:
         self.deepspeed = plugin is not None
         self.zero_stage = int(plugin.zero_stage) if plugin is not None else 0
         self.adapted = is_adapted(model)
+        self.partitioned_on_load = any(hasattr(p, "ds_id") for p in model.parameters())  # ZeRO-3 with zero3_init
         self._reference: PolicyView | None = None
         self._initial_copy = None
         if source is None and not self.adapted:
@@ -297,10 +298,11 @@ class Learner:
             if id(param) not in covered:
                 yield [param], (lambda n=name, p=param: [(n, p.detach())])
 
-    def state_dict_full(self) -> dict[str, torch.Tensor]:
+    def state_dict_full(self, bucket_elements: int = SYNC_BUCKET_ELEMENTS) -> dict[str, torch.Tensor]:
         """The consolidated weights (merged under LoRA) on the main process (CPU copies); empty elsewhere."""
         main = self.acc.is_main_process
-        return {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.weights_for_sync() if main}
+        return {name: tensor.detach().to("cpu", copy=True)
+                for name, tensor in self.weights_for_sync(bucket_elements) if main}
 
     def save_pretrained(self, path: Path) -> None:
         """A Hugging Face folder of the policy (merged under LoRA, plus the adapter alone in path/adapter) that

@@ -110,8 +110,18 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
         "judge/calls_per_comparison": calls / comparisons if comparisons else 0.0,
         "time/generate_s": t1 - t0, "time/score_s": t2 - t1, "time/update_s": t3 - t2, "time/sync_s": t4 - t3,
         "time/step_s": t4 - t0, "throughput/tokens_per_s": float(lengths.sum()) / (t4 - t0),
+        "memory/peak_gib": peak_memory_gib(),
     }
     return metrics, groups, scored.rewards
+
+
+def peak_memory_gib() -> float:
+    """This process's peak memory so far: allocated GPU memory on CUDA, else the peak resident set (RSS)."""
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**30
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
 def sync_weights(run: Run) -> None:

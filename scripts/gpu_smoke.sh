@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Real ZeRO-3 and LoRA steps of tsrl on one GPU, with timings and peak memory: the one prepared check for a
+# single-GPU machine with no internet (torch, transformers, accelerate and peft installed; vLLM absent).
+#
+#   scripts/gpu_smoke.sh prepare     # here, with the package index: wheels for what the GPU machine lacks
+#   scripts/gpu_smoke.sh run         # there: installs the wheels offline, builds a model, runs 3 jobs
+#   SMOKE_CPU=1 scripts/gpu_smoke.sh run   # the same jobs on CPU (2 processes, small model): checks the script
+#
+# Jobs (each `trainer.max_steps` steps of B 8 prompts × G 8 completions, generator=hf, judge=rubric_sim):
+#   ddp    accelerate, one process, no DeepSpeed            (the baseline)
+#   zero3  DeepSpeed ZeRO-3 (configs/accelerate/gpu1_zero3.yaml, bf16)
+#   lora   ZeRO-3 + LoRA r=16 on every linear layer
+# Prints per job: median step time (first step left out), its split (generate / score / update / sync),
+# completion tokens per second and peak memory (GPU: max allocated; CPU: max RSS), from metrics.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODE="${1:-run}"
+WHEELS="${WHEELS:-wheels}"
+OUT="${OUT:-/tmp/tsrl_gpu_smoke}"
+PY="${PYTHON:-python3}"
+
+if [[ "$MODE" == "prepare" ]]; then
+  mkdir -p "$WHEELS"
+  # DeepSpeed ships as a source archive; build a pure-Python wheel (its ops compile at run time if needed).
+  DS_BUILD_OPS=0 "$PY" -m pip wheel -q --no-deps -w "$WHEELS" deepspeed==0.19.8
+  "$PY" -m pip download -q --no-deps -d "$WHEELS" hjson==3.1.0 ninja==1.13.2 py-cpuinfo==9.0.0 msgpack==1.2.4 \
+    hydra-core==1.3.8 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3 einops==0.8.2
+  ls -la "$WHEELS"
+  exit 0
+fi
+
+if [[ -n "${SMOKE_CPU:-}" ]]; then
+  LAUNCH="configs/accelerate/cpu_zero3.yaml"; HIDDEN=64; LAYERS=2; TOKENS=16; STEPS="${STEPS:-3}"; EXTRA=()
+else
+  LAUNCH="configs/accelerate/gpu1_zero3.yaml"; HIDDEN="${HIDDEN:-1024}"; LAYERS="${LAYERS:-16}"; TOKENS=128
+  STEPS="${STEPS:-6}"; EXTRA=()
+  if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --find-links "$WHEELS" --no-deps "$WHEELS"/*.whl
+  fi
+  "$PY" -m pip install -q --no-deps --no-build-isolation -e . 2>/dev/null || "$PY" -m pip install -q --no-deps -e .
+  "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0))"
+fi
+mkdir -p "$OUT"
+
+# A Llama from config (random weights: timing and memory only) with the tiny policy's locally trained tokenizer.
+MODEL="$OUT/model-h$HIDDEN-l$LAYERS"
+"$PY" - "$MODEL" "$HIDDEN" "$LAYERS" <<'EOF'
+import sys
+from pathlib import Path
+
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from tsrl.models import TinyModelConfig, policy_source
+from tsrl.models.source import load_tokenizer
+from tsrl.registry import load_components
+from tsrl.tasks import build_task
+from tsrl.tasks.humor import HumorConfig
+
+target, hidden, layers = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+if not (target / "config.json").is_file():
+    load_components()
+    tiny = policy_source(TinyModelConfig(warmstart_steps=0, cache_dir=str(target.parent / "tiny")), build_task(HumorConfig()))
+    tokenizer = load_tokenizer(tiny)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
+                         num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
+                         num_key_value_heads=max(1, hidden // 64), max_position_embeddings=1024,
+                         tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters at {target}")
+EOF
+
+COMMON=(model=hf "model.path=$MODEL" trainer.prompts_per_step=8 trainer.group_size=8 "trainer.max_steps=$STEPS"
+        trainer.micro_batch_size=16 "generator.max_new_tokens=$TOKENS" generator.prompts_per_call=8
+        trainer.eval.every=0 trainer.eval.max_prompts=8 trainer.eval.samples=1 trainer.checkpoint.every=0
+        "reward.ladder_dir=$OUT/ladders")
+
+run_job() {  # name, launcher config (or "none"), extra overrides...
+  local name="$1" config="$2"; shift 2
+  local dir="$OUT/$name"; rm -rf "$dir"
+  local start; start=$(date +%s)
+  if [[ "$config" == "none" ]]; then
+    "$PY" -m tsrl.cli "${COMMON[@]}" "run_dir=$dir" "$@" > "$OUT/$name.log" 2>&1
+  else
+    accelerate launch --config_file "$config" -m tsrl.cli "${COMMON[@]}" "run_dir=$dir" "$@" > "$OUT/$name.log" 2>&1
+  fi || { echo "job $name failed, log: $OUT/$name.log"; tail -30 "$OUT/$name.log"; return 1; }
+  echo "job $name: $(( $(date +%s) - start )) s wall"
+}
+
+run_job ddp none
+run_job zero3 "$LAUNCH"
+run_job lora "$LAUNCH" model.lora.r=16 model.lora.alpha=32 trainer.lr=1e-4
+
+"$PY" - "$OUT" <<'EOF'
+import json, statistics, sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+print(f"\n| job | s/step | generate | score | update | sync | tokens/s | peak GiB |\n|---|---|---|---|---|---|---|---|")
+for job in ("ddp", "zero3", "lora"):
+    rows = [json.loads(line) for line in (out / job / "metrics.jsonl").read_text().splitlines()][1:] or []
+    if not rows:
+        print(f"| {job} | (no steady-state steps) |"); continue
+    med = lambda key: statistics.median(r[key] for r in rows)
+    print(f"| {job} | {med('time/step_s'):.2f} | {med('time/generate_s'):.2f} | {med('time/score_s'):.2f} | "
+          f"{med('time/update_s'):.2f} | {med('time/sync_s'):.3f} | {med('throughput/tokens_per_s'):.0f} | "
+          f"{max(r['memory/peak_gib'] for r in rows):.2f} |")
+EOF
