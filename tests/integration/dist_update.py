@@ -44,7 +44,8 @@ def main() -> None:
     cfg = RunConfig(task=HumorConfig(), model=model_cfg, judge=None, reward=None,
                     algo=GRPOConfig(epochs=2, kl_beta=0.05, adv_scale="none"),
                     generator=HFGeneratorConfig(max_new_tokens=10), logger=None,
-                    trainer=TrainerConfig(micro_batch_size=2, lr=5e-3, grad_clip=1.0))
+                    trainer=TrainerConfig(micro_batch_size=2, lr=5e-3, grad_clip=1.0, lr_schedule="linear",
+                                        max_steps=4))  # a schedule the ZeRO optimizer must follow
     learner = Learner.build(cfg, build_task(cfg.task), acc)
     rng = torch.Generator().manual_seed(0)
     groups = []

@@ -125,12 +125,12 @@ def peak_memory_gib() -> float:
 
 
 def sync_weights(run: Run) -> None:
-    """The generator gets the policy's new weights (a no-op for the hf generator, which shares the module) and
-    wakes up if it slept through the update."""
-    run.generator.load_weights(run.learner.weights_for_sync())
+    """A generator that slept through the update wakes (re-allocating what it freed), then gets the policy's new
+    weights (a no-op for the hf generator, which shares the module)."""
     wake = getattr(run.generator, "wake_up", None)
     if wake is not None:
         wake()
+    run.generator.load_weights(run.learner.weights_for_sync())
 
 
 def evaluate(run: Run) -> dict[str, float]:
