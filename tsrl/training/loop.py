@@ -148,7 +148,8 @@ def update_policy(run: Run, batch: RolloutBatch, step: int, empty: bool = False)
                 with acc.no_sync(model) if i < len(micros) - 1 else nullcontext():
                     logp, entropy = completion_logprobs(model, micro, temperature, with_entropy=epoch == 0)
                     inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
-                                        micro.completion_mask, part, None if ref is None else ref[index])
+                                        micro.completion_mask, part, None if ref is None else ref[index],
+                                        sampler_logprobs=micro.sampler_logprobs)
                     out = policy_loss(inputs, algo)
                     acc.backward(out.loss * (0.0 if placeholder else 1.0))
                 if placeholder:
