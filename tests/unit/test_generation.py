@@ -52,3 +52,32 @@ def test_greedy_first_decodes_sample_zero_greedily_and_keeps_learner_logprobs(po
         assert torch.equal(argmax[row][keep], batch.input_ids[row, P:][keep])
     only = generator.generate(prompts[:1], n=1, greedy_first=True)
     assert only[0].rollouts[0].token_ids == first[0].rollouts[0].token_ids
+
+
+LLAMA_PACKED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
+
+
+def test_fused_group_names_the_vllm_layer_and_all_its_parts():
+    """generator=vllm holds the parts of a fused layer until all have arrived: which HF names belong together."""
+    from tsrl.generation.vllm import fused_group
+
+    fused, members = fused_group("model.layers.3.self_attn.k_proj.weight", LLAMA_PACKED)
+    assert fused == "model.layers.3.self_attn.qkv_proj.weight"
+    assert members == {f"model.layers.3.self_attn.{m}_proj.weight" for m in "qkv"}
+    fused, members = fused_group("model.layers.0.mlp.up_proj.bias", LLAMA_PACKED)
+    assert (fused, members) == ("model.layers.0.mlp.gate_up_proj.bias",
+                                {"model.layers.0.mlp.gate_proj.bias", "model.layers.0.mlp.up_proj.bias"})
+    for alone in ("model.layers.0.self_attn.o_proj.weight", "model.embed_tokens.weight", "lm_head.weight", "bias"):
+        assert fused_group(alone, LLAMA_PACKED) is None
+
+
+def test_vllm_generator_settings_are_checked_without_vllm():
+    from tsrl.errors import ConfigError
+    from tsrl.generation.vllm import VLLMGeneratorConfig
+
+    assert VLLMGeneratorConfig().sleep_level == 1
+    for bad, field in [({"sleep_level": 3}, "sleep_level"), ({"dtype": "fp8"}, "dtype"), ({"top_p": 0.0}, "top_p"),
+                       ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+                       ({"tensor_parallel_size": 0}, "max_new_tokens, tensor_parallel_size"), ({"max_model_len": -1}, "max_model_len")]:
+        with pytest.raises(ConfigError, match=f"generator.{field}"):
+            VLLMGeneratorConfig(**bad)

@@ -122,3 +122,82 @@ def test_aggregate_defaults_and_names(tmp_path):
     assert GRPOConfig(aggregate="sequence").aggregate == "sequence"
     with pytest.raises(ConfigError, match="algo.aggregate"):
         GRPOConfig(aggregate="per_prompt")
+
+
+def mismatch_inputs(sampler, mask=None, ref=None):
+    """On-policy GRPO inputs (logp = old = 0, advantage 1) whose sampler log-probs differ from the learner's:
+    the surrogate of every kept token is −1, so the loss shows each token's importance weight directly."""
+    T = len(sampler)
+    inp = inputs([[0.0] * T], [[0.0] * T], [1.0], [mask or [1.0] * T], normalizer=4.0, ref=ref)
+    inp.sampler_logprobs = torch.tensor([sampler])
+    return inp
+
+
+# ρ = exp(old − sampler) = 1, 1.5, 3, 0.25 on the completion; a 5th, padded token with a wild sampler value
+SAMPLER = [0.0, -math.log(1.5), -math.log(3.0), math.log(4.0), -50.0]
+PADDED = [1.0, 1.0, 1.0, 1.0, 0.0]
+
+
+def test_tis_multiplies_each_token_loss_by_its_truncated_importance_weight():
+    """cap 2: weights min(ρ, 2) = 1, 1.5, 2, 0.25; loss −(1 + 1.5 + 2 + 0.25)/4; gradient −w/4 per token; one
+    of the four completion tokens is truncated; the padded token counts nowhere."""
+    inp = mismatch_inputs(SAMPLER, PADDED)
+    out = policy_loss(inp, GRPOConfig(is_correction="tis", is_cap=2.0))
+    assert out.loss.item() == pytest.approx(-4.75 / 4)
+    out.loss.backward()
+    assert torch.allclose(inp.logprobs.grad, torch.tensor([[-0.25, -0.375, -0.5, -0.0625, 0.0]]))
+    assert out.metrics["is_clipped_frac"] == 0.25
+    assert out.metrics["is_mismatch"] == pytest.approx((math.log(1.5) + math.log(3.0) + math.log(4.0)) / 4)
+
+
+def test_mask_drops_tokens_outside_the_band_and_keeps_the_normaliser():
+    """cap 2, band [0.5, 2]: ρ = 3 and ρ = 0.25 are dropped; loss −(1 + 1)/4 (normaliser still 4)."""
+    inp = mismatch_inputs(SAMPLER, PADDED)
+    out = policy_loss(inp, GRPOConfig(is_correction="mask", is_cap=2.0))
+    assert out.loss.item() == pytest.approx(-0.5)
+    out.loss.backward()
+    assert torch.allclose(inp.logprobs.grad, torch.tensor([[-0.25, -0.25, 0.0, 0.0, 0.0]]))
+    assert out.metrics["is_clipped_frac"] == 0.5
+
+
+def test_the_band_and_the_cap_are_inclusive():
+    """cap 1: the band is [1, 1]. A token with ρ exactly 1 is kept by mask and not counted as truncated by
+    tis; ρ = e^±0.5 are masked, and tis truncates only the one above the cap."""
+    sampler = [0.0, 0.5, -0.5, 0.0]
+    masked = policy_loss(mismatch_inputs(sampler), GRPOConfig(is_correction="mask", is_cap=1.0))
+    assert masked.loss.item() == pytest.approx(-2.0 / 4)
+    assert masked.metrics["is_clipped_frac"] == 0.5
+    tis = policy_loss(mismatch_inputs(sampler), GRPOConfig(is_correction="tis", is_cap=1.0))
+    assert tis.loss.item() == pytest.approx(-(1 + math.exp(-0.5) + 1 + 1) / 4)
+    assert tis.metrics["is_clipped_frac"] == 0.25
+
+
+def test_a_masked_token_drops_its_kl_term_too():
+    """Token 1's ρ = e^−5 leaves the band: of the k3 KL terms (ref − logp = −1: e^−1 + 1 − 1 each) only token
+    0's remains, over the given normaliser 4; the advantage is 0, so the KL is the whole loss."""
+    inp = mismatch_inputs([0.0, 5.0], ref=[[-1.0, -1.0]])
+    inp.advantages = torch.tensor([0.0])
+    out = policy_loss(inp, GRPOConfig(kl_beta=0.1, is_correction="mask"))
+    assert out.loss.item() == pytest.approx(0.1 * math.exp(-1.0) / 4)
+
+
+def test_no_correction_leaves_the_loss_alone_and_still_reports_the_gap():
+    inp = mismatch_inputs(SAMPLER, PADDED)
+    out = policy_loss(inp, GRPOConfig())
+    assert out.loss.item() == pytest.approx(-1.0)
+    assert out.metrics["is_mismatch"] == pytest.approx((math.log(1.5) + math.log(3.0) + math.log(4.0)) / 4)
+    assert "is_clipped_frac" not in out.metrics
+    assert "is_mismatch" not in policy_loss(inputs([[0.0]], [[0.0]], [1.0], [[1.0]]), GRPOConfig()).metrics
+
+
+def test_is_correction_settings_are_checked():
+    from tsrl.errors import ConfigError
+
+    assert (GRPOConfig().is_correction, GRPOConfig().is_cap) == ("none", 2.0)
+    with pytest.raises(ConfigError, match="algo.is_correction='clip' is unknown"):
+        CISPOConfig(is_correction="clip")
+    with pytest.raises(ConfigError, match="algo.is_cap must be >= 1"):
+        GRPOConfig(is_correction="tis", is_cap=0.5)
+    assert GRPOConfig(is_cap=1.0).is_cap == 1.0
+    with pytest.raises(ValueError, match="needs LossInputs.sampler_logprobs"):
+        policy_loss(inputs([[0.0]], [[0.0]], [1.0], [[1.0]]), GRPOConfig(is_correction="tis"))

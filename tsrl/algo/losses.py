@@ -9,6 +9,18 @@ A the sequence advantage broadcast to its tokens, m_t the completion mask.
            constant, so every token keeps a gradient); cap is an explicit absolute value.
 - KL (optional, all losses): β·k3 per token, k3 = exp(ref − logp) − (ref − logp) − 1 (Schulman's estimator).
 
+Train/inference mismatch (optional, all losses; IS_CORRECTIONS): a separate sampler (vLLM) computes log-probs
+with other kernels and precision than the learner, so even at identical weights the "old" policy the loss is
+relative to (old_logp: the learner's pre-update log-probs) is not exactly the policy that sampled (sampler_logp).
+With ρ_t = exp(old_logp_t − sampler_logp_t), each token's loss (surrogate and KL) is multiplied by a detached
+weight:
+- tis:  min(ρ_t, C) — truncated importance sampling (Yao et al. 2025, "Your efficient RL framework secretly
+        brings you off-policy RL training");
+- mask: 1 if ρ_t ∈ [1/C, C] else 0 — the token is dropped from the loss's numerator, the normaliser is kept;
+- none: 1 (the default).
+C is algo.is_cap. Logged: is_mismatch = mean |old_logp − sampler_logp| and is_clipped_frac = share of tokens
+whose weight was truncated (tis) or masked (mask), over completion tokens.
+
 Aggregates (how the per-token losses ℓ_nt of a minibatch of N sequences become one number, AGGREGATES):
 - token    Σ_nt m·ℓ / Σ_nt m — every token of the minibatch weighs the same (DAPO; tsrl's grpo and cispo
            default, and MiniMax-M1's CISPO normalisation);
@@ -42,6 +54,7 @@ class LossInputs:
     mask: torch.Tensor  # [N, T] 1.0 on completion tokens
     normalizer: float | torch.Tensor  # divides the summed per-token loss: a float or [N] (see module docstring)
     ref_logprobs: torch.Tensor | None = None  # [N, T] frozen reference, for the KL term
+    sampler_logprobs: torch.Tensor | None = None  # [N, T] what the generator reported, for algo.is_correction
 
 
 @dataclass
@@ -68,6 +81,11 @@ class AlgoConfig:
     """Leave completions cut at max_new_tokens out of the loss (DAPO's overlong filtering)."""
     aggregate: str = "token"
     """token (DAPO) | sequence (DeepSeekMath's GRPO) | constant (Dr. GRPO): see the module docstring."""
+    is_correction: str = "none"
+    """Sampler/learner mismatch correction: none | tis (truncated importance weight) | mask (drop tokens whose
+    weight leaves [1/is_cap, is_cap]); for a separate sampler such as generator=vllm (module docstring)."""
+    is_cap: float = 2.0
+    """C of is_correction: the tis weight's cap and the mask's band [1/C, C]; must be >= 1."""
 
     def __post_init__(self) -> None:
         from tsrl.algo.advantages import ADV_SCALES
@@ -78,6 +96,11 @@ class AlgoConfig:
             raise ConfigError(f"algo.aggregate={self.aggregate!r} is unknown; choose one of {sorted(AGGREGATES)}.")
         if self.epochs < 1 or self.minibatches < 1:
             raise ConfigError("algo.epochs and algo.minibatches must be at least 1.")
+        if self.is_correction not in IS_CORRECTIONS:
+            raise ConfigError(f"algo.is_correction={self.is_correction!r} is unknown; choose one of "
+                              f"{list(IS_CORRECTIONS)}.")
+        if not self.is_cap >= 1:
+            raise ConfigError(f"algo.is_cap must be >= 1 (the band is [1/is_cap, is_cap]), got {self.is_cap}.")
         if self.kl_beta < 0 or self.std_floor <= 0:
             raise ConfigError(f"algo.kl_beta must be >= 0 and algo.std_floor > 0, got {self.kl_beta} and "
                               f"{self.std_floor}.")
@@ -170,10 +193,44 @@ AGGREGATES: dict[str, Callable[[torch.Tensor, int], float | torch.Tensor]] = {
 }
 
 
+def truncated_is_weight(log_ratio: torch.Tensor, cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """tis: weight min(exp(log_ratio), cap) [N, T] and the truncated-token indicator [N, T]."""
+    ratio = torch.exp(log_ratio)  # [N, T]
+    return ratio.clamp(max=cap), (ratio > cap).float()
+
+
+def masked_is_weight(log_ratio: torch.Tensor, cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """mask: weight 1 where exp(log_ratio) lies in [1/cap, cap], else 0 [N, T], and the masked indicator [N, T]."""
+    ratio = torch.exp(log_ratio)  # [N, T]
+    keep = (ratio >= 1.0 / cap) & (ratio <= cap)  # [N, T]
+    return keep.float(), (~keep).float()
+
+
+# Sampler/learner mismatch corrections: log ρ = old_logp − sampler_logp [N, T], cap → (weight, corrected) [N, T].
+IS_CORRECTIONS: dict[str, Callable[[torch.Tensor, float], tuple[torch.Tensor, torch.Tensor]]] = {
+    "none": lambda log_ratio, cap: (torch.ones_like(log_ratio), torch.zeros_like(log_ratio)),
+    "tis": truncated_is_weight,
+    "mask": masked_is_weight,
+}
+
+
 def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(π ‖ π_ref) [N, T]; non-negative, unbiased in expectation."""
     log_ratio = ref_logprobs - logprobs  # [N, T]
     return torch.exp(log_ratio) - log_ratio - 1.0
+
+
+def mismatch_weight(inp: LossInputs, cfg: AlgoConfig, metrics: dict[str, float]) -> torch.Tensor:
+    """The detached per-token weight [N, T] of algo.is_correction; records is_mismatch (and, with a correction,
+    is_clipped_frac) over the completion tokens in `metrics`."""
+    with torch.no_grad():
+        log_ratio = (inp.old_logprobs - inp.sampler_logprobs) * inp.mask  # [N, T], 0 off the completion
+        weight, corrected = IS_CORRECTIONS[cfg.is_correction](log_ratio, cfg.is_cap)  # [N, T], [N, T]
+        n_tokens = inp.mask.sum().clamp_min(1.0)
+        metrics["is_mismatch"] = float(log_ratio.abs().sum() / n_tokens)
+        if cfg.is_correction != "none":
+            metrics["is_clipped_frac"] = float((corrected * inp.mask).sum() / n_tokens)
+    return weight
 
 
 def policy_loss(inp: LossInputs, cfg: AlgoConfig) -> LossOutputs:
@@ -185,6 +242,10 @@ def policy_loss(inp: LossInputs, cfg: AlgoConfig) -> LossOutputs:
         kl = k3_kl(inp.logprobs, inp.ref_logprobs)  # [N, T]
         per_token = per_token + cfg.kl_beta * kl
         metrics["kl"] = float((kl.detach() * mask).sum() / mask.sum().clamp_min(1.0))
+    if inp.sampler_logprobs is not None:
+        per_token = per_token * mismatch_weight(inp, cfg, metrics)
+    elif cfg.is_correction != "none":
+        raise ValueError(f"algo.is_correction={cfg.is_correction} needs LossInputs.sampler_logprobs.")
     normalizer = inp.normalizer.unsqueeze(1) if isinstance(inp.normalizer, torch.Tensor) else inp.normalizer
     loss = (per_token * mask / normalizer).sum()
     with torch.no_grad():

