@@ -102,7 +102,7 @@ def test_misspelled_recipe_fails_in_one_sentence(venv, elsewhere):
     assert result.returncode == 2, result.stderr
     recipes = next(venv.rglob("site-packages/tsrl/configs/recipes"))
     assert result.stderr.strip() == (f"tsrl: error: recipes=cpu_dmeo is not a recipe; the recipes are: "
-                                     f"cpu_demo (from {recipes}).")
+                                     f"cpu_demo, smollm2_humor (from {recipes}).")
 
 
 def test_config_dir_adds_the_users_recipes(venv, elsewhere):

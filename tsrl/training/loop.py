@@ -254,6 +254,9 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     try:
         run = setup(cfg, task, judge, eval_judge)
         run_steps(run)
+        close = getattr(run.generator, "close", None)  # last: vLLM's shutdown also ends the process group
+        if close is not None:
+            close()
     finally:  # every exit, setup's too (a judge dead during the ladder build, Ctrl-C): connections, loop, cache
         close_judge(judge)
         close_judge(eval_judge)
