@@ -1,0 +1,467 @@
+"""Benchmark: tsrl's RL step against TRL's `GRPOTrainer` at equal work, per model size, in one command.
+Target: tsrl ≤ 0.8× TRL's seconds per step.
+
+    python scripts/trainer_bench.py [--sizes tiny 27m] [--repeats 3] [--steps N] [--warmup 1] [--threads 1]
+        [--profile] [--out runs/trainer_bench/results.json]
+
+Per size and repeat, the two trainers start together, each in its own process (so each one's peak RSS is its own;
+their set-ups overlap), then take turns one step at a time: step 1 of tsrl, step 1 of TRL, step 2 of tsrl, …; the
+one waiting idles, so each steps alone and both see the same machine load, which on a shared machine drifts by 2–3×
+within minutes. Repeat r runs both trainers with seed r (prompt order, sampling). Reported per trainer: medians
+over every step after the first `--warmup` of each run, in wall seconds and in CPU seconds of the trainer's process
+(less sensitive to other work on the machine than wall time, and equal to it on an idle one with one thread); and
+tsrl/TRL as the median over those steps of each tsrl step over the TRL step right after it (in brackets: the same
+median per repeat). Each trainer runs with `--threads` torch threads (default 1): on the shared 2-core machine,
+two threads per process competing with other work made generation 3–5× slower and far noisier (64 × 48 tokens
+from the tiny policy: 10–19 s with 2 threads, 3–4 s with 1, while two other processes held both cores).
+`--profile` writes a cProfile of tsrl's steady steps (first repeat) beside the JSON file.
+
+The models, both saved once as local Hugging Face folders that both trainers load (float32):
+- `tiny`: tsrl's `model=tiny` with its defaults (Llama, hidden 128, 4 layers, 4 heads, its own 2,048-token BPE
+  tokenizer, warm-started on the humor anchors; ≈1.3M parameters), the cached folder itself;
+- `27m`: a Llama from config with the same tokenizer, hidden 512, 8 layers, 8 heads, MLP 1,408, tied embeddings,
+  random weights (seed 0; ≈26.7M parameters). Untrained, it rarely emits the end token, so nearly every
+  completion runs the full 48 tokens on both sides.
+
+The same work on both sides (the script counts the completion tokens each step generates and prints them):
+- prompts: the humor task's 64 training prompts, through the tokenizer's chat template (TRL: a conversational
+  "prompt" column, so it applies the same template); B = 8 prompts × G = 8 completions per step;
+- sampling: temperature 1.0, top-p 1.0, top-k off, at most 48 new tokens, `transformers.generate` on the policy
+  itself (TRL: use_vllm=False);
+- reward: the ladder regime (k = 4 anchors) judged by the simulated judge `rubric_sim`; TRL calls it through
+  tsrl.integrations.trl.TournamentReward, so both score with the same code; ladders are built before step 1;
+- loss: GRPO's clipped surrogate (ε = 0.2) with token-level aggregation (Σ m·ℓ / Σ m over the 64 completions:
+  tsrl `algo=grpo`, TRL `loss_type="dapo"`), advantages r − mean(r) per group without std scaling, no KL
+  (β = 0, no reference model), on-policy: one optimizer step per generation batch, no extra log-prob pass;
+- optimizer: torch AdamW, lr 5e-4 constant, no weight decay, gradient clipping at 1.0, micro-batches of 32
+  (two per step), same number of optimizer steps.
+
+tsrl, composed as `tsrl-train` would be with these overrides, and stepped with `training.loop.train_step`
+(no evaluation, no logging):
+    reward=ladder reward.k=4 judge=rubric_sim task=humor model=hf model.path=FOLDER algo=grpo algo.kl_beta=0
+    trainer.prompts_per_step=8 trainer.group_size=8 trainer.micro_batch_size=32 trainer.lr=5e-4
+    trainer.lr_schedule=constant generator.max_new_tokens=48 generator.temperature=1.0 generator.top_p=1.0 seed=REPEAT
+
+TRL 1.16:
+    GRPOConfig(per_device_train_batch_size=32, gradient_accumulation_steps=2, steps_per_generation=2,
+               num_generations=8, num_iterations=1, max_completion_length=48, temperature=1.0, top_p=1.0, top_k=0,
+               beta=0.0, epsilon=0.2, loss_type="dapo", scale_rewards="none", learning_rate=5e-4,
+               lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=1.0, optim="adamw_torch",
+               use_vllm=False, use_cpu=True, bf16=False, max_steps=STEPS, logging_strategy="no",
+               save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True,
+               dataloader_num_workers=0, seed=REPEAT)
+    so generation_batch_size = 32 × 2 = 64 = 8 prompts × 8, generated in one call; since
+    gradient_accumulation_steps is a multiple of steps_per_generation × num_iterations, TRL computes no old
+    log-probs either.
+
+Where the time goes (CPU seconds): generate, the generator's `generate` (tsrl) or the trainer's `_generate` (TRL;
+both include templating and tokenizing the prompts); score, the reward regime's `score` (tsrl) or the reward
+function (TRL); sync, the generator's `load_weights` (tsrl; the hf generator shares the policy's weights); update,
+the rest of the step (advantages, batching, forward/backward, optimizer step). tsrl's own time/* metrics (wall)
+are kept in the JSON file too. A TRL step runs from the end of the callback's wait to the next on_step_end, so it
+includes the trainer's data loading and bookkeeping, as a tsrl step includes its prompt sampling and metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+B, G, MAX_NEW_TOKENS, TEMPERATURE, LR, MICRO_BATCH, K = 8, 8, 48, 1.0, 5e-4, 32, 4
+SIZES = {  # name: (Llama dimensions, or None for tsrl's tiny defaults; default measured steps per run)
+    "tiny": (None, 6),
+    "27m": ({"hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8, "intermediate_size": 1408}, 3),
+}
+SIDES = ("tsrl", "trl")
+
+
+# ----- model folders ---------------------------------------------------------------------------------------------
+
+def model_folder(size: str, out_dir: Path) -> Path:
+    """The local Hugging Face folder of `size`, built once: tsrl's tiny policy (its cache), or a Llama from
+    config with the tiny policy's tokenizer."""
+    from tsrl.models.tiny import TinyModelConfig, tiny_source
+    from tsrl.tasks import HumorConfig, HumorTask
+
+    tiny = tiny_source(TinyModelConfig(), HumorTask(HumorConfig())).path
+    dims = SIZES[size][0]
+    if dims is None:
+        return tiny
+    target = out_dir / "models" / f"llama-{size}"
+    if not (target / "config.json").is_file():
+        import torch
+        from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+        tokenizer = AutoTokenizer.from_pretrained(tiny)
+        config = LlamaConfig(vocab_size=len(tokenizer), num_key_value_heads=dims["num_attention_heads"],
+                             max_position_embeddings=512, tie_word_embeddings=True,
+                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                             bos_token_id=None, **dims)
+        torch.manual_seed(0)
+        LlamaForCausalLM(config).save_pretrained(target)
+        tokenizer.save_pretrained(target)
+    return target
+
+
+def parameter_count(folder: Path) -> int:
+    from transformers import AutoModelForCausalLM
+
+    return sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(folder).parameters())
+
+
+# ----- the two trainers, each in its own process, taking turns ------------------------------------------------------
+
+MARK = "@@trainer_bench "  # prefix of the lines a trainer process sends; anything else on its stdout is ignored
+
+
+class Turns:
+    """A trainer process's side of the turns: report a line to the parent, wait for its "go"."""
+
+    def say(self, kind: str, **payload: Any) -> None:
+        print(MARK + json.dumps({"kind": kind, **payload}), flush=True)
+
+    def wait(self) -> None:
+        if sys.stdin.readline().strip() != "go":
+            sys.exit("trainer_bench: the parent went away")
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class PhaseClock:
+    """CPU seconds (this process, every thread) of one step and of its named phases."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = defaultdict(float)
+        self.started_wall = self.started_cpu = 0.0
+
+    def wrap(self, function: Any, phase: str) -> Any:
+        """`function`, its CPU seconds added to `phase`."""
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.spent[phase] += time.process_time() - t0
+        return wrapper
+
+    def start(self) -> None:
+        self.spent.clear()
+        self.started_wall, self.started_cpu = time.perf_counter(), time.process_time()
+
+    def stop(self) -> dict[str, float]:
+        """The step: wall and CPU seconds, and CPU seconds per phase; `update` is everything else."""
+        wall, cpu = time.perf_counter() - self.started_wall, time.process_time() - self.started_cpu
+        phases = {phase: self.spent.get(phase, 0.0) for phase in ("generate", "score", "sync")}
+        return {"step_s": wall, "cpu_s": cpu, **phases, "update": cpu - sum(phases.values())}
+
+
+def run_tsrl(folder: Path, steps: int, seed: int, run_dir: Path, turns: Turns, profile: Path | None) -> None:
+    """tsrl's loop, built as tsrl-train builds it (no evaluation, no logging), one train_step per turn."""
+    from tsrl.integrations.scoring import compose_run_config
+    from tsrl.judging import close_judge
+    from tsrl.tasks import build_task
+    from tsrl.training.loop import open_judges, quiet_libraries, setup, train_step
+
+    quiet_libraries()
+    overrides = ["model=hf", f"model.path={folder}", "algo=grpo", "algo.kl_beta=0",
+                 f"trainer.prompts_per_step={B}", f"trainer.group_size={G}", f"trainer.micro_batch_size={MICRO_BATCH}",
+                 f"trainer.lr={LR}", "trainer.lr_schedule=constant", f"trainer.max_steps={steps}",
+                 f"generator.max_new_tokens={MAX_NEW_TOKENS}", f"generator.temperature={TEMPERATURE}",
+                 "generator.top_p=1.0", f"seed={seed}"]
+    cfg = compose_run_config("ladder", "rubric_sim", "humor", str(run_dir), overrides, {"k": K})
+    task = build_task(cfg.task)
+    judge, eval_judge = open_judges(cfg, task)
+    profiler, clock = (cProfile.Profile() if profile else None), PhaseClock()
+    try:
+        run = setup(cfg, task, judge, eval_judge)
+        run.generator.generate = clock.wrap(run.generator.generate, "generate")  # instance attributes: the loop
+        run.regime.score = clock.wrap(run.regime.score, "score")  # calls these, its code is unchanged
+        run.generator.load_weights = clock.wrap(run.generator.load_weights, "sync")
+        turns.say("ready", setup_rss_mb=rss_mb())
+        for step in range(1, steps + 1):
+            turns.wait()
+            if profiler is not None and step > 1:  # steady steps only
+                profiler.enable()
+            clock.start()
+            metrics, groups, _ = train_step(run, step)
+            record = clock.stop()
+            if profiler is not None:
+                profiler.disable()
+            turns.say("step", **record, tokens=sum(len(r.token_ids) for g in groups for r in g.rollouts),
+                      completions=sum(len(g.rollouts) for g in groups),
+                      metrics={key: value for key, value in metrics.items() if key.startswith("time/")})
+        turns.wait()  # the parent's go to finish
+    finally:
+        close_judge(judge)
+        close_judge(eval_judge)
+    if profiler is not None:
+        write_profile(profiler, profile)
+
+
+def write_profile(profiler: cProfile.Profile, path: Path) -> None:
+    """The pstats file, and a text summary beside it: the top functions by cumulative and by own time."""
+    profiler.dump_stats(str(path))
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("tottime").print_stats(25)
+    path.with_suffix(".txt").write_text(text.getvalue())
+
+
+class CountingReward:
+    """A reward function for TRL that counts the completions and completion tokens it is handed per call."""
+
+    def __init__(self, reward: Any) -> None:
+        self.reward, self.__name__ = reward, reward.__name__
+        self.calls: list[dict[str, int]] = []
+
+    def __call__(self, completion_ids: Any = None, **kwargs: Any) -> list[float | None]:
+        self.calls.append({"tokens": sum(len(ids) for ids in completion_ids), "completions": len(completion_ids)})
+        return self.reward(completion_ids=completion_ids, **kwargs)
+
+
+def trl_config(steps: int, seed: int, output_dir: Path) -> Any:
+    """The GRPOConfig of the docstring: one generation batch of B×G = one optimizer step of two micro-batches."""
+    from trl import GRPOConfig
+
+    accumulation = B * G // MICRO_BATCH
+    args = GRPOConfig(
+        output_dir=str(output_dir), per_device_train_batch_size=MICRO_BATCH, gradient_accumulation_steps=accumulation,
+        steps_per_generation=accumulation, num_generations=G, num_iterations=1, max_completion_length=MAX_NEW_TOKENS,
+        temperature=TEMPERATURE, top_p=1.0, top_k=0, beta=0.0, epsilon=0.2, loss_type="dapo", scale_rewards="none",
+        learning_rate=LR, lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=1.0, optim="adamw_torch",
+        use_vllm=False, use_cpu=True, bf16=False, max_steps=steps, logging_strategy="no", save_strategy="no",
+        eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0, seed=seed)
+    assert args.generation_batch_size == B * G, args.generation_batch_size
+    return args
+
+
+def run_trl(folder: Path, steps: int, seed: int, run_dir: Path, turns: Turns, profile: Path | None) -> None:
+    """TRL's GRPOTrainer on the same folder, prompts and reward; one optimizer step per turn (a callback waits
+    for the turn at the start of training and after each optimizer step, so a step runs from the end of that
+    wait to the next on_step_end)."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.utils import logging as hf_logging
+    from trl import GRPOTrainer
+
+    from tsrl.integrations.trl import TournamentReward
+    from tsrl.tasks import HumorConfig, HumorTask
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    clock = PhaseClock()
+    prompts = [[{"role": "user", "content": p.text}] for p in HumorTask(HumorConfig()).prompts("train")]
+    reward = CountingReward(TournamentReward(num_generations=G, regime="ladder", judge="rubric_sim", task="humor",
+                                             k=K, run_dir=run_dir / "reward"))
+    reward.reward = clock.wrap(reward.reward, "score")
+
+    class Turn(TrainerCallback):
+        def on_train_begin(self, *_: Any, **__: Any) -> None:
+            turns.say("ready", setup_rss_mb=rss_mb())
+            turns.wait()
+            clock.start()
+
+        def on_step_end(self, _args: Any, state: Any, *__: Any, **___: Any) -> None:
+            record = clock.stop()
+            turns.say("step", **record, **reward.calls[-1])
+            turns.wait()  # after the last step: the parent's go to finish
+            clock.start()
+
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[reward],
+                          args=trl_config(steps, seed, run_dir / "trl"),
+                          train_dataset=Dataset.from_dict({"prompt": prompts}), callbacks=[Turn()])
+    trainer._generate = clock.wrap(trainer._generate, "generate")
+    trainer.train()
+
+
+def child(side: str, folder: Path, steps: int, seed: int, threads: int, profile: Path | None) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    turns = Turns()
+    with tempfile.TemporaryDirectory(prefix=f"trainer-bench-{side}-") as run_dir:
+        (run_tsrl if side == "tsrl" else run_trl)(folder, steps, seed, Path(run_dir), turns, profile)
+    turns.say("done", peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # KB on Linux
+              torch_threads=torch.get_num_threads())
+
+
+# ----- the parent: start both, give turns, collect ------------------------------------------------------------------
+
+class TrainerProcess:
+    """One trainer in its own process; `expect` reads its reports, `go` gives it a turn."""
+
+    def __init__(self, side: str, folder: Path, steps: int, seed: int, threads: int, profile: Path | None) -> None:
+        self.side, self.log = side, tempfile.TemporaryFile("w+")
+        command = [sys.executable, __file__, "--child", side, "--folder", str(folder), "--steps", str(steps),
+                   "--seed", str(seed), "--threads", str(threads)] + (["--profile-to", str(profile)] if profile else [])
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false",
+               "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, bufsize=1)
+
+    def expect(self, kind: str) -> dict[str, Any]:
+        for line in self.proc.stdout:
+            if line.startswith(MARK):
+                report = json.loads(line[len(MARK):])
+                if report.pop("kind") != kind:
+                    raise RuntimeError(f"the {self.side} process sent an unexpected report: {line.strip()}")
+                return report
+        self.proc.wait()
+        self.log.seek(0)
+        sys.exit(f"The {self.side} run stopped (exit {self.proc.returncode}) before reporting '{kind}':\n"
+                 f"{self.log.read()[-4000:]}")
+
+    def go(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+        self.log.close()
+
+
+def paired_run(folder: Path, steps: int, seed: int, threads: int, profile: Path | None) -> dict[str, dict[str, Any]]:
+    """Both trainers started together (set-up overlaps), then step 1 of tsrl, step 1 of TRL, step 2 of tsrl, …:
+    each trainer steps alone while the other waits idle, and both see the same machine load."""
+    procs = {side: TrainerProcess(side, folder, steps, seed, threads, profile if side == "tsrl" else None)
+             for side in SIDES}
+    runs = {side: {**proc.expect("ready"), "steps": []} for side, proc in procs.items()}
+    for _ in range(steps):
+        for side, proc in procs.items():
+            proc.go()
+            runs[side]["steps"].append(proc.expect("step"))
+    for side, proc in procs.items():  # one at a time, so neither's teardown overlaps the other's step
+        proc.go()
+        runs[side].update(proc.expect("done"))
+        proc.close()
+    counts = {side: {s["completions"] for s in run["steps"]} for side, run in runs.items()}
+    if any(c != {B * G} for c in counts.values()):
+        sys.exit(f"Unequal work: completions per step {counts}, expected {B * G} on both sides.")
+    return runs
+
+
+def paired_ratios(repeat: dict[str, dict[str, Any]], key: str, warmup: int) -> list[float]:
+    """Each steady tsrl step's `key` over that of the TRL step right after it."""
+    return [a[key] / b[key] for a, b in zip(repeat["tsrl"]["steps"][warmup:], repeat["trl"]["steps"][warmup:])]
+
+
+def size_summary(repeats: list[dict[str, dict[str, Any]]], warmup: int) -> dict[str, Any]:
+    """Per trainer, medians over every steady step of every repeat (peak RSS: median over repeats); tsrl/TRL in
+    wall and in CPU time: the median over steady steps of the paired ratios, overall and per repeat."""
+    summary: dict[str, Any] = {}
+    for side in SIDES:
+        steady = [s for rep in repeats for s in rep[side]["steps"][warmup:]]
+        summary[side] = {key: statistics.median(s[key] for s in steady)
+                         for key in ("step_s", "cpu_s", "generate", "score", "update", "sync")}
+        summary[side]["tokens"] = statistics.mean(s["tokens"] for s in steady)
+        summary[side]["completions"] = statistics.mean(s["completions"] for s in steady)
+        for key in ("peak_rss_mb", "setup_rss_mb"):
+            summary[side][key] = statistics.median(rep[side][key] for rep in repeats)
+    for key, name in (("step_s", "wall"), ("cpu_s", "cpu")):
+        per_repeat = [paired_ratios(rep, key, warmup) for rep in repeats]
+        summary[f"ratio_{name}"] = statistics.median(r for rs in per_repeat for r in rs)
+        summary[f"ratio_{name}_per_repeat"] = [statistics.median(rs) for rs in per_repeat]
+    return summary
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """Wall and CPU seconds per step, tsrl/TRL (range over repeats), CPU seconds per phase, tokens, peak RSS."""
+    rows = ["| model | trainer | wall s/step | tsrl/TRL wall | CPU s/step | tsrl/TRL CPU | generate | score | update "
+            "| sync | tokens/step | peak RSS |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for size, res in results["sizes"].items():
+        ratios = {name: (f"**{res[f'ratio_{name}']:.2f}** ({min(res[f'ratio_{name}_per_repeat']):.2f}–"
+                         f"{max(res[f'ratio_{name}_per_repeat']):.2f})") for name in ("wall", "cpu")}
+        for side, name in (("tsrl", "tsrl"), ("trl", "TRL GRPOTrainer")):
+            s = res[side]
+            wall, cpu = (ratios["wall"], ratios["cpu"]) if side == "tsrl" else ("1", "1")
+            sync = f"{s['sync']:.4f}" if side == "tsrl" else "—"
+            rows.append(f"| {size} ({res['params'] / 1e6:.1f}M) | {name} | {s['step_s']:.2f} | {wall} | "
+                        f"{s['cpu_s']:.2f} | {cpu} | {s['generate']:.2f} | {s['score']:.3f} | {s['update']:.2f} | "
+                        f"{sync} | {s['tokens']:.0f} | {s['peak_rss_mb']:.0f} MB |")
+    return "\n".join(rows)
+
+
+def report_repeat(size: str, repeat: int, runs: dict[str, dict[str, Any]]) -> None:
+    for side, run in runs.items():
+        steps = run["steps"]
+        print(f"{size} #{repeat + 1} {side:4s}: wall s/step {[round(s['step_s'], 2) for s in steps]}, CPU s/step "
+              f"{[round(s['cpu_s'], 2) for s in steps]}, tokens/step {[s['tokens'] for s in steps]}, "
+              f"completions/step {[s['completions'] for s in steps]}, peak RSS {run['peak_rss_mb']:.0f} MB", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--repeats", type=int, default=3, help="pairs of trainer processes per size")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps per run, warm-up included (default: per size, tiny 6, 27m 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="first steps of each run left out of the medians")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per trainer (see the docstring)")
+    parser.add_argument("--profile", action="store_true",
+                        help="cProfile tsrl's steady steps in the first repeat: <out dir>/tsrl-<size>.prof and .txt")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "trainer_bench" / "results.json")
+    parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--profile-to", dest="profile_to", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args.child, args.folder, args.steps, args.seed, args.threads, args.profile_to)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"B": B, "G": G, "max_new_tokens": MAX_NEW_TOKENS, "warmup": args.warmup,
+                               "repeats": args.repeats, "threads": args.threads, "cpu_count": os.cpu_count(),
+                               "sizes": {}}
+    t0 = time.perf_counter()
+    for size in args.sizes:
+        folder = model_folder(size, args.out.parent)
+        steps = args.steps or SIZES[size][1]
+        if steps <= args.warmup:
+            sys.exit(f"--steps {steps} leaves nothing after --warmup {args.warmup}; raise --steps.")
+        repeats = []
+        for repeat in range(args.repeats):
+            profile = args.out.parent / f"tsrl-{size}.prof" if args.profile and repeat == 0 else None
+            repeats.append(paired_run(folder, steps, repeat, args.threads, profile))
+            report_repeat(size, repeat, repeats[-1])
+        results["sizes"][size] = {"folder": str(folder), "params": parameter_count(folder), "steps": steps,
+                                  **size_summary(repeats, args.warmup), "repeats": repeats}
+    results["wall_s"] = time.perf_counter() - t0
+    results["table"] = markdown(results)
+    args.out.write_text(json.dumps(results, indent=1))
+    print(results["table"])
+    for size, res in results["sizes"].items():
+        for name in ("wall", "cpu"):
+            ratio, per_repeat = res[f"ratio_{name}"], res[f"ratio_{name}_per_repeat"]
+            print(f"{size}: tsrl/TRL {name} = {ratio:.2f} (per repeat {', '.join(f'{r:.2f}' for r in per_repeat)}); "
+                  f"target ≤ 0.8: {'met' if ratio <= 0.8 else 'MISSED'}")
+    print(f"{results['wall_s'] / 60:.1f} min; written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
