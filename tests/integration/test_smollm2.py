@@ -53,9 +53,13 @@ def test_converted_folder_reloads_plainly_with_the_ggufs_logits(converted):
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-4)
 
 
-def test_two_training_steps_through_the_cli(converted, cache_dir, tmp_path):
+def test_two_training_steps_through_the_cli(converted, cache_dir, tmp_path, monkeypatch):
     """The real tsrl-train with model=smollm2, tiny batches: it finds the session's conversion, trains two
     steps, evaluates at start and end."""
+    # One OpenMP thread: on 2 cores shared with other work (pytest itself, a parallel job) two threads made
+    # this run 3.6x slower (129 s against 36 s measured), the small matrix products of decoding waiting on a
+    # descheduled thread.
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     run = tmp_path / "run"
     result = run_cli(["model=smollm2", f"model.cache_dir={cache_dir / 'models'}",
                       f"reward.ladder_dir={cache_dir / 'ladders'}", "trainer.max_steps=2",
