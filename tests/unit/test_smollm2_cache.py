@@ -28,6 +28,7 @@ class RecordingConverter:
         (folder / "config.json").write_text("{}")
         time.sleep(self.delay_s)
         (folder / "model.safetensors").write_text(dtype)
+        (folder / "model.safetensors").chmod(0o600)  # as transformers leaves it
 
 
 @pytest.fixture
@@ -82,6 +83,7 @@ def test_racing_builders_both_get_one_complete_folder(tmp_path):
     assert sorted(p.name for p in target.iterdir()) == ["config.json", "model.safetensors"]
     assert [p.name for p in target.parent.iterdir()] == ["model"]
     assert oct(target.stat().st_mode & 0o777) == oct(0o755)
+    assert {oct(p.stat().st_mode & 0o777) for p in target.iterdir()} == {oct(0o644)}
 
 
 def test_a_failed_build_leaves_nothing_behind(tmp_path):

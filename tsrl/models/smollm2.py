@@ -78,7 +78,9 @@ def build_once(target: Path, build: Callable[[Path], None]) -> Path:
     scratch = Path(tempfile.mkdtemp(prefix=f"{target.name}.tmp-", dir=target.parent))
     try:
         build(scratch)
-        scratch.chmod(0o755)  # mkdtemp makes it 0700, which would hide a shared cache from other users
+        for made in scratch.iterdir():  # mkdtemp makes 0700 (and some writers 0600): a shared cache is readable
+            made.chmod(0o755 if made.is_dir() else 0o644)
+        scratch.chmod(0o755)
         try:
             os.rename(scratch, target)  # fails on an existing non-empty target, never merges
         except OSError:
