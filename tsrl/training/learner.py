@@ -20,7 +20,6 @@ whole batch and W processes with a W-th each then take the same step (tests/inte
 from __future__ import annotations
 
 import copy
-import logging
 import warnings
 from collections import defaultdict
 from contextlib import nullcontext
@@ -38,8 +37,6 @@ from tsrl.models.lora import add_adapter, is_adapted, lora_settings
 from tsrl.models.source import PolicySource, load_model, load_tokenizer
 from tsrl.models.view import PolicyView, element_count, gathered, weights_fingerprint
 from tsrl.tasks import Task
-
-log = logging.getLogger("tsrl")
 
 SYNC_BUCKET_ELEMENTS = 50_000_000  # ~200 MB of float32 per gathered bucket
 
