@@ -116,7 +116,7 @@ def test_config_dir_adds_the_users_recipes(venv, elsewhere):
                                             elsewhere)).stdout
     wrong = run([train, "--config-dir", "myconf", "recipes=shrot", "--cfg", "job"], elsewhere)
     assert wrong.returncode == 2 and "the recipes are: short (from " in wrong.stderr, wrong.stderr
-    assert "cpu_demo (from " in wrong.stderr and "Traceback" not in wrong.stderr
+    assert "cpu_demo, smollm2_humor (from " in wrong.stderr and "Traceback" not in wrong.stderr
 
 
 def test_two_training_steps_from_the_wheel(venv, elsewhere):
