@@ -14,7 +14,7 @@ tsrl/TRL as the median over those steps of each tsrl step over the TRL step righ
 median per repeat). Each trainer runs with `--threads` torch threads (default 1): on the shared 2-core machine,
 two threads per process competing with other work made generation 3–5× slower and far noisier (64 × 48 tokens
 from the tiny policy: 10–19 s with 2 threads, 3–4 s with 1, while two other processes held both cores).
-`--profile` writes a cProfile of tsrl's steady steps (first repeat) beside the JSON file.
+`--profile` writes a profile (pstats) of tsrl's steady steps (first repeat) beside the JSON file.
 
 The models, both saved once as local Hugging Face folders that both trainers load (float32):
 - `tiny`: tsrl's `model=tiny` with its defaults (Llama, hidden 128, 4 layers, 4 heads, its own 2,048-token BPE
@@ -110,7 +110,7 @@ class RunSpec:
     trl_checkpointing: bool = False
     """TRL's gradient checkpointing (GRPOConfig's default, True; tsrl has none, so off for equal work)."""
     profile: Path | None = None
-    """Where tsrl's cProfile goes, if anywhere."""
+    """Where tsrl's profile goes, if anywhere."""
 
 
 # ----- model folders ---------------------------------------------------------------------------------------------
@@ -449,7 +449,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="first steps of each run left out of the medians")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per trainer (see the docstring)")
     parser.add_argument("--profile", action="store_true",
-                        help="cProfile tsrl's steady steps in the first repeat: <out dir>/tsrl-<size>.prof and .txt")
+                        help="profile tsrl's steady steps in the first repeat: <out dir>/tsrl-<size>.prof and .txt")
     parser.add_argument("--trl-checkpointing", action="store_true",
                         help="keep TRL's default gradient checkpointing (recomputes activations; tsrl has none)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "trainer_bench" / "results.json")
