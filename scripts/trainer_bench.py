@@ -2,7 +2,7 @@
 Target: tsrl ≤ 0.8× TRL's seconds per step.
 
     python scripts/trainer_bench.py [--sizes tiny 27m] [--repeats 3] [--steps N] [--warmup 1] [--threads 1]
-        [--profile] [--out runs/trainer_bench/results.json]
+        [--profile] [--trl-checkpointing] [--out runs/trainer_bench/results.json]
 
 Per size and repeat, the two trainers start together, each in its own process (so each one's peak RSS is its own;
 their set-ups overlap), then take turns one step at a time: step 1 of tsrl, step 1 of TRL, step 2 of tsrl, …; the
@@ -14,7 +14,7 @@ tsrl/TRL as the median over those steps of each tsrl step over the TRL step righ
 median per repeat). Each trainer runs with `--threads` torch threads (default 1): on the shared 2-core machine,
 two threads per process competing with other work made generation 3–5× slower and far noisier (64 × 48 tokens
 from the tiny policy: 10–19 s with 2 threads, 3–4 s with 1, while two other processes held both cores).
-`--profile` writes a cProfile of tsrl's steady steps (first repeat) beside the JSON file.
+`--profile` writes a profile (pstats) of tsrl's steady steps (first repeat) beside the JSON file.
 
 The models, both saved once as local Hugging Face folders that both trainers load (float32):
 - `tiny`: tsrl's `model=tiny` with its defaults (Llama, hidden 128, 4 layers, 4 heads, its own 2,048-token BPE
@@ -34,7 +34,10 @@ The same work on both sides (the script counts the completion tokens each step g
   tsrl `algo=grpo`, TRL `loss_type="dapo"`), advantages r − mean(r) per group without std scaling, no KL
   (β = 0, no reference model), on-policy: one optimizer step per generation batch, no extra log-prob pass;
 - optimizer: torch AdamW, lr 5e-4 constant, no weight decay, gradient clipping at 1.0, micro-batches of 32
-  (two per step), same number of optimizer steps.
+  (two per step), same number of optimizer steps;
+- no activation checkpointing: TRL's GRPOConfig turns gradient checkpointing on by default (every layer's forward
+  runs again during the backward, for less memory); tsrl has none, so TRL runs without it here
+  (`--trl-checkpointing` keeps TRL's default).
 
 tsrl, composed as `tsrl-train` would be with these overrides, and stepped with `training.loop.train_step`
 (no evaluation, no logging):
@@ -47,8 +50,8 @@ TRL 1.16:
                num_generations=8, num_iterations=1, max_completion_length=48, temperature=1.0, top_p=1.0, top_k=0,
                beta=0.0, epsilon=0.2, loss_type="dapo", scale_rewards="none", learning_rate=5e-4,
                lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=1.0, optim="adamw_torch",
-               use_vllm=False, use_cpu=True, bf16=False, max_steps=STEPS, logging_strategy="no",
-               save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True,
+               use_vllm=False, use_cpu=True, bf16=False, gradient_checkpointing=False, max_steps=STEPS,
+               logging_strategy="no", save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True,
                dataloader_num_workers=0, seed=REPEAT)
     so generation_batch_size = 32 × 2 = 64 = 8 prompts × 8, generated in one call; since
     gradient_accumulation_steps is a multiple of steps_per_generation × num_iterations, TRL computes no old
@@ -77,6 +80,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +93,24 @@ SIZES = {  # name: (Llama dimensions, or None for tsrl's tiny defaults; default 
     "27m": ({"hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8, "intermediate_size": 1408}, 3),
 }
 SIDES = ("tsrl", "trl")
+
+
+@dataclass
+class RunSpec:
+    """What one pair of trainer processes runs."""
+
+    folder: Path
+    """The model folder both trainers load."""
+    steps: int
+    """Steps per trainer, warm-up included."""
+    seed: int
+    """Seed of both trainers (prompt order, sampling)."""
+    threads: int
+    """torch threads per trainer."""
+    trl_checkpointing: bool = False
+    """TRL's gradient checkpointing (GRPOConfig's default, True; tsrl has none, so off for equal work)."""
+    profile: Path | None = None
+    """Where tsrl's profile goes, if anywhere."""
 
 
 # ----- model folders ---------------------------------------------------------------------------------------------
@@ -177,7 +199,7 @@ class PhaseClock:
         return {"step_s": wall, "cpu_s": cpu, **phases, "update": cpu - sum(phases.values())}
 
 
-def run_tsrl(folder: Path, steps: int, seed: int, run_dir: Path, turns: Turns, profile: Path | None) -> None:
+def run_tsrl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
     """tsrl's loop, built as tsrl-train builds it (no evaluation, no logging), one train_step per turn."""
     from tsrl.integrations.scoring import compose_run_config
     from tsrl.judging import close_judge
@@ -185,22 +207,22 @@ def run_tsrl(folder: Path, steps: int, seed: int, run_dir: Path, turns: Turns, p
     from tsrl.training.loop import open_judges, quiet_libraries, setup, train_step
 
     quiet_libraries()
-    overrides = ["model=hf", f"model.path={folder}", "algo=grpo", "algo.kl_beta=0",
+    overrides = ["model=hf", f"model.path={spec.folder}", "algo=grpo", "algo.kl_beta=0",
                  f"trainer.prompts_per_step={B}", f"trainer.group_size={G}", f"trainer.micro_batch_size={MICRO_BATCH}",
-                 f"trainer.lr={LR}", "trainer.lr_schedule=constant", f"trainer.max_steps={steps}",
+                 f"trainer.lr={LR}", "trainer.lr_schedule=constant", f"trainer.max_steps={spec.steps}",
                  f"generator.max_new_tokens={MAX_NEW_TOKENS}", f"generator.temperature={TEMPERATURE}",
-                 "generator.top_p=1.0", f"seed={seed}"]
+                 "generator.top_p=1.0", f"seed={spec.seed}"]
     cfg = compose_run_config("ladder", "rubric_sim", "humor", str(run_dir), overrides, {"k": K})
     task = build_task(cfg.task)
     judge, eval_judge = open_judges(cfg, task)
-    profiler, clock = (cProfile.Profile() if profile else None), PhaseClock()
+    profiler, clock = (cProfile.Profile() if spec.profile else None), PhaseClock()
     try:
         run = setup(cfg, task, judge, eval_judge)
         run.generator.generate = clock.wrap(run.generator.generate, "generate")  # instance attributes: the loop
         run.regime.score = clock.wrap(run.regime.score, "score")  # calls these, its code is unchanged
         run.generator.load_weights = clock.wrap(run.generator.load_weights, "sync")
         turns.say("ready", setup_rss_mb=rss_mb())
-        for step in range(1, steps + 1):
+        for step in range(1, spec.steps + 1):
             turns.wait()
             if profiler is not None and step > 1:  # steady steps only
                 profiler.enable()
@@ -217,7 +239,7 @@ def run_tsrl(folder: Path, steps: int, seed: int, run_dir: Path, turns: Turns, p
         close_judge(judge)
         close_judge(eval_judge)
     if profiler is not None:
-        write_profile(profiler, profile)
+        write_profile(profiler, spec.profile)
 
 
 def write_profile(profiler: cProfile.Profile, path: Path) -> None:
@@ -242,7 +264,7 @@ class CountingReward:
         return self.reward(completion_ids=completion_ids, **kwargs)
 
 
-def trl_config(steps: int, seed: int, output_dir: Path) -> Any:
+def trl_config(spec: RunSpec, output_dir: Path) -> Any:
     """The GRPOConfig of the docstring: one generation batch of B×G = one optimizer step of two micro-batches."""
     from trl import GRPOConfig
 
@@ -252,13 +274,14 @@ def trl_config(steps: int, seed: int, output_dir: Path) -> Any:
         steps_per_generation=accumulation, num_generations=G, num_iterations=1, max_completion_length=MAX_NEW_TOKENS,
         temperature=TEMPERATURE, top_p=1.0, top_k=0, beta=0.0, epsilon=0.2, loss_type="dapo", scale_rewards="none",
         learning_rate=LR, lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=1.0, optim="adamw_torch",
-        use_vllm=False, use_cpu=True, bf16=False, max_steps=steps, logging_strategy="no", save_strategy="no",
-        eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0, seed=seed)
+        use_vllm=False, use_cpu=True, bf16=False, gradient_checkpointing=spec.trl_checkpointing, max_steps=spec.steps,
+        logging_strategy="no", save_strategy="no",
+        eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0, seed=spec.seed)
     assert args.generation_batch_size == B * G, args.generation_batch_size
     return args
 
 
-def run_trl(folder: Path, steps: int, seed: int, run_dir: Path, turns: Turns, profile: Path | None) -> None:
+def run_trl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
     """TRL's GRPOTrainer on the same folder, prompts and reward; one optimizer step per turn (a callback waits
     for the turn at the start of training and after each optimizer step, so a step runs from the end of that
     wait to the next on_step_end)."""
@@ -291,22 +314,22 @@ def run_trl(folder: Path, steps: int, seed: int, run_dir: Path, turns: Turns, pr
             turns.wait()  # after the last step: the parent's go to finish
             clock.start()
 
-    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(spec.folder, local_files_only=True, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(spec.folder, local_files_only=True)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[reward],
-                          args=trl_config(steps, seed, run_dir / "trl"),
+                          args=trl_config(spec, run_dir / "trl"),
                           train_dataset=Dataset.from_dict({"prompt": prompts}), callbacks=[Turn()])
     trainer._generate = clock.wrap(trainer._generate, "generate")
     trainer.train()
 
 
-def child(side: str, folder: Path, steps: int, seed: int, threads: int, profile: Path | None) -> None:
+def child(side: str, spec: RunSpec) -> None:
     import torch
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(spec.threads)
     turns = Turns()
     with tempfile.TemporaryDirectory(prefix=f"trainer-bench-{side}-") as run_dir:
-        (run_tsrl if side == "tsrl" else run_trl)(folder, steps, seed, Path(run_dir), turns, profile)
+        (run_tsrl if side == "tsrl" else run_trl)(spec, Path(run_dir), turns)
     turns.say("done", peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # KB on Linux
               torch_threads=torch.get_num_threads())
 
@@ -316,12 +339,14 @@ def child(side: str, folder: Path, steps: int, seed: int, threads: int, profile:
 class TrainerProcess:
     """One trainer in its own process; `expect` reads its reports, `go` gives it a turn."""
 
-    def __init__(self, side: str, folder: Path, steps: int, seed: int, threads: int, profile: Path | None) -> None:
+    def __init__(self, side: str, spec: RunSpec) -> None:
         self.side, self.log = side, tempfile.TemporaryFile("w+")
-        command = [sys.executable, __file__, "--child", side, "--folder", str(folder), "--steps", str(steps),
-                   "--seed", str(seed), "--threads", str(threads)] + (["--profile-to", str(profile)] if profile else [])
+        command = [sys.executable, __file__, "--child", side, "--folder", str(spec.folder), "--steps", str(spec.steps),
+                   "--seed", str(spec.seed), "--threads", str(spec.threads)]
+        command += ["--trl-checkpointing"] if spec.trl_checkpointing else []
+        command += ["--profile-to", str(spec.profile)] if spec.profile else []
         env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false",
-               "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+               "OMP_NUM_THREADS": str(spec.threads), "MKL_NUM_THREADS": str(spec.threads)}
         self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, text=True, bufsize=1)
 
@@ -347,13 +372,12 @@ class TrainerProcess:
         self.log.close()
 
 
-def paired_run(folder: Path, steps: int, seed: int, threads: int, profile: Path | None) -> dict[str, dict[str, Any]]:
+def paired_run(spec: RunSpec) -> dict[str, dict[str, Any]]:
     """Both trainers started together (set-up overlaps), then step 1 of tsrl, step 1 of TRL, step 2 of tsrl, …:
     each trainer steps alone while the other waits idle, and both see the same machine load."""
-    procs = {side: TrainerProcess(side, folder, steps, seed, threads, profile if side == "tsrl" else None)
-             for side in SIDES}
+    procs = {side: TrainerProcess(side, spec if side == "tsrl" else replace(spec, profile=None)) for side in SIDES}
     runs = {side: {**proc.expect("ready"), "steps": []} for side, proc in procs.items()}
-    for _ in range(steps):
+    for _ in range(spec.steps):
         for side, proc in procs.items():
             proc.go()
             runs[side]["steps"].append(proc.expect("step"))
@@ -425,7 +449,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="first steps of each run left out of the medians")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per trainer (see the docstring)")
     parser.add_argument("--profile", action="store_true",
-                        help="cProfile tsrl's steady steps in the first repeat: <out dir>/tsrl-<size>.prof and .txt")
+                        help="profile tsrl's steady steps in the first repeat: <out dir>/tsrl-<size>.prof and .txt")
+    parser.add_argument("--trl-checkpointing", action="store_true",
+                        help="keep TRL's default gradient checkpointing (recomputes activations; tsrl has none)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "trainer_bench" / "results.json")
     parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
@@ -433,10 +459,12 @@ def main() -> None:
     parser.add_argument("--profile-to", dest="profile_to", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.child, args.folder, args.steps, args.seed, args.threads, args.profile_to)
+        return child(args.child, RunSpec(args.folder, args.steps, args.seed, args.threads, args.trl_checkpointing,
+                                         args.profile_to))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"B": B, "G": G, "max_new_tokens": MAX_NEW_TOKENS, "warmup": args.warmup,
-                               "repeats": args.repeats, "threads": args.threads, "cpu_count": os.cpu_count(),
+                               "repeats": args.repeats, "threads": args.threads,
+                               "trl_gradient_checkpointing": args.trl_checkpointing, "cpu_count": os.cpu_count(),
                                "sizes": {}}
     t0 = time.perf_counter()
     for size in args.sizes:
@@ -447,7 +475,7 @@ def main() -> None:
         repeats = []
         for repeat in range(args.repeats):
             profile = args.out.parent / f"tsrl-{size}.prof" if args.profile and repeat == 0 else None
-            repeats.append(paired_run(folder, steps, repeat, args.threads, profile))
+            repeats.append(paired_run(RunSpec(folder, steps, repeat, args.threads, args.trl_checkpointing, profile)))
             report_repeat(size, repeat, repeats[-1])
         results["sizes"][size] = {"folder": str(folder), "params": parameter_count(folder), "steps": steps,
                                   **size_summary(repeats, args.warmup), "repeats": repeats}
