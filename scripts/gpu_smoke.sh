@@ -48,28 +48,13 @@ MODEL="$OUT/model-h$HIDDEN-l$LAYERS"
 import sys
 from pathlib import Path
 
-from transformers import LlamaConfig, LlamaForCausalLM
+sys.path.insert(0, "scripts")
+from scale_memory import build_model
 
-from tsrl.models import TinyModelConfig, policy_source
-from tsrl.models.source import load_tokenizer
-from tsrl.registry import load_components
-from tsrl.tasks import build_task
-from tsrl.tasks.humor import HumorConfig
-
-target, hidden, layers = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+target = Path(sys.argv[1])
 if not (target / "config.json").is_file():
-    load_components()
-    tiny = policy_source(TinyModelConfig(warmstart_steps=0, cache_dir=str(target.parent / "tiny")), build_task(HumorConfig()))
-    tokenizer = load_tokenizer(tiny)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
-                         num_key_value_heads=max(1, hidden // 64), max_position_embeddings=1024,
-                         tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
-    model = LlamaForCausalLM(config)
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters at {target}")
+    params = build_model(target, int(sys.argv[2]), int(sys.argv[3]), positions=1024)
+    print(f"model: {params / 1e6:.1f}M parameters at {target}")
 EOF
 
 COMMON=(model=hf "model.path=$MODEL" trainer.prompts_per_step=8 trainer.group_size=8 "trainer.max_steps=$STEPS"

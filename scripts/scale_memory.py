@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def build_model(folder: Path, hidden: int, layers: int) -> int:
+def build_model(folder: Path, hidden: int, layers: int, positions: int = 512) -> int:
+    """A Llama from config (random weights) with the tiny policy's tokenizer, saved to `folder`; its parameter
+    count. Also used by scripts/gpu_smoke.sh."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from tsrl.models import TinyModelConfig, policy_source
@@ -40,7 +42,7 @@ def build_model(folder: Path, hidden: int, layers: int) -> int:
     tokenizer = load_tokenizer(tiny)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
                          num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
-                         num_key_value_heads=max(1, hidden // 64), max_position_embeddings=512,
+                         num_key_value_heads=max(1, hidden // 64), max_position_embeddings=positions,
                          tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
                          eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
     model = LlamaForCausalLM(config)
