@@ -36,13 +36,18 @@ class HFGeneratorConfig:
     """Prompts per generate() call (memory bound); each brings its G samples."""
 
     def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ConfigError(f"generator.temperature must be > 0 (sampling), got {self.temperature}.")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"generator.top_p must lie in (0, 1], got {self.top_p}.")
+        check_sampling(self.temperature, self.top_p)
         if self.max_new_tokens < 1 or self.prompts_per_call < 1:
             raise ConfigError(f"generator.max_new_tokens and generator.prompts_per_call must be >= 1, got "
                               f"{self.max_new_tokens} and {self.prompts_per_call}.")
+
+
+def check_sampling(temperature: float, top_p: float) -> None:
+    """The sampling settings every generator shares: temperature > 0, top_p in (0, 1]."""
+    if temperature <= 0:
+        raise ConfigError(f"generator.temperature must be > 0 (sampling), got {temperature}.")
+    if not 0 < top_p <= 1:
+        raise ConfigError(f"generator.top_p must lie in (0, 1], got {top_p}.")
 
 
 def chat_prompt(tokenizer, prompt: Prompt) -> str:

@@ -51,7 +51,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 import torch
 
 from tsrl.errors import ConfigError, UserError
-from tsrl.generation.hf import chat_prompt
+from tsrl.generation.hf import chat_prompt, check_sampling
 from tsrl.registry import GENERATORS
 from tsrl.types import Group, Prompt, Rollout
 
@@ -93,10 +93,7 @@ class VLLMGeneratorConfig:
     """Engine seed (dummy initial weights and requests without their own seed)."""
 
     def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ConfigError(f"generator.temperature must be > 0 (sampling), got {self.temperature}.")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"generator.top_p must lie in (0, 1], got {self.top_p}.")
+        check_sampling(self.temperature, self.top_p)
         if self.max_new_tokens < 1 or self.tensor_parallel_size < 1 or self.cpu_kv_cache_gib < 1:
             raise ConfigError("generator.max_new_tokens, tensor_parallel_size and cpu_kv_cache_gib must be >= 1, got "
                               f"{self.max_new_tokens}, {self.tensor_parallel_size} and {self.cpu_kv_cache_gib}.")
