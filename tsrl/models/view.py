@@ -57,6 +57,17 @@ class PolicyView:
         self._module, self._context, self._initial_builder, self._identity = module, context, initial, identity
         self._initial: PolicyView | None = None
 
+    @contextmanager
+    def _running(self) -> Iterator[None]:
+        """Eval mode and the view's context (e.g. the adapter off) for one pass; the module's mode restored after."""
+        was_training = self._module.training
+        self._module.eval()
+        try:
+            with self._context() if self._context else nullcontext():
+                yield
+        finally:
+            self._module.train(was_training)
+
     @property
     def device(self) -> torch.device:
         return next(self._module.parameters()).device
@@ -66,27 +77,17 @@ class PolicyView:
         """The model's output over a RolloutBatch (tsrl.models.forward), in eval mode, without gradient."""
         from tsrl.models.forward import policy_forward
 
-        was_training = self._module.training
-        self._module.eval()
-        try:
-            with self._context() if self._context else nullcontext():
-                return policy_forward(self._module, batch, hidden)
-        finally:
-            self._module.train(was_training)
+        with self._running():
+            return policy_forward(self._module, batch, hidden)
 
     @torch.no_grad()
     def logprobs(self, batch, temperature: float, micro: int) -> torch.Tensor:
         """log π(token) [N, T] of the batch's completions (tsrl.models.forward), in micro-batches of `micro` rows."""
         from tsrl.models.forward import completion_logprobs
 
-        was_training = self._module.training
-        self._module.eval()
-        try:
-            with self._context() if self._context else nullcontext():
-                return torch.cat([completion_logprobs(self._module, batch.select(index), temperature)[0]
-                                  for index in torch.arange(len(batch)).split(max(1, micro))])
-        finally:
-            self._module.train(was_training)
+        with self._running():
+            return torch.cat([completion_logprobs(self._module, batch.select(index), temperature)[0]
+                              for index in torch.arange(len(batch)).split(max(1, micro))])
 
     def initial(self) -> "PolicyView":
         """The policy as it was before training, frozen (built once)."""
