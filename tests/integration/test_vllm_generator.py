@@ -30,13 +30,15 @@ TOLERANCE = 1e-4  # max |sampler − learner| log-prob after a sync (measured 1.
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    from tsrl.models.tiny import TinyModelConfig, load_tiny
+    from tsrl.models.source import load_model, load_tokenizer
+    from tsrl.models.tiny import TinyModelConfig, tiny_source
     from tsrl.tasks import HumorConfig, build_task
 
     task = build_task(HumorConfig())
     cfg = TinyModelConfig(vocab_size=600, hidden_size=64, num_layers=2, num_heads=2, warmstart_steps=100,
                           cache_dir=str(tmp_path_factory.mktemp("models")))
-    model, tokenizer = load_tiny(cfg, task)
+    source = tiny_source(cfg, task)
+    model, tokenizer = load_model(source), load_tokenizer(source)
     return model.float(), tokenizer, task.prompts("train")
 
 
