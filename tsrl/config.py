@@ -78,6 +78,10 @@ class TrainerConfig:
     """Max global gradient norm (0 = off)."""
     micro_batch_size: int = 32
     """Sequences per forward/backward; gradients accumulate over the rest."""
+    share_prompt: bool = True
+    """Run each distinct prompt of a micro-batch once and share its keys/values with the group's completions:
+    the same log-probs and gradients up to rounding, the prompt's FLOPs divided by G (tsrl/models/forward.py).
+    false = one full forward per sequence."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 

@@ -81,3 +81,89 @@ def test_vllm_generator_settings_are_checked_without_vllm():
                        ({"tensor_parallel_size": 0}, "max_new_tokens, tensor_parallel_size"), ({"max_model_len": -1}, "max_model_len")]:
         with pytest.raises(ConfigError, match=f"generator.{field}"):
             VLLMGeneratorConfig(**bad)
+
+
+# ----- shared prompts: the learner's forward and the generator's prefill ------------------------------------------
+
+def _groups(policy, prompts, n=4, **cfg):
+    model, tokenizer = policy
+    return HFGenerator(model, tokenizer, HFGeneratorConfig(max_new_tokens=10, **cfg)).generate(prompts, n=n)
+
+
+def _logprobs_and_grads(model, batch, share):
+    model.zero_grad()
+    logp, _ = completion_logprobs(model, batch, 0.8, share_prompt=share)
+    (logp * batch.completion_mask * torch.linspace(-1, 1, logp.shape[1])).sum().backward()
+    return logp.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+@pytest.mark.parametrize("adapter", [False, True])
+def test_shared_prompt_forward_gives_the_full_forward_logprobs_and_gradients(policy, adapter):
+    """Each distinct prompt runs once and its keys/values are repeated to the group's rows: the log-probs and
+    every parameter's gradient equal one full forward per sequence (prompts of different lengths, left padding
+    included); with a LoRA adapter too, whose gradient reaches the adapter only."""
+    import copy
+
+    model, tokenizer = policy
+    model = copy.deepcopy(model).train()
+    if adapter:
+        from peft import LoraConfig, get_peft_model
+
+        torch.manual_seed(3)
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    prompts = [number_prompt("a", [0]), number_prompt("a much longer prompt id here", [0]), number_prompt("b", [0])]
+    groups = _groups((model, tokenizer), prompts)
+    batch = collate(groups, torch.zeros(3, 4), tokenizer.pad_token_id)
+    full, full_grads = _logprobs_and_grads(model, batch, share=False)
+    shared, shared_grads = _logprobs_and_grads(model, batch, share=True)
+    mask = batch.completion_mask.bool()
+    assert torch.allclose(full[mask], shared[mask], atol=1e-5)
+    trained = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert trained and (not adapter or all("lora" in name for name in trained))
+    for name in trained:
+        assert full_grads[name].abs().max() > 0, name
+        assert torch.allclose(full_grads[name], shared_grads[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_shared_prompt_forward_is_skipped_when_no_prompt_repeats(policy, monkeypatch):
+    """One row per prompt: nothing to share, the full forward runs (and the result is the same)."""
+    from tsrl.models import forward
+
+    model, tokenizer = policy
+    groups = _groups(policy, [number_prompt("a", [0]), number_prompt("b", [0])], n=1)
+    batch = collate(groups, torch.zeros(2, 1), tokenizer.pad_token_id)
+    assert forward._shared_prompts(batch) is None
+    repeated = collate(_groups(policy, [number_prompt("a", [0])], n=3), torch.zeros(1, 3), tokenizer.pad_token_id)
+    distinct, mask, inverse = forward._shared_prompts(repeated)
+    assert distinct.shape[0] == 1 and inverse.tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("kv_cache", ["static", "dynamic"])
+def test_prefilled_generation_draws_the_tokens_generate_draws(policy, kv_cache):
+    """The generator runs each prompt once and repeats its cache to the n samples: under the same seed it draws
+    the very tokens, with the same log-probs, as generate() expanding every prompt n times itself."""
+    model, tokenizer = policy
+    prompts = [number_prompt("a", [0]), number_prompt("a much longer prompt id here", [0])]
+    generator = HFGenerator(model, tokenizer, HFGeneratorConfig(temperature=0.9, max_new_tokens=12, kv_cache=kv_cache))
+    torch.manual_seed(7)
+    groups = generator.generate(prompts, n=3)
+    tokenizer.padding_side = "left"
+    from tsrl.generation.hf import chat_prompt
+
+    enc = tokenizer([chat_prompt(tokenizer, p) for p in prompts], return_tensors="pt", padding=True,
+                    add_special_tokens=False)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        out = model.generate(**enc, do_sample=True, temperature=0.9, top_p=1.0, top_k=0, max_new_tokens=12,
+                             num_return_sequences=3, pad_token_id=tokenizer.pad_token_id,
+                             eos_token_id=tokenizer.eos_token_id)
+    drawn = [r.token_ids for g in groups for r in g.rollouts]
+    for row, ids in zip(out[:, enc["input_ids"].shape[1]:].tolist(), drawn):
+        assert row[:len(ids)] == ids
+
+
+def test_unknown_kv_cache_is_refused():
+    from tsrl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="kv_cache"):
+        HFGeneratorConfig(kv_cache="paged")

@@ -7,6 +7,10 @@ greedily and the other n − 1 are sampled; the greedy completion's log-probs ar
 the sampling temperature, so the learner's importance ratio stays comparable. The model object is shared
 with the learner, so weights are always in sync and load_weights is a no-op; a vLLM generator replaces this
 module on GPU.
+
+Each prompt's keys and values are computed once and repeated to its n samples (generate() would run the prompt
+n times), into a static cache sized prompt + max_new_tokens (`kv_cache=static`; generate()'s own cache grows by
+concatenation at every token). The tokens drawn are the same either way for the same seed.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Iterable, Sequence
 
 import torch
 
+from tsrl.models.forward import innermost, keeps_logits
 from tsrl.registry import GENERATORS
 from tsrl.types import Group, Prompt, Rollout
 
@@ -34,9 +39,14 @@ class HFGeneratorConfig:
     """Completion length cap; longer completions are cut and flagged truncated."""
     prompts_per_call: int = 16
     """Prompts per generate() call (memory bound); each brings its G samples."""
+    kv_cache: str = "static"
+    """static: preallocated for prompt + max_new_tokens positions (fastest here); dynamic: grown token by token
+    (less memory when most completions stop early; for models whose layers a static cache does not fit)."""
 
     def __post_init__(self) -> None:
         check_sampling(self.temperature, self.top_p)
+        if self.kv_cache not in ("static", "dynamic"):
+            raise ConfigError(f"generator.kv_cache={self.kv_cache!r} is unknown; use static or dynamic.")
         if self.max_new_tokens < 1 or self.prompts_per_call < 1:
             raise ConfigError(f"generator.max_new_tokens and generator.prompts_per_call must be >= 1, got "
                               f"{self.max_new_tokens} and {self.prompts_per_call}.")
@@ -89,12 +99,15 @@ class HFGenerator:
         self.model.eval()
         sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self.cfg.temperature,
                                                          "top_p": self.cfg.top_p, "top_k": 0}
+        device = next(self.model.parameters()).device
+        ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)  # [B, P]
         out = self.model.generate(
-            **enc, **sampling, max_new_tokens=max_new_tokens, num_return_sequences=n, output_scores=not greedy,
-            output_logits=greedy, return_dict_in_generate=True, pad_token_id=tok.pad_token_id,
-            eos_token_id=tok.eos_token_id)
+            input_ids=ids.repeat_interleave(n, 0), attention_mask=mask.repeat_interleave(n, 0),
+            **self._prefilled(ids, mask, n, max_new_tokens), **sampling, max_new_tokens=max_new_tokens,
+            output_scores=not greedy, output_logits=greedy, return_dict_in_generate=True,
+            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
         self.model.train(was_training)
-        width = enc["input_ids"].shape[1]
+        width = ids.shape[1]
         completions = out.sequences[:, width:]  # [B*n, T']
         steps = [logits.float() / self.cfg.temperature for logits in out.logits] if greedy else out.scores
         logprobs = torch.stack([
@@ -112,6 +125,28 @@ class HFGenerator:
                                 truncated=not bool(stopped[i])) for i in range(b * n, (b + 1) * n)]
             groups.append(Group(prompt=prompt, prompt_ids=prompt_ids, rollouts=rollouts))
         return groups
+
+    def _prefilled(self, ids: torch.Tensor, mask: torch.Tensor, n: int, max_new_tokens: int) -> dict:
+        """generate()'s cache argument: the prompts [B, P] but their last token run once, repeated to B·n rows
+        (generate() runs the last token itself, for the first sampling logits)."""
+        P = ids.shape[1]
+        if P < 2:  # nothing to run ahead
+            return {"cache_implementation": "static"} if self.cfg.kv_cache == "static" else {}
+        keep = {"logits_to_keep": 1} if keeps_logits(type(innermost(self.model))) else {}
+        head = mask[:, :-1]
+        cache = self.model(input_ids=ids[:, :-1], attention_mask=head, position_ids=(head.cumsum(-1) - 1).clamp_min(0),
+                           use_cache=True, **keep).past_key_values
+        if self.cfg.kv_cache == "dynamic":
+            cache.batch_repeat_interleave(n)
+            return {"past_key_values": cache}
+        from transformers import StaticCache
+
+        static = StaticCache(config=self.model.config, max_cache_len=P + max_new_tokens)
+        positions = torch.arange(P - 1, device=ids.device)
+        for index, layer in enumerate(cache.layers):
+            static.update(layer.keys.repeat_interleave(n, 0), layer.values.repeat_interleave(n, 0), index,
+                          {"cache_position": positions})
+        return {"past_key_values": static}
 
 
 GENERATORS.register("hf", HFGeneratorConfig, lambda cfg, model, tokenizer: HFGenerator(model, tokenizer, cfg))

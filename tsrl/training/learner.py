@@ -148,7 +148,8 @@ class Learner:
         if reference:
             return self.reference().logprobs(batch, temperature, micro)
         with torch.no_grad():
-            return torch.cat([completion_logprobs(self.model, batch.select(index), temperature)[0]
+            share = self.cfg.trainer.share_prompt
+            return torch.cat([completion_logprobs(self.model, batch.select(index), temperature, share_prompt=share)[0]
                               for index in torch.arange(len(batch)).split(micro)])
 
     def update(self, batch: RolloutBatch, step: int, empty: bool = False) -> dict[str, float]:
@@ -176,7 +177,8 @@ class Learner:
                 placeholder = empty or len(minibatch) == 0
                 if placeholder and not shared:
                     continue
-                minibatch = order[:1] if len(minibatch) == 0 else minibatch
+                # sorted, a group's rows sit together in a micro-batch, so its prompt runs once (share_prompt)
+                minibatch = order[:1] if len(minibatch) == 0 else minibatch.sort().values
                 normalizer = self._normalizer(batch.completion_mask[minibatch], t_max, placeholder)  # float or [n]
                 micros = minibatch.split(cfg.micro_batch_size)
                 total = 0.0
@@ -185,7 +187,8 @@ class Learner:
                     part = normalizer[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] \
                         if isinstance(normalizer, torch.Tensor) else normalizer
                     with self._accumulating(last):
-                        logp, entropy = completion_logprobs(self.model, micro, temperature, with_entropy=epoch == 0)
+                        logp, entropy = completion_logprobs(self.model, micro, temperature, with_entropy=epoch == 0,
+                                                            share_prompt=cfg.share_prompt)
                         inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
                                             micro.completion_mask, part, None if ref is None else ref[index],
                                             sampler_logprobs=micro.sampler_logprobs)
