@@ -1,11 +1,13 @@
 """Worker of test_vllm_generator.py's two-process test, run under torchrun: each rank starts its own vLLM engine
 (external_launcher on the gloo group), gives it weights of its own (the shared initial policy plus rank-specific
-noise), generates for its own prompts (rank 1 one more than rank 0) and prints `RESULT {json}` with the gap
-between its sampler's and its learner's log-probs."""
+noise), generates for its own prompts (rank 1 one more than rank 0) and writes `result_<rank>.json` in the working
+directory with the gap between its sampler's and its learner's log-probs (a file per rank: two ranks printing to
+one pipe can interleave their lines)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 
 def main() -> None:
@@ -38,8 +40,9 @@ def main() -> None:
     mine = prompts[4 * rank:4 * rank + 3 + rank]
     groups = generator.generate(mine, n=4, greedy_first=True)
     worst, mean = logprob_gap(model, tokenizer, groups)
-    print("RESULT " + json.dumps({"rank": rank, "world": dist.get_world_size(), "groups": len(groups),
-                                  "sizes": [g.size for g in groups], "max_gap": worst, "mean_gap": mean}), flush=True)
+    Path(f"result_{rank}.json").write_text(json.dumps({"rank": rank, "world": dist.get_world_size(),
+                                                       "groups": len(groups), "sizes": [g.size for g in groups],
+                                                       "max_gap": worst, "mean_gap": mean}))
     dist.barrier()
     generator.close()  # last: vLLM's shutdown destroys the process group too
 
