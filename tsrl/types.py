@@ -20,12 +20,16 @@ class Anchor:
 
 @dataclass(frozen=True)
 class Prompt:
-    """One task prompt: the user-visible text plus whatever the task needs to judge or verify it."""
+    """One task prompt: the text the judge reads plus whatever the task needs to judge or verify it.
+
+    `messages` ((role, content) pairs ending with a user turn) is what the policy is shown when the prompt is a
+    conversation (counseling); empty = one user turn holding `text`."""
 
     id: str
     text: str
     anchors: tuple[Anchor, ...] = ()
     fields: dict = field(default_factory=dict, hash=False, compare=False)
+    messages: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass

@@ -61,10 +61,13 @@ def check_sampling(temperature: float, top_p: float) -> None:
 
 
 def chat_prompt(tokenizer, prompt: Prompt) -> str:
+    """The prompt as the policy sees it: its conversation (or one user turn) through the chat template; without
+    a template, the turns' text one after another."""
+    turns = prompt.messages or (("user", prompt.text),)
     if tokenizer.chat_template is None:
-        return prompt.text
-    return tokenizer.apply_chat_template([{"role": "user", "content": prompt.text}], add_generation_prompt=True,
-                                         tokenize=False)
+        return "\n\n".join(content for _, content in turns)
+    return tokenizer.apply_chat_template([{"role": role, "content": content} for role, content in turns],
+                                         add_generation_prompt=True, tokenize=False)
 
 
 class HFGenerator:

@@ -64,8 +64,16 @@ def judge_fingerprint(cfg: Any) -> str:
 
 
 def build_judge(cfg: Any, task: Any) -> Judge:
-    """The judge `cfg` names, wrapped as its JudgePolicyConfig fields say."""
-    return wrap(JUDGES.build(cfg, task), cfg)
+    """The judge `cfg` names, wrapped as its JudgePolicyConfig fields say; for a Rendered task (web pages) the
+    model judge sees screenshots (judge.render, innermost: a page that fails to render loses without a call)."""
+    from tsrl.tasks.base import Rendered
+
+    judge = JUDGES.build(cfg, task)
+    if isinstance(task, Rendered) and cfg.render.enabled:
+        from tsrl.judging.rendering import PageRenderer, RenderingJudge
+
+        judge = RenderingJudge(judge, task.page, PageRenderer(cfg.render))
+    return wrap(judge, cfg)
 
 
 def clean_judge_config(cfg: Any) -> Any:

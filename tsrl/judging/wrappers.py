@@ -23,6 +23,7 @@ from typing import ClassVar, Sequence
 
 from tsrl.errors import ConfigError, UserError
 from tsrl.judging.base import Judge, JudgeCounters, merge_metrics, stable_uniform
+from tsrl.judging.rendering import RenderConfig
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
 ORDERS = ("both", "random", "fixed")
@@ -66,6 +67,8 @@ class JudgePolicyConfig:
     cache_path: str = ""
     """SQLite verdict cache file (empty = no cache); shared safely across runs of the same judge."""
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
+    """Screenshots for tasks whose responses are web pages (task=web): see tsrl/judging/rendering.py."""
     seed: int = 0
     """Seed of random order, noise and random fallback (stable hashes, no state)."""
 

@@ -145,6 +145,8 @@ def warm_start(model, tokenizer, task: Task, cfg: TinyModelConfig, batch_size: i
     losses = []
     for _ in range(cfg.warmstart_steps):
         rows = tokenize_pairs(tokenizer, warmstart_examples(prompts, vocab, batch_size, cfg.copy_prob, rng))
+        cap = model.config.max_position_embeddings  # long anchors (web pages) are cut to what the model holds
+        rows = [(ids[:cap], labels[:cap]) for ids, labels in rows]
         loss = model(**pad_batch(rows, tokenizer.pad_token_id)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -25,7 +25,7 @@ from typing import Any
 
 from tsrl.errors import ConfigError
 from tsrl.registry import TASKS
-from tsrl.tasks.base import DATA_DIR, DataError, parse_anchors, read_jsonl
+from tsrl.tasks.base import DATA_DIR, DataError, parse_anchors, read_jsonl, with_anchors_file
 from tsrl.types import Prompt
 
 WORD = re.compile(r"[A-Za-z']+")
@@ -42,6 +42,8 @@ class HumorConfig:
     """JSONL with held-out prompts and their reference anchors; empty = the shipped file."""
     max_prompts: int = 0
     """Use only the first N training prompts (0 = all)."""
+    anchors_file: str = ""
+    """Anchors built by tsrl-ladder (its anchors.jsonl) for the training prompts it names; empty = the data's."""
 
 
 def humor_prompt_text(words: tuple[str, str]) -> str:
@@ -83,7 +85,7 @@ class HumorTask:
             "train": Path(cfg.train_file).expanduser() if cfg.train_file else root / "train.jsonl",
             "eval": Path(cfg.eval_file).expanduser() if cfg.eval_file else root / "eval.jsonl",
         }
-        self.max_prompts = cfg.max_prompts
+        self.max_prompts, self.anchors_file = cfg.max_prompts, cfg.anchors_file
         self._cache: dict[str, list[Prompt]] = {}
 
     def prompts(self, split: str) -> list[Prompt]:
@@ -91,7 +93,10 @@ class HumorTask:
             raise ConfigError(f"Unknown split {split!r}; humor has {sorted(self.files)}.")
         if split not in self._cache:
             rows = read_jsonl(self.files[split], _parse_row)
-            self._cache[split] = rows[: self.max_prompts] if split == "train" and self.max_prompts else rows
+            rows = rows[: self.max_prompts] if split == "train" and self.max_prompts else rows
+            if split == "train" and self.anchors_file:
+                rows = with_anchors_file(rows, Path(self.anchors_file).expanduser())
+            self._cache[split] = rows
         return self._cache[split]
 
     def vocabulary(self) -> list[str]:

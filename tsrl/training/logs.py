@@ -120,8 +120,10 @@ class RunLog:
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
         left.plot(steps, rewards, color="tab:blue")
         left.set(title="train reward (win-rate over ladder anchors)", xlabel="step", ylabel="reward")
-        right.plot([e["step"] for e in self.evals], [e["winrate"] for e in self.evals], "o-", color="tab:red")
-        right.set(title="held-out win-rate vs reference anchors", xlabel="step", ylabel="win-rate (%)")
+        key = "pass_ratio" if self.evals and "pass_ratio" in self.evals[0] else "winrate"
+        right.plot([e["step"] for e in self.evals], [e[key] for e in self.evals], "o-", color="tab:red")
+        title = "held-out pass ratio@n (verifier)" if key == "pass_ratio" else "held-out win-rate vs reference anchors"
+        right.set(title=title, xlabel="step", ylabel=f"{key.replace('_', ' ')} (%)")
         for ax in (left, right):
             ax.grid(alpha=0.3)
         fig.tight_layout()

@@ -32,7 +32,7 @@ import torch
 from tsrl.algo import group_advantages, inert_clip_warning
 from tsrl.config import RunConfig
 from tsrl.errors import UserError
-from tsrl.evaluation import winrate_sums, winrate_summary
+from tsrl.evaluation import evaluation_sums, evaluation_summary, headline
 from tsrl.generation import Generator, build_generator
 from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
 from tsrl.models.forward import collate
@@ -134,14 +134,16 @@ def sync_weights(run: Run) -> None:
 
 
 def evaluate(run: Run) -> dict[str, float]:
-    """Held-out win-rate, with its own RNG so that evaluating never changes the training trajectory."""
+    """The task's held-out metric (win-rate or pass ratio@n), with its own RNG so that evaluating never changes
+    the training trajectory."""
     acc, cfg = run.accelerator, run.cfg.trainer.eval
     prompts = run.task.prompts("eval")
     prompts = prompts[: cfg.max_prompts] if cfg.max_prompts else prompts
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed + acc.process_index)
-        sums = winrate_sums(run.generator, run.eval_judge, prompts[acc.process_index::acc.num_processes], cfg.samples)
-    result = winrate_summary(sum_dicts(gather(acc, sums)))
+        sums = evaluation_sums(run.task, run.generator, run.eval_judge, prompts[acc.process_index::acc.num_processes],
+                               cfg.samples)
+    result = evaluation_summary(run.task, sum_dicts(gather(acc, sums)), cfg.samples)
     result["judge_calls"] = sum(d["calls"] for d in gather(acc, run.eval_judge.drain_metrics()))
     return result
 
@@ -247,7 +249,7 @@ def quiet_libraries() -> None:
 
 
 def train(cfg: RunConfig) -> dict[str, Any]:
-    """Run the whole training job; returns the held-out win-rate at start and end."""
+    """Run the whole training job; returns the held-out headline number (win-rate or pass ratio) at start and end."""
     quiet_libraries()
     task = build_task(cfg.task)
     judge, eval_judge = open_judges(cfg, task)  # first: an unusable judge stops the run before any model is built
@@ -260,10 +262,9 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     finally:  # every exit, setup's too (a judge dead during the ladder build, Ctrl-C): connections, loop, cache
         close_judge(judge)
         close_judge(eval_judge)
-    evals = run.log.evals
-    return {"run_dir": cfg.run_dir, "main_process": run.accelerator.is_main_process,
-            "winrate_start": evals[0]["winrate"] if evals else None,
-            "winrate_end": evals[-1]["winrate"] if evals else None}
+    evals, (key, label) = run.log.evals, headline(task)
+    return {"run_dir": cfg.run_dir, "main_process": run.accelerator.is_main_process, "headline": label,
+            "heldout_start": evals[0][key] if evals else None, "heldout_end": evals[-1][key] if evals else None}
 
 
 def run_steps(run: Run) -> None:
@@ -295,8 +296,8 @@ def run_steps(run: Run) -> None:
         if step == tcfg.max_steps or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
             save_checkpoint(acc, run.learner, checkpoint_dir(Path(run.cfg.run_dir), step), trainer_state(run, step),
                             tcfg.checkpoint.keep)
-        win = log.evals[-1]["winrate"] if log.evals else float("nan")
-        bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout_win=f"{win:.1f}%",
+        heldout = log.evals[-1][headline(run.task)[0]] if log.evals else float("nan")
+        bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout=f"{heldout:.1f}%",
                         loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")
     log.close()
 

@@ -1,0 +1,162 @@
+"""Final-answer extraction: every rule of tsrl/tasks/answers.py as a row of a table, found and refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from tsrl.tasks.answers import Extracted, extract_choice, extract_integer, verify_choice, verify_integer
+
+# (text, value, reason) — reason is the exact phrase for refusals, "" for a found answer.
+INTEGER_CASES = [
+    pytest.param(r"So the total is \boxed{42}.", 42, "", id="plain-box"),
+    pytest.param(r"\boxed{007}", 7, "", id="leading-zeros"),
+    pytest.param(r"\boxed{ 7 }", 7, "", id="spaces-inside-box"),
+    pytest.param(r"$\boxed{0}$", 0, "", id="zero-is-an-answer"),
+    pytest.param(r"\fbox{999}", 999, "", id="fbox-upper-bound"),
+    pytest.param(r"first \boxed{12}, checking again \boxed{012}", 12, "", id="two-boxes-equal"),
+    pytest.param(r"\boxed{7} or maybe \boxed{8}", None, "two different boxed answers: 7, 8",
+                 id="two-boxes-differ"),
+    pytest.param(r"\boxed{1} \boxed{2} \boxed{3}", None, "three different boxed answers: 1, 2, 3",
+                 id="three-boxes-differ"),
+    pytest.param(r"The answer is 5, so \boxed{6}", 6, "", id="box-beats-marker"),
+    pytest.param("I could not solve this problem.", None, "no answer found", id="no-answer"),
+    pytest.param("", None, "no answer found", id="empty-text"),
+    pytest.param("Adding 17 and 25 gives 42, then we double it to 84.", None, "no answer found",
+                 id="numbers-in-reasoning-without-marker"),
+    pytest.param(r"\boxed{x = 42}", 42, "", id="text-around-number-in-box"),
+    pytest.param(r"\boxed{42 \text{ degrees}}", 42, "", id="text-unit-in-box"),
+    pytest.param(r"\boxed{42^\circ}", 42, "", id="degrees-in-box"),
+    pytest.param(r"\boxed{\text{42}}", 42, "", id="text-wrapper-in-box"),
+    pytest.param(r"\boxed{\mathrm{42}\,\mathrm{cm}}", 42, "", id="mathrm-and-thin-space"),
+    pytest.param("The answer is 42 apples.", 42, "", id="text-after-marker-number"),
+    pytest.param("Final Answer: The final answer is $42$. I hope it is correct.", 42, "",
+                 id="minerva-format"),
+    pytest.param("**Answer:** 17", 17, "", id="markdown-answer-label"),
+    pytest.param("answer: x = 23", 23, "", id="marker-with-variable"),
+    pytest.param("The answer is 3 at first glance. Rechecking... The answer is 42.", 42, "",
+                 id="last-marker-wins"),
+    pytest.param("Let me find the answer: first, 17 + 25 = 42.", None, "no answer found",
+                 id="marker-followed-by-prose-is-skipped"),
+    pytest.param("the answer is 8. Wait, the answer is not obvious.", 8, "",
+                 id="prose-marker-falls-back-to-earlier-one"),
+    pytest.param(r"\boxed{7/2}", None, "a fraction where an integer is required: 7/2", id="fraction-slash"),
+    pytest.param(r"\boxed{\frac{7}{2}}", None, r"a fraction where an integer is required: \frac{7}{2}",
+                 id="fraction-frac-nested-braces"),
+    pytest.param(r"\boxed{\dfrac{14}{2}}", None, r"a fraction where an integer is required: \dfrac{14}{2}",
+                 id="fraction-dfrac-even-if-integer"),
+    pytest.param(r"The answer is $\frac{7}{2}$", None,
+                 r"a fraction where an integer is required: \frac{7}{2}",
+                 id="fraction-after-marker"),
+    pytest.param(r"\boxed{42.0}", 42, "", id="decimal-zero"),
+    pytest.param(r"\boxed{42.00}", 42, "", id="decimal-zeros"),
+    pytest.param(r"\boxed{4.5}", None, "not an integer: 4.5", id="decimal-non-integer"),
+    pytest.param("The answer is 4.5.", None, "not an integer: 4.5", id="decimal-after-marker"),
+    pytest.param(r"\boxed{1,000}", None, "outside 0-999: 1000", id="thousands-comma-then-range"),
+    pytest.param(r"\boxed{-5}", None, "outside 0-999: -5", id="negative"),
+    pytest.param("answer: -5", None, "outside 0-999: -5", id="negative-after-marker"),
+    pytest.param(r"\boxed{1200}", None, "outside 0-999: 1200", id="above-range"),
+    pytest.param(r"\boxed{3, 4}", None, "more than one number: 3, 4", id="two-numbers-in-box"),
+    pytest.param(r"\boxed{2^{10}}", None, "more than one number: 2^{10}", id="power-is-two-numbers"),
+    pytest.param(r"\boxed{n}", None, "no number in the answer: n", id="box-without-number"),
+    pytest.param(r"\boxed{} and then \boxed{5}", 5, "", id="empty-box-skipped"),
+    pytest.param(r"so the result is \boxed{4", None, r"an unclosed \boxed{ and no other answer",
+                 id="unclosed-box"),
+    pytest.param("The answer is 12. Writing it out: \\boxed{1", 12, "",
+                 id="unclosed-box-falls-back-to-marker"),
+    pytest.param(r"\boxed{\{5\}}", 5, "", id="escaped-braces-do-not-close-the-box"),
+]
+
+
+@pytest.mark.parametrize("text, value, reason", INTEGER_CASES)
+def test_extract_integer(text: str, value: int | None, reason: str) -> None:
+    assert extract_integer(text) == Extracted(value, reason)
+
+
+def test_extract_integer_range_is_a_parameter() -> None:
+    assert extract_integer(r"\boxed{1,000}", high=10**6) == Extracted(1000, "")
+    assert extract_integer(r"\boxed{-5}", low=-10, high=10) == Extracted(-5, "")
+    assert extract_integer(r"\boxed{11}", low=1, high=10) == Extracted(None, "outside 1-10: 11")
+
+
+def test_extract_integer_refuses_an_empty_range() -> None:
+    with pytest.raises(ValueError, match="low=5 is above high=3"):
+        extract_integer(r"\boxed{4}", low=5, high=3)
+
+
+CHOICE_CASES = [
+    pytest.param(r"\boxed{B}", "B", "", id="box-letter"),
+    pytest.param(r"\boxed{(B)}", "B", "", id="box-parenthesised"),
+    pytest.param(r"$\boxed{\text{B}}$", "B", "", id="box-text-wrapper"),
+    pytest.param(r"\boxed{c}", "C", "", id="box-lowercase"),
+    pytest.param(r"\boxed{B) 3.2 eV}", "B", "", id="box-letter-with-description"),
+    pytest.param(r"\boxed{A} ... \boxed{(A)}", "A", "", id="boxes-agree"),
+    pytest.param(r"\boxed{A} ... \boxed{C}", None, "two different boxed answers: A, C", id="boxes-differ"),
+    pytest.param(r"\boxed{A, C}", None, "more than one letter: A, C", id="box-lists-two-letters"),
+    pytest.param(r"\boxed{3.2 eV}", None, "not a choice letter: 3.2 eV", id="box-without-letter"),
+    pytest.param("Thus, the answer is (B).", "B", "", id="answer-is-parenthesised"),
+    pytest.param("Answer: B", "B", "", id="answer-colon"),
+    pytest.param("Answer: (b)", "B", "", id="answer-lowercase-in-parens"),
+    pytest.param("answer: d", "D", "", id="answer-lowercase-bare-at-line-end"),
+    pytest.param("**Final Answer:** **C**", "C", "", id="markdown"),
+    pytest.param("The correct answer is option D because of symmetry.", "D", "", id="option-word"),
+    pytest.param("The answer is A or B.", None, "more than one letter: A, B", id="marker-lists-two-letters"),
+    pytest.param("The answer is B, and D is a distractor.", "B", "", id="later-letter-in-prose-ignored"),
+    pytest.param("Answer: But wait, we have to check the units.", None, "no answer found",
+                 id="but-is-not-letter-b"),
+    pytest.param("The answer is a bit subtle.\nSo the answer is C.", "C", "", id="article-a-is-not-a-letter"),
+    pytest.param("The answer is a bit subtle here.", None, "no answer found", id="article-a-alone"),
+    pytest.param("The answer is A at first. No: the answer is (C).", "C", "", id="last-marker-wins"),
+    pytest.param("After elimination:\n(B)", "B", "", id="last-line-parenthesised"),
+    pytest.param("After elimination:\nB.", "B", "", id="last-line-with-period"),
+    pytest.param("B is tempting, but the data point elsewhere.", None, "no answer found",
+                 id="letter-in-prose-is-not-an-answer"),
+    pytest.param("Answer: E", None, "not one of ABCD: E", id="letter-outside-choices"),
+    pytest.param(r"\boxed{E}", None, "not one of ABCD: E", id="boxed-letter-outside-choices"),
+    pytest.param(r"the choice is \boxed{(B", None, r"an unclosed \boxed{ and no other answer",
+                 id="unclosed-box"),
+]
+
+
+@pytest.mark.parametrize("text, value, reason", CHOICE_CASES)
+def test_extract_choice(text: str, value: str | None, reason: str) -> None:
+    assert extract_choice(text) == Extracted(value, reason)
+
+
+def test_extract_choice_letters_is_a_parameter() -> None:
+    assert extract_choice("Answer: E", letters="ABCDE") == Extracted("E", "")
+    assert extract_choice("Answer: (j)", letters="abcdefghij") == Extracted("J", "")
+    with pytest.raises(ValueError, match="letters only"):
+        extract_choice("Answer: A", letters="A-D")
+
+
+VERIFY_INTEGER_CASES = [
+    pytest.param(r"\boxed{042}", 42, 1.0, id="match"),
+    pytest.param(r"\boxed{41}", 42, 0.0, id="wrong"),
+    pytest.param(r"\boxed{\frac{84}{2}}", 42, 0.0, id="fraction-never-matches"),
+    pytest.param("I think it is 42 but I am unsure.", 42, 0.0, id="no-marker-no-credit"),
+]
+
+
+@pytest.mark.parametrize("text, answer, reward", VERIFY_INTEGER_CASES)
+def test_verify_integer(text: str, answer: int, reward: float) -> None:
+    assert verify_integer(text, answer) == reward
+
+
+VERIFY_CHOICE_CASES = [
+    pytest.param("The answer is (C).", "C", 1.0, id="match"),
+    pytest.param("The answer is (C).", "c", 1.0, id="reference-lowercase"),
+    pytest.param("The answer is (B).", "C", 0.0, id="wrong"),
+    pytest.param(r"\boxed{B} \boxed{C}", "C", 0.0, id="hedging-gets-nothing"),
+]
+
+
+@pytest.mark.parametrize("text, answer, reward", VERIFY_CHOICE_CASES)
+def test_verify_choice(text: str, answer: str, reward: float) -> None:
+    assert verify_choice(text, answer) == reward
+
+
+def test_verify_refuses_a_reference_that_nothing_could_match() -> None:
+    with pytest.raises(ValueError, match="outside 0-999"):
+        verify_integer(r"\boxed{1000}", 1000)
+    with pytest.raises(ValueError, match="not one of ABCD"):
+        verify_choice("Answer: E", "E")

@@ -1,0 +1,302 @@
+"""Rendered judging (task=web): pages become screenshots in headless Chromium and the judge compares those.
+
+Why screenshots: WebSight-style tasks ask for a page that *looks* right. Two sources that differ in one CSS
+rule can look nothing alike, and a judge reading markup rewards markup. The judge sees what a user would see
+(judge=openai with vision=true sends first_image/second_image as image parts; a text judge gets the HTML).
+
+Why the network is blocked: a page that pulls a stylesheet, font or image from a CDN renders differently from
+day to day (and offline not at all), so its reward would not be a property of the completion. The task asks
+for self-contained pages: `network_reference` refuses a page that would fetch before any browser starts, and
+Chromium runs behind a dead proxy with every host unresolvable in case the static check misses a fetch.
+
+Failures lose: a page that is empty, over `max_bytes`, fetches from the network, or does not finish within
+`timeout_s` (an endless script, a refresh loop) loses its match (p_first = 0 or 1) without a judge call; both
+failed → a tie. The reason stays in the verdict's raw text and is counted (render/failures/<kind>), so a
+broken renderer shows in the logs instead of looking like a bad policy.
+
+Each page gets a fresh Chromium (own process group, throwaway profile, the group killed on timeout): slower
+than a long-lived browser (~2 s a page on 2 cores) but a hung or crashed page cannot poison the next one.
+Screenshots are cached as PNG by sha256(width, height, html), so the frozen anchor pages render once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+from tsrl.errors import ConfigError
+from tsrl.judging.base import Judge, error_kind, merge_metrics
+from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+VIRTUAL_TIME_MS = 3000  # simulated time for timers and animations before the shot (fast-forwarded)
+NOCASE = re.IGNORECASE
+FENCE = re.compile(r"```[ \t]*(\w*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+DOCUMENT = re.compile(r"(?:<!doctype\s+html|<html\b).*?(?:</html\s*>|\Z)", NOCASE | re.DOTALL)
+REMOTE = r"""\s*["']?\s*(?:https?:)?//"""  # an optionally quoted http(s) or protocol-relative URL
+TAG = re.compile(r"<([a-zA-Z][\w:-]*)(\s[^>]*)?>")
+URL_ATTRIBUTE = re.compile(rf"(?:^|\s)(?:src|href|xlink:href|poster|data|background)\s*={REMOTE}", NOCASE)
+SRCSET = re.compile(r"""(?:^|\s)(?:src|imagesrc)set\s*=\s*["'][^"']*?(?:https?:)?//""", NOCASE)
+REL = re.compile(r"""(?:^|\s)rel\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*))""", NOCASE)
+REFRESH_URL = re.compile(rf"http-equiv\s*=\s*[\"']?refresh.*url\s*={REMOTE}", NOCASE)
+CSS_URL = re.compile(rf"(?:url\(|@import){REMOTE}", NOCASE)
+SCRIPT = re.compile(r"<script\b[^>]*>(.*?)</script\s*>", NOCASE | re.DOTALL)
+SCRIPT_URL = re.compile(r"""["'`]\s*https?://""", NOCASE)  # not bare `//`: in a script that is a comment
+LINKS = ("a", "area")  # followed on click, never fetched on render
+UNFETCHED_RELS = {"canonical", "alternate", "author", "license", "help", "next", "prev", "bookmark", "me"}
+
+
+@dataclass
+class RenderConfig:
+    """`judge.render`: screenshots of web pages for the judge (tasks with page(text), i.e. task=web)."""
+
+    enabled: bool = True
+    """Render pages of Rendered tasks (false: the judge compares the HTML source alone)."""
+    chromium: str = ""
+    """Chromium binary, a path or a name on PATH; empty = chromium, chromium-browser or google-chrome."""
+    width: int = 1024
+    """Viewport width in CSS pixels = screenshot width."""
+    height: int = 768
+    """Viewport height = screenshot height (what lies below the fold is not shown)."""
+    timeout_s: float = 20.0
+    """Wall-clock limit per page; a page still busy then (endless script, refresh loop) fails as timeout."""
+    max_bytes: int = 200_000
+    """Pages larger than this (UTF-8 bytes) fail as too_large without rendering."""
+    workers: int = 2
+    """Pages rendered at once (one Chromium each)."""
+    cache_dir: str = ""
+    """Screenshot cache (one PNG per page hash); empty = tsrl-render under the system temp folder."""
+    assets: dict[str, str] = field(default_factory=dict)
+    """URL → local file: a stylesheet or script a page links from the network is inlined from the file before
+    rendering (a dataset's pages that link a CSS framework from a CDN: download it once and name it here; set
+    it in a YAML file, URL keys do not fit Hydra's command-line grammar)."""
+
+    def __post_init__(self) -> None:
+        for name in ("width", "height", "max_bytes", "workers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"judge.render.{name} must be at least 1, got {getattr(self, name)}.")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"judge.render.timeout_s must be > 0, got {self.timeout_s}.")
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """One page's screenshot: a PNG path, or an error "<kind>: <message>" (kinds empty, too_large, network,
+    timeout, crash). seconds = wall time spent; cached = served from the screenshot cache."""
+
+    path: str | None
+    error: str | None
+    seconds: float
+    cached: bool = False
+
+
+class Renderer(Protocol):
+    def render_many(self, pages: Sequence[str]) -> list[Rendering]: ...
+
+    def close(self) -> None: ...
+
+
+def extract_page(text: str) -> str:
+    """The HTML document in a completion: the first ```html (or bare ```) block, else the <!doctype…/<html>…
+    </html> span (to the end when cut off), else the whole text; stripped."""
+    for fence in FENCE.finditer(text):
+        if fence.group(1).lower() in ("", "html", "htm"):
+            return fence.group(2).strip()
+    document = DOCUMENT.search(text)
+    return (document.group(0) if document else text).strip()
+
+
+def network_reference(html: str) -> str | None:
+    """The first markup that would fetch from the network on render, or None. Links (<a href>, <area href>),
+    data: URLs and <link rel=canonical/alternate/…> fetch nothing."""
+    found: list[re.Match[str]] = []
+    for tag in TAG.finditer(html):
+        name, attributes = tag.group(1).lower(), tag.group(2) or ""
+        rel = REL.search(attributes)
+        rels = set("".join(rel.groups(default="")).lower().split()) if rel else set()
+        if name in LINKS or (name == "link" and rels and rels <= UNFETCHED_RELS):
+            continue
+        refresh = name == "meta" and REFRESH_URL.search(attributes)
+        if URL_ATTRIBUTE.search(attributes) or SRCSET.search(attributes) or refresh:
+            found.append(tag)
+    found += CSS_URL.finditer(html)
+    for script in SCRIPT.finditer(html):
+        found += SCRIPT_URL.finditer(html, script.start(1), script.end(1))
+    if not found:
+        return None
+    start = min(match.start() for match in found)
+    return html[start: start + 120].split("\n")[0]
+
+
+def find_chromium(setting: str) -> str:
+    """The Chromium binary to run, or a ConfigError saying how to get one."""
+    for name in (setting,) if setting else CHROMIUM_NAMES:
+        if path := shutil.which(name):
+            return path
+    missing = (f"judge.render.chromium={setting!r} is not an executable" if setting
+               else f"no Chromium on PATH (looked for {', '.join(CHROMIUM_NAMES)})")
+    raise ConfigError(f"Rendering web pages needs headless Chromium, but {missing}: install it (Debian/Ubuntu"
+                      ": apt-get install chromium; Fedora: dnf install chromium), set judge.render.chromium"
+                      " to its path, or set judge.render.enabled=false to judge the HTML source.")
+
+
+class PageRenderer:
+    """Screenshots of HTML pages, one fresh headless Chromium per page, cached by content hash."""
+
+    def __init__(self, cfg: RenderConfig) -> None:
+        self.cfg = cfg
+        self.chromium = find_chromium(cfg.chromium)
+        self.cache_dir = Path(cfg.cache_dir or Path(tempfile.gettempdir()) / "tsrl-render").expanduser()
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.pool = ThreadPoolExecutor(cfg.workers, thread_name_prefix="tsrl-render")
+        self.assets = {url: read_asset(url, path) for url, path in cfg.assets.items()}
+
+    def render_many(self, pages: Sequence[str]) -> list[Rendering]:
+        return list(self.pool.map(self.render, pages))
+
+    def render(self, html: str) -> Rendering:
+        start = time.monotonic()
+        html = inline_assets(html, self.assets)
+        key = hashlib.sha256(f"{self.cfg.width}x{self.cfg.height}\n{html}".encode()).hexdigest()
+        target = self.cache_dir / f"{key}.png"
+        if target.is_file():
+            return Rendering(str(target), None, time.monotonic() - start, cached=True)
+        error = self._refusal(html) or self._shoot(html, target)
+        return Rendering(None if error else str(target), error, time.monotonic() - start)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def _refusal(self, html: str) -> str | None:
+        """Why a page fails before any browser starts (None: render it)."""
+        size = len(html.encode())
+        if not html.strip():
+            return "empty: the page has no content"
+        if size > self.cfg.max_bytes:
+            return f"too_large: {size} bytes, over judge.render.max_bytes={self.cfg.max_bytes}"
+        reference = network_reference(html)
+        return f"network: the page fetches from the network ({reference})" if reference else None
+
+    def _shoot(self, html: str, target: Path) -> str | None:
+        """Run Chromium on the page and move its screenshot to `target`; the error string when it fails."""
+        with tempfile.TemporaryDirectory(prefix="work-", dir=self.cache_dir, ignore_cleanup_errors=True) as d:
+            work = Path(d)
+            page, shot, log = work / "page.html", work / "shot.png", work / "chromium.log"
+            page.write_text(html, encoding="utf-8")
+            command = [self.chromium, *self._flags(work / "profile", shot), page.as_uri()]
+            with log.open("wb") as stderr:  # a file, not a pipe: a chatty browser must never block on it
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=stderr, start_new_session=True)  # its own process group
+                try:
+                    code = process.wait(timeout=self.cfg.timeout_s)
+                except subprocess.TimeoutExpired:
+                    return f"timeout: no screenshot after {self.cfg.timeout_s:g} s (judge.render.timeout_s)"
+                finally:
+                    kill_group(process)
+            if code != 0 or not shot.is_file() or shot.stat().st_size == 0:
+                return f"crash: chromium exited with code {code} and no screenshot: {log_tail(log)}"
+            os.replace(shot, target)  # atomic: a concurrent reader sees the whole PNG or none
+        return None
+
+    def _flags(self, profile: Path, shot: Path) -> list[str]:
+        return ["--headless=new", "--disable-gpu", "--no-sandbox",  # containers: no user namespaces, root
+                "--hide-scrollbars", "--mute-audio", "--no-first-run", "--no-default-browser-check",
+                "--disable-extensions", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+                f"--window-size={self.cfg.width},{self.cfg.height}", f"--screenshot={shot}",
+                f"--virtual-time-budget={VIRTUAL_TIME_MS}",
+                "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",  # all traffic to a dead port
+                "--host-resolver-rules=MAP * ~NOTFOUND"]
+
+
+def read_asset(url: str, path: str) -> str:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"judge.render.assets maps {url} to {file}, which does not exist; download it once there.")
+    return file.read_text(encoding="utf-8")
+
+
+def inline_assets(html: str, assets: dict[str, str]) -> str:
+    """The page with each <link href=URL> / <script src=URL></script> of a known URL replaced by the local
+    file's text in a <style> / <script> element (the page then needs no network for it)."""
+    for url, text in assets.items():
+        quoted = rf"""["']{re.escape(url)}["']"""
+        html = re.sub(rf"<link\b[^>]*href\s*=\s*{quoted}[^>]*>", lambda _: f"<style>{text}</style>", html, flags=NOCASE)
+        html = re.sub(rf"<script\b[^>]*src\s*=\s*{quoted}[^>]*>\s*</script\s*>", lambda _: f"<script>{text}</script>",
+                      html, flags=NOCASE)
+    return html
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the browser's process group (its renderer, GPU and zygote children too), then reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the browser and all its children already exited
+    process.wait()
+
+
+def log_tail(log: Path) -> str:
+    """Chromium's last stderr line that is not D-Bus noise (containers have no system bus)."""
+    lines = [line for line in log.read_text(errors="replace").splitlines()
+             if line.strip() and "dbus" not in line]
+    return lines[-1][-300:] if lines else "(no output)"
+
+
+class RenderingJudge:
+    """Renders both pages of every pair and asks the inner judge with the screenshots; a page that failed to
+    render loses without a judge call (see the module docstring). score() grades the extracted page."""
+
+    def __init__(self, inner: Judge, page_of: Callable[[str], str], renderer: Renderer) -> None:
+        self.inner, self.page_of, self.renderer = inner, page_of, renderer
+        self.renderings: list[Rendering] = []
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        pages = [(self.page_of(r.first), self.page_of(r.second)) for r in requests]
+        distinct = list(dict.fromkeys(page for pair in pages for page in pair))
+        shot = dict(zip(distinct, self.renderer.render_many(distinct)))
+        self.renderings += shot.values()
+        forfeits = [forfeit(shot[first], shot[second]) for first, second in pages]
+        asked = [replace(r, first=a, second=b, first_image=shot[a].path, second_image=shot[b].path)
+                 for r, (a, b), lost in zip(requests, pages, forfeits) if lost is None]
+        answers = iter(self.inner.compare(asked) if asked else [])
+        return [lost or next(answers) for lost in forfeits]
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        return self.inner.score([replace(r, response=self.page_of(r.response)) for r in requests])
+
+    def drain_metrics(self) -> dict[str, float]:
+        renderings, self.renderings = self.renderings, []
+        failures = [error_kind(r.error) for r in renderings if r.error]
+        metrics: dict[str, float] = {"render/pages": Count(len(renderings)),
+                                     "render/failures": Count(len(failures)),
+                                     "render/cache_hits": Count(sum(r.cached for r in renderings))}
+        for kind in sorted(set(failures)):
+            metrics[f"render/failures/{kind}"] = Count(failures.count(kind))
+        if rendered := [r.seconds for r in renderings if not r.cached]:
+            metrics["render/seconds_mean"] = sum(rendered) / len(rendered)
+        return merge_metrics(metrics, self.inner.drain_metrics())
+
+    def close(self) -> None:
+        """Stops the render pool; close_judge goes on to `inner` by itself."""
+        self.renderer.close()
+
+
+def forfeit(first: Rendering, second: Rendering) -> Verdict | None:
+    """The verdict when a page did not render (it loses; both failed → a tie), None when both rendered."""
+    if first.error and second.error:
+        return Verdict(0.5, raw=f"render failed: both: first: {first.error}; second: {second.error}")
+    if first.error or second.error:
+        side, error = ("first", first.error) if first.error else ("second", second.error)
+        return Verdict(0.0 if first.error else 1.0, raw=f"render failed: {side}: {error}")
+    return None
