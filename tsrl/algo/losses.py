@@ -31,7 +31,7 @@ The normaliser is computed by the caller from the whole minibatch (a float, or o
 so that gradient accumulation over micro-batches gives the same update as one big batch.
 
 Each loss is a config class (its hyperparameters on top of AlgoConfig's shared ones) and a surrogate
-(LossInputs, config) → per-token loss, registered together in tsrl.registry.ALGOS under its `algo=` name; a
+(LossInputs, config) → (per-token loss, clipped-token indicator[, metrics]), registered together in tsrl.registry.ALGOS under its `algo=` name; a
 new loss is one module with both plus configs/algo/<name>.yaml. The trainer calls `policy_loss` only.
 """
 
@@ -235,9 +235,9 @@ def mismatch_weight(inp: LossInputs, cfg: AlgoConfig, metrics: dict[str, float])
 
 def policy_loss(inp: LossInputs, cfg: AlgoConfig) -> LossOutputs:
     """The loss `cfg` is the config of (its registered surrogate) plus the optional KL penalty, with diagnostics."""
-    per_token, clipped = ALGOS.of(cfg).build(inp, cfg)  # [N, T], [N, T]
+    per_token, clipped, *extra = ALGOS.of(cfg).build(inp, cfg)  # [N, T], [N, T], optionally its own metrics
     mask = inp.mask
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = dict(extra[0]) if extra else {}
     if inp.ref_logprobs is not None and cfg.kl_beta > 0:
         kl = k3_kl(inp.logprobs, inp.ref_logprobs)  # [N, T]
         per_token = per_token + cfg.kl_beta * kl

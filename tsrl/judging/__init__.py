@@ -12,7 +12,7 @@ budget. Heavy dependencies are imported only when such a judge is built, so `imp
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields, is_dataclass, replace
 from typing import Any
 
 from tsrl.judging.base import Judge, JudgeCounters, JudgeUnavailable, close_judge, stable_uniform
@@ -59,6 +59,9 @@ def judge_fingerprint(cfg: Any) -> str:
     models different names."""
     operational = set(getattr(type(cfg), "OPERATIONAL", ()))
     settings = {f.name: v for f, v in ((f, getattr(cfg, f.name)) for f in fields(cfg)) if f.name not in operational}
+    for name, value in settings.items():  # a nested group with operational settings of its own (judge.render)
+        if hasattr(type(value), "OPERATIONAL") and is_dataclass(value):
+            settings[name] = {k: v for k, v in asdict(value).items() if k not in type(value).OPERATIONAL}
     return json.dumps({"kind": type(cfg).__name__, **json.loads(json.dumps(settings, default=asdict))},
                       sort_keys=True)
 

@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Callable, ClassVar, Protocol, Sequence
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, error_kind, merge_metrics
@@ -59,6 +59,9 @@ UNFETCHED_RELS = {"canonical", "alternate", "author", "license", "help", "next",
 @dataclass
 class RenderConfig:
     """`judge.render`: screenshots of web pages for the judge (tasks with page(text), i.e. task=web)."""
+
+    OPERATIONAL: ClassVar[tuple[str, ...]] = ("chromium", "timeout_s", "workers", "cache_dir")
+    """Settings that do not change what the judge sees (left out of the judge's fingerprint)."""
 
     enabled: bool = True
     """Render pages of Rendered tasks (false: the judge compares the HTML source alone)."""

@@ -1,4 +1,6 @@
-"""`reward=rubric`: the Rubrics baseline — a pointwise judge score per completion, no comparisons.
+"""`reward=rubric`: the Rubrics baseline — a pointwise judge score per completion, no comparisons. The same
+reward is `reward=rlaif`, Reasoning Arena's RLAIF row (the judge's score as the whole reward, on verifiable tasks
+too, where the verifier is then not used).
 
 reward(c) = s(c) / 10 with s ∈ [0, 10] the judge's rubric grade (Judge.score). One score request per
 completion (calls per sample = 1). A completion the judge could not grade drops its whole group (NaN
@@ -30,6 +32,11 @@ class RubricConfig:
     """The grade that maps to reward 1 (the judge grades 0–10)."""
 
 
+@dataclass
+class RLAIFConfig(RubricConfig):
+    """Reward `rlaif` (Reasoning Arena's RLAIF row): the judge's pointwise grade as the whole reward, any task."""
+
+
 class RubricRegime:
     """reward = judge grade / scale; an ungraded completion drops its group."""
 
@@ -57,3 +64,4 @@ class RubricRegime:
 
 
 REWARDS.register("rubric", RubricConfig, RubricRegime)
+REWARDS.register("rlaif", RLAIFConfig, RubricRegime)

@@ -14,7 +14,10 @@ adaptive, per group of G completions with verifier rewards v [G]:
   Bradley–Terry β [G] minimises
   L(β) = −Σ[y·log σ(βi−βj) + (1−y)·log σ(βj−βi)] + (λ/2)‖β‖², reward = (β − min β)/(max β − min β);
   a constant β (no preference at all) gives every completion ½ — a constant group, so zero advantages.
-Route counts and fractions are logged (route/verifier, route/tournament, route/*_frac).
+- `pointwise` (Reasoning Arena's Adaptive Pointwise baseline): no tournament; each routed trace gets the
+  judge's pointwise grade / 10 (one score call per trace), as reward=rubric does.
+Route counts and fractions are logged (route/verifier, route/tournament, route/*_frac; with pointwise,
+route/tournament counts the groups sent to the judge).
 
 Shapes: B groups, G completions. Differences from Reasoning Arena: traces finish together in tsrl's
 generator, so the live arrival order is a seeded permutation; m = 0.9 and λ = 0.1 are project defaults
@@ -54,7 +57,10 @@ class AdaptiveConfig:
     """Reward `adaptive`: verifier when it separates the group, else a trace tournament + Bradley–Terry."""
 
     tournament: str = "live"
-    """live: each trace vs the current best, worst, median (3G − 6 matches) | round_robin: all G(G−1)/2."""
+    """live: each trace vs the current best, worst, median (3G − 6 matches) | round_robin: all G(G−1)/2 |
+    pointwise: no tournament, the judge's 0–10 grade / 10 of each trace (Reasoning Arena's Adaptive Pointwise)."""
+    scale: float = 10.0
+    """tournament=pointwise: the grade that maps to reward 1."""
     margin: float = 0.9
     """Soft margin m ∈ (½, 1]: a win is the outcome m, a loss 1 − m (project default)."""
     l2: float = 0.1
@@ -63,9 +69,9 @@ class AdaptiveConfig:
     """Seed of the arrival order and the random fallback (mixed with the step)."""
 
     def __post_init__(self) -> None:
-        if self.tournament not in TRACE_TOURNAMENTS:
+        if self.tournament not in (*TRACE_TOURNAMENTS, "pointwise"):
             raise ConfigError(f"reward.tournament={self.tournament!r} is unknown; choose one of "
-                              f"{', '.join(TRACE_TOURNAMENTS)} (live is the default).")
+                              f"{', '.join(TRACE_TOURNAMENTS)}, pointwise (live is the default).")
         if not 0.5 < self.margin <= 1.0:
             raise ConfigError(f"reward.margin={self.margin} must lie in (0.5, 1]; the paper's soft margin is m > ½.")
         if self.l2 <= 0:
@@ -114,6 +120,8 @@ class AdaptiveRegime(StepCounted):
         self.steps += 1
         rewards = verify_groups(self.task, groups)  # [B, G]
         routed = [b for b in range(len(groups)) if rewards[b].std() == 0]  # the verifier cannot separate these
+        if self.cfg.tournament == "pointwise":
+            return self.graded(groups, rewards, routed)
         rng = np.random.default_rng([self.cfg.seed, self.steps])
         make = TRACE_TOURNAMENTS[self.cfg.tournament]
         schedules = [make(groups[b].size, rng, self.cfg.margin, self.cfg.l2) for b in routed]
@@ -123,10 +131,24 @@ class AdaptiveRegime(StepCounted):
         for k in played.dropped:
             rewards[routed[k]] = np.nan
         metrics = diagnostics([s.tally.history for s in schedules], groups[0].size, played, rewards.size)
-        B = len(groups)
-        metrics.update({"route/verifier": Count(B - len(routed)), "route/tournament": Count(len(routed)),
-                        "route/verifier_frac": (B - len(routed)) / B, "route/tournament_frac": len(routed) / B})
-        return RewardBatch(rewards=rewards, metrics=metrics)
+        return RewardBatch(rewards=rewards, metrics={**metrics, **route_counts(len(groups), len(routed))})
+
+    def graded(self, groups: Sequence[Group], rewards: np.ndarray, routed: list[int]) -> RewardBatch:
+        """Adaptive Pointwise: the routed groups get the judge's grade / scale (an ungraded trace drops its
+        group, as reward=rubric does); the others keep their verifier rewards."""
+        from tsrl.rewards.rubric import RubricConfig, RubricRegime
+
+        metrics: dict[str, float] = {"reward/comparisons_per_sample": 0.0}
+        if routed:
+            graded = RubricRegime(RubricConfig(scale=self.cfg.scale), self.ctx).score([groups[b] for b in routed])
+            rewards[routed] = graded.rewards
+            metrics = {**graded.metrics, "reward/comparisons_per_sample": len(routed) / len(groups)}
+        return RewardBatch(rewards=rewards, metrics={**metrics, **route_counts(len(groups), len(routed))})
+
+
+def route_counts(groups: int, routed: int) -> dict[str, float]:
+    return {"route/verifier": Count(groups - routed), "route/tournament": Count(routed),
+            "route/verifier_frac": (groups - routed) / groups, "route/tournament_frac": routed / groups}
 
 
 REWARDS.register("verifier", VerifierConfig, VerifierRegime)

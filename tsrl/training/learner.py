@@ -168,7 +168,9 @@ class Learner:
                 self.scheduler.step()
             return {"train/lr": lr}
         old = None if on_policy else self.logprobs(batch, temperature)
-        ref = None if algo.kl_beta <= 0 else self.logprobs(batch, temperature, reference=True)
+        needs_reference = algo.kl_beta > 0 or getattr(algo, "NEEDS_REFERENCE", False)  # KL term, or DPO
+        ref = self.logprobs(batch, temperature, reference=True) if needs_reference else None
+        offline = getattr(algo, "OFFLINE", False)  # anchors, not samples: no sampler log-probs to compare with
         shuffle = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + step)
         stats: dict[str, list[float]] = defaultdict(list)
         for epoch in range(algo.epochs):
@@ -191,13 +193,13 @@ class Learner:
                                                             share_prompt=cfg.share_prompt)
                         inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
                                             micro.completion_mask, part, None if ref is None else ref[index],
-                                            sampler_logprobs=micro.sampler_logprobs)
+                                            sampler_logprobs=None if offline else micro.sampler_logprobs)
                         out = policy_loss(inputs, algo)
                         self._backward(out.loss * (0.0 if placeholder else 1.0), last)
                     if placeholder:
                         continue
                     total += float(out.loss.detach())
-                    record_micro(stats, out.metrics, micro, logp, entropy)
+                    record_micro(stats, out.metrics, micro, logp, entropy, sampled=not offline)
                 norm = self._optimizer_step()
                 if not placeholder:
                     stats["train/loss"].append(total)
@@ -340,13 +342,15 @@ def merged_layer(prefix: str, layer: Any, adapter: str) -> list[tuple[str, torch
 
 
 def record_micro(stats: dict[str, list[float]], loss_metrics: dict[str, float], micro: RolloutBatch,
-                 logp: torch.Tensor, entropy: torch.Tensor | None) -> None:
-    """Per-micro-batch diagnostics: the loss's own, entropy and the sampler/learner log-prob gap."""
+                 logp: torch.Tensor, entropy: torch.Tensor | None, sampled: bool = True) -> None:
+    """Per-micro-batch diagnostics: the loss's own, entropy and (for sampled rollouts) the sampler/learner
+    log-prob gap."""
     mask = micro.completion_mask  # [n, T]
     for key, value in loss_metrics.items():
         stats[f"train/{key}"].append(value)
     if entropy is not None:
         stats["train/entropy"].append(float((entropy * mask).sum() / mask.sum().clamp_min(1)))
+    if entropy is not None and sampled:
         diff = ((logp.detach() - micro.sampler_logprobs).abs() * mask).sum() / mask.sum().clamp_min(1)
         stats["train/sampler_logprob_diff"].append(float(diff))
 

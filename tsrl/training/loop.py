@@ -42,6 +42,7 @@ from tsrl.training.checkpoint import checkpoint_dir, find_resume, load_checkpoin
 from tsrl.training.collective import AccelerateCollective
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
+from tsrl.training.offline import check_offline, offline_groups
 from tsrl.training.sampler import PromptSampler
 from tsrl.types import Count, Group
 
@@ -113,6 +114,29 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
         "memory/peak_gib": peak_memory_gib(),
     }
     return metrics, groups, scored.rewards
+
+
+def offline_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
+    """One step of an offline baseline (algo=sft | dpo): the sampler's prompts with their ladder's anchors as
+    the rollouts (tsrl/training/offline.py), then the same update; no generation, no judge call."""
+    algo = run.cfg.algo
+    t0 = time.perf_counter()
+    rng = np.random.default_rng([run.cfg.seed, step, run.accelerator.process_index])
+    groups = offline_groups(algo, run.sampler.next_batch(), run.regime.ladders, run.learner.tokenizer, rng)
+    weights = torch.full((sum(g.size for g in groups),), 1.0 if hasattr(algo, "top_fraction") else 0.0)  # [N]
+    batch = collate(groups, weights, run.learner.tokenizer.pad_token_id)
+    update = run.learner.update(batch, step)
+    t1 = time.perf_counter()
+    sync_weights(run)
+    t2 = time.perf_counter()
+    lengths = batch.completion_mask.sum(dim=1)  # [N]
+    metrics = {
+        "reward/mean": float("nan"), "completion/length_mean": float(lengths.mean()), **update,
+        "judge/calls": Count(0.0), "train/samples_in_update": Count(len(batch)),
+        "time/update_s": t1 - t0, "time/sync_s": t2 - t1, "time/step_s": t2 - t0,
+        "throughput/tokens_per_s": float(lengths.sum()) / (t2 - t0), "memory/peak_gib": peak_memory_gib(),
+    }
+    return metrics, [], np.zeros((0, 0))
 
 
 def peak_memory_gib() -> float:
@@ -216,6 +240,8 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir, model=learner.policy_view(),
                                                     tokenizer=learner.tokenizer, generator=generator,
                                                     collective=AccelerateCollective(acc)))
+    if getattr(cfg.algo, "OFFLINE", False):
+        check_offline(cfg.algo, regime, cfg.trainer.micro_batch_size)
     setup_calls = sum(d["calls"] for d in gather(acc, judge.drain_metrics()))  # e.g. the ladder round-robin
     sampler = PromptSampler(task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index,
                             acc.num_processes)
@@ -272,6 +298,7 @@ def run_steps(run: Run) -> None:
     from tqdm import tqdm
 
     acc, tcfg, log = run.accelerator, run.cfg.trainer, run.log
+    offline = getattr(run.cfg.algo, "OFFLINE", False)  # algo=sft | dpo: anchors of the ranked ladder, no sampling
     if run.start_step == 0:
         log.log_eval(0, evaluate(run))
     bar = tqdm(range(run.start_step + 1, tcfg.max_steps + 1), initial=run.start_step, total=tcfg.max_steps,
@@ -279,7 +306,7 @@ def run_steps(run: Run) -> None:
     for step in bar:
         before = capture_rng(), trainer_state(run, step - 1)  # what a checkpoint of the last finished step holds
         try:
-            metrics, groups, rewards = train_step(run, step)
+            metrics, groups, rewards = (offline_step if offline else train_step)(run, step)
         except UserError as err:  # e.g. the judge budget is spent or the judge is down: keep every finished step
             restore_rng(before[0])
             raise stopped_cleanly(run, before[1], err) from err

@@ -1,0 +1,175 @@
+"""The papers' baselines: the DPO loss against hand-computed values, SFT's targets and DPO's pairs from a ranked
+ladder, RLAIF and Adaptive Pointwise routing on hand-made groups."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tsrl.algo import LossInputs, policy_loss
+from tsrl.algo.offline import DPOConfig, SFTConfig, dpo_pair_loss
+from tsrl.errors import ConfigError
+from tsrl.rewards.base import RegimeContext
+from tsrl.rewards.ladder import Rung
+from tsrl.rewards.rubric import RLAIFConfig, RubricRegime
+from tsrl.rewards.verified import AdaptiveConfig, AdaptiveRegime
+from tsrl.training.offline import check_offline, dpo_pairs, offline_groups, sft_ranks
+from tsrl.types import Anchor, Group, Prompt, Rollout, Score, ScoreRequest
+
+
+def inputs(logp: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor, normalizer) -> LossInputs:
+    return LossInputs(logp, logp.detach(), torch.zeros(logp.shape[0]), mask, normalizer, ref)
+
+
+def sequence_normalizer(mask: torch.Tensor) -> torch.Tensor:
+    lengths = mask.sum(dim=1)
+    return lengths * (lengths > 0).sum()
+
+
+def test_dpo_loss_is_log2_when_the_policy_is_the_reference() -> None:
+    logp = torch.randn(4, 5)
+    mask = torch.ones(4, 5)
+    out = policy_loss(inputs(logp.clone().requires_grad_(), logp, mask, sequence_normalizer(mask)), DPOConfig())
+    assert out.loss.item() == pytest.approx(math.log(2), abs=1e-6)
+    assert out.metrics["dpo/accuracy"] == 0.0 and out.metrics["dpo/margin"] == pytest.approx(0.0)
+
+
+def test_dpo_loss_matches_the_hand_computed_value_and_its_gradient() -> None:
+    """Two pairs, unequal lengths: loss = mean over pairs of −log σ(β[(πw − rw) − (πl − rl)])."""
+    logp = torch.tensor([[-1.0, -2.0, 0.0], [-3.0, 0.0, 0.0], [-0.5, -0.5, -0.5], [-1.0, -1.0, 0.0]],
+                        requires_grad=True)
+    ref = torch.tensor([[-1.5, -1.5, 0.0], [-1.0, 0.0, 0.0], [-1.0, -1.0, -1.0], [-0.5, -0.5, 0.0]])
+    mask = torch.tensor([[1.0, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]])
+    beta = 0.5
+    # pair 1: (−3 − (−3)) − (−3 − (−1)) = 2 → z = 1; pair 2: (−1.5 − (−3)) − (−2 − (−1)) = 2.5 → z = 1.25
+    z = torch.tensor([1.0, 1.25])
+    expected = float(-torch.nn.functional.logsigmoid(z).mean())
+    out = policy_loss(inputs(logp, ref, mask, sequence_normalizer(mask)), DPOConfig(beta=beta))
+    assert out.loss.item() == pytest.approx(expected, rel=1e-6)
+    assert out.metrics["dpo/accuracy"] == 1.0 and out.metrics["dpo/margin"] == pytest.approx(float(z.mean()) / beta)
+    out.loss.backward()
+    # d/d logπ(y_w token) = −β σ(−z) / pairs, on the better row's tokens; the opposite on the worse row's
+    grad = beta * torch.sigmoid(-z) / 2
+    assert logp.grad[0, :2].tolist() == pytest.approx([-float(grad[0])] * 2, rel=1e-5)
+    assert logp.grad[1, 0].item() == pytest.approx(float(grad[0]), rel=1e-5) and logp.grad[0, 2] == 0.0
+    assert logp.grad[2].tolist() == pytest.approx([-float(grad[1])] * 3, rel=1e-5)
+
+
+def test_dpo_pair_loss_prefers_the_better_row() -> None:
+    logp, ref = torch.tensor([[0.0], [-2.0]]), torch.zeros(2, 1)
+    loss, z = dpo_pair_loss(logp, ref, torch.ones(2, 1), beta=1.0)
+    assert float(z) == 2.0 and float(loss) == pytest.approx(math.log1p(math.exp(-2.0)))
+
+
+def test_sft_loss_is_the_token_mean_negative_log_likelihood() -> None:
+    logp = torch.tensor([[-1.0, -3.0], [-2.0, 0.0]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    out = policy_loss(LossInputs(logp, logp.detach(), torch.ones(2), mask, float(mask.sum())), SFTConfig())
+    assert out.loss.item() == pytest.approx(2.0)  # (1 + 3 + 2) / 3
+
+
+@pytest.mark.parametrize("k, fraction, ranks", [(10, 0.5, [0, 1, 2, 3, 4]), (5, 0.5, [0, 1, 2]), (4, 0.01, [0]),
+                                                 (3, 1.0, [0, 1, 2])])
+def test_sft_imitates_the_top_of_the_ladder(k, fraction, ranks) -> None:
+    assert sft_ranks(k, fraction) == ranks
+
+
+def test_dpo_pair_rules() -> None:
+    assert dpo_pairs(3, "all") == [(0, 1), (0, 2), (1, 2)]
+    assert dpo_pairs(4, "adjacent") == [(0, 1), (1, 2), (2, 3)]
+    assert dpo_pairs(4, "top_bottom") == [(0, 1), (0, 2), (0, 3)]
+    assert len(dpo_pairs(10, "all")) == 45
+
+
+class WordTokenizer:
+    """A stand-in tokenizer: one id per word, no chat template."""
+
+    chat_template = None
+    eos_token_id = 0
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+        return {"input_ids": [len(w) for w in text.split()]}
+
+
+def ladder(texts: list[str]) -> list[Rung]:
+    return [Rung(Anchor(t), strength=float(-i)) for i, t in enumerate(texts)]
+
+
+def test_offline_groups_take_targets_from_the_ranked_ladder() -> None:
+    prompt = Prompt("p", "write")
+    ladders = {"p": ladder(["best one", "second", "third", "worst"])}
+    rng = np.random.default_rng(0)
+    (sft,) = offline_groups(SFTConfig(), [prompt], ladders, WordTokenizer(), rng)
+    assert [r.text for r in sft.rollouts] == ["best one", "second"] and sft.rollouts[0].token_ids == [4, 3, 0]
+    (dpo,) = offline_groups(DPOConfig(pairs="adjacent"), [prompt], ladders, WordTokenizer(), rng)
+    assert [r.text for r in dpo.rollouts] == ["best one", "second", "second", "third", "third", "worst"]
+    (few,) = offline_groups(DPOConfig(max_pairs=2), [prompt], ladders, WordTokenizer(), rng)
+    rank = {r.anchor.text: i for i, r in enumerate(ladders["p"])}
+    ranks = [rank[r.text] for r in few.rollouts]
+    assert len(ranks) == 4 and ranks[0] < ranks[1] and ranks[2] < ranks[3]  # two pairs, better first
+
+
+def test_offline_baselines_refuse_what_they_cannot_run() -> None:
+    with pytest.raises(ConfigError, match="set reward=ladder"):
+        check_offline(SFTConfig(), object(), 32)
+    regime = type("Ladder", (), {"ladders": {}})()
+    with pytest.raises(ConfigError, match="even trainer.micro_batch_size"):
+        check_offline(DPOConfig(), regime, 31)
+    check_offline(SFTConfig(), regime, 31)
+    with pytest.raises(ConfigError, match="minibatches=1"):
+        DPOConfig(minibatches=2)
+    with pytest.raises(ConfigError, match="top_fraction"):
+        SFTConfig(top_fraction=0.0)
+
+
+class GradingJudge:
+    """Grades a text by its number of words (10 at most); records the requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[ScoreRequest] = []
+
+    def score(self, requests):
+        self.requests += requests
+        return [Score(float(min(10, len(r.response.split())))) for r in requests]
+
+    def compare(self, requests):
+        raise AssertionError("pointwise regimes never compare")
+
+    def drain_metrics(self):
+        return {}
+
+
+class Checked:
+    """A verifiable task: a completion passes when it contains 'yes'."""
+
+    name = "checked"
+
+    def prompts(self, split):
+        return []
+
+    def verify(self, prompt, text):
+        return 1.0 if "yes" in text else 0.0
+
+
+def group(*texts: str) -> Group:
+    return Group(Prompt("p", "q"), [1], [Rollout(t, [1], [0.0], False) for t in texts])
+
+
+def test_adaptive_pointwise_grades_only_the_groups_the_verifier_cannot_separate() -> None:
+    judge = GradingJudge()
+    regime = AdaptiveRegime(AdaptiveConfig(tournament="pointwise"), RegimeContext(Checked(), judge, "j", None))
+    separated, tied = group("yes", "no no"), group("a b c", "a")
+    batch = regime.score([separated, tied])
+    assert batch.rewards.tolist() == [[1.0, 0.0], [0.3, 0.1]]
+    assert [r.response for r in judge.requests] == ["a b c", "a"]  # the separated group costs no judge call
+    assert batch.metrics["route/verifier"] == 1 and batch.metrics["route/tournament"] == 1
+    assert batch.metrics["reward/comparisons_per_sample"] == 0.5
+
+
+def test_rlaif_is_the_judge_grade_even_where_a_verifier_exists() -> None:
+    judge = GradingJudge()
+    batch = RubricRegime(RLAIFConfig(), RegimeContext(Checked(), judge, "j", None)).score([group("yes", "no no")])
+    assert batch.rewards.tolist() == [[0.1, 0.2]] and len(judge.requests) == 2
