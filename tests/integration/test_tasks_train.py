@@ -128,12 +128,13 @@ def test_ladder_tool_builds_from_an_endpoint_and_training_reuses_the_stored_ladd
 
 def test_ladder_tool_ranks_references_and_samples_the_policy(cache_dir, tmp_path):
     model = model_args(cache_dir)
-    refs = run_tool("tsrl-ladder", ["task=stories", "build.max_prompts=3", "build.embeddings=false",
+    refs = run_tool("tsrl-ladder", ["task=stories", "build.max_prompts=3", "build.embeddings=true",
                                     f"ladder.ladder_dir={tmp_path / 'ladders'}", f"run_dir={tmp_path / 'refs'}"], tmp_path)
     assert refs.returncode == 0, refs.stderr[-3000:]
     report = json.loads((tmp_path / "refs" / "ladder_report.json").read_text())
     assert report["anchors_per_prompt"] == [10] and report["anchors_file"] == ""
     assert {"distinct_1", "distinct_2", "jaccard_distance"} <= set(report["diversity"])
+    assert 0.0 < report["diversity"]["embedding_distance"] < 2.0  # MiniLM, from the offline package
     policy = run_tool("tsrl-ladder", ["task=humor", "build.source=policy", "build.max_prompts=2", "build.samples=2",
                                       "build.embeddings=false", *model, f"ladder.ladder_dir={tmp_path / 'ladders'}",
                                       f"run_dir={tmp_path / 'policy'}"], tmp_path)

@@ -93,11 +93,12 @@ def test_masked_tokens_never_contribute():
 
 
 def test_a_config_no_loss_registered_for_is_rejected_naming_the_losses():
+    import tsrl.algo.offline  # noqa: F401  registers sft and dpo, whatever ran before
     from tsrl.algo import AlgoConfig
     from tsrl.errors import ConfigError
 
     with pytest.raises(ConfigError, match="No algo is registered for a AlgoConfig config; the registered algos are: "
-                                          "cispo, dr_grpo, grpo"):
+                                          "cispo, dpo, dr_grpo, grpo, sft"):
         policy_loss(inputs([[0.0]], [[0.0]], [0.0], [[1.0]]), AlgoConfig())
 
 
