@@ -10,7 +10,9 @@ Where it departs from textbook GRPO (all configurable, defaults in configs/):
 - each process generates and scores whole groups for its own prompts, so tournaments always see all G;
 - held-out evaluation uses its own judge (`eval_judge`, by default the training judge without injected noise,
   position bias or budget), named in eval.json;
-- a stop that needs the user (judge budget spent, judge down) checkpoints the last finished step first.
+- a stop that needs the user (judge budget spent, judge down) checkpoints the last finished step first;
+- the offline baselines (algo=sft | dpo) replace generate → score by the ladder's anchors (offline_step) and
+  share the rest: the update, logging, evaluation and checkpoints.
 """
 
 from __future__ import annotations
