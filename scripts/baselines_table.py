@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from noise_sweep import TRAIN, finished  # the sibling script (this folder is on sys.path when run as a script)
 
-TRAIN = str(Path(sys.executable).parent / "tsrl-train")
 METHODS = {  # TSRL Table 1's order
     "SFT": ["algo=sft"],
     "DPO": ["algo=dpo", "algo.max_pairs=8"],
@@ -32,14 +31,6 @@ METHODS = {  # TSRL Table 1's order
     "one-anchor": ["reward=one_anchor"],  # k = 1
     "TSRL ladder (k = 4)": [],
 }
-
-
-def finished(run_dir: Path, steps: int) -> dict | None:
-    path = run_dir / "eval.json"
-    if not path.is_file():
-        return None
-    summary = json.loads(path.read_text())
-    return summary if summary["latest"]["step"] == steps else None
 
 
 def train(run_dir: Path, overrides: list[str], seed: int, steps: int, extra: list[str]) -> dict:

@@ -126,39 +126,34 @@ def _judge_check(cfg: DictConfig) -> None:
         sys.exit(1)
 
 
-def judge_check_main() -> None:
+def start(app: Callable[[], None], schema_name: str, schema: type) -> None:
+    """Register the components and a tool's typed config (its YAML's first default), then run its Hydra app."""
     from hydra.core.config_store import ConfigStore
 
+    setup_or_exit()
+    ConfigStore.instance().store(name=schema_name, node=schema)
+    app()
+
+
+def judge_check_main() -> None:
     from tsrl.judging.check import JudgeCheckRunConfig
 
-    setup_or_exit()
-    ConfigStore.instance().store(name="check_schema", node=JudgeCheckRunConfig)  # configs/judge_check.yaml
-    _judge_check()
+    start(_judge_check, "check_schema", JudgeCheckRunConfig)  # configs/judge_check.yaml
 
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
 def _eval(cfg: DictConfig) -> None:
-    from tsrl.evaluation.report import markdown
+    from tsrl.evaluation.report import evaluate_policies, markdown
 
-    report = run_or_exit(evaluate_policies_job, cfg)
+    report = run_or_exit(evaluate_policies, cfg)
     print(markdown(report), end="")
     print(f"report: {Path(cfg.run_dir) / 'eval_report.json'} (and eval_report.md)")
 
 
-def evaluate_policies_job(cfg: Any) -> dict:
-    from tsrl.evaluation.report import evaluate_policies
-
-    return evaluate_policies(cfg)
-
-
 def eval_main() -> None:
-    from hydra.core.config_store import ConfigStore
-
     from tsrl.evaluation.report import EvalRunConfig
 
-    setup_or_exit()
-    ConfigStore.instance().store(name="eval_run_schema", node=EvalRunConfig)  # configs/eval.yaml
-    _eval()
+    start(_eval, "eval_run_schema", EvalRunConfig)  # configs/eval.yaml
 
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="ladder")
@@ -171,13 +166,9 @@ def _ladder(cfg: DictConfig) -> None:
 
 
 def ladder_main() -> None:
-    from hydra.core.config_store import ConfigStore
-
     from tsrl.rewards.ladder_tool import LadderRunConfig
 
-    setup_or_exit()
-    ConfigStore.instance().store(name="ladder_run_schema", node=LadderRunConfig)  # configs/ladder.yaml
-    _ladder()
+    start(_ladder, "ladder_run_schema", LadderRunConfig)  # configs/ladder.yaml
 
 
 if __name__ == "__main__":
