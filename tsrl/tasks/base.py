@@ -126,6 +126,7 @@ class PromptSource:
             "eval": Path(cfg.eval_file).expanduser() if cfg.eval_file else root / "eval.jsonl",
         }
         self._cache: dict[str, list[Prompt]] = {}
+        self._read: dict[str, list[Prompt]] = {}  # every prompt of a split as read, before max_prompts and anchors
 
     def prompts(self, split: str) -> list[Prompt]:
         from tsrl.errors import ConfigError
@@ -133,7 +134,7 @@ class PromptSource:
         if split not in self.files:
             raise ConfigError(f"Unknown split {split!r}; task {self.task} has {sorted(self.files)}.")
         if split not in self._cache:
-            rows = self._from_dataset(split) if self.cfg.dataset else read_jsonl(self.files[split], self.parse_row)
+            rows = self._rows(split)
             if split == "eval" and self.cfg.dataset and not self.cfg.eval_dataset:
                 rows = self._unseen(rows)
             limit = self.cfg.max_prompts if split == "train" else 0
@@ -143,10 +144,17 @@ class PromptSource:
             self._cache[split] = rows
         return self._cache[split]
 
+    def _rows(self, split: str) -> list[Prompt]:
+        """Every prompt of the split as read from its source, read once."""
+        if split not in self._read:
+            self._read[split] = (self._from_dataset(split) if self.cfg.dataset
+                                 else read_jsonl(self.files[split], self.parse_row))
+        return self._read[split]
+
     def _unseen(self, heldout: list[Prompt]) -> list[Prompt]:
         """Held-out prompts from the training dataset minus those whose text is also a training prompt's (rows
         grouped into one prompt can fall on both sides of a split's boundary)."""
-        seen = {p.text for p in self._from_dataset("train")}
+        seen = {p.text for p in self._rows("train")}
         kept = [p for p in heldout if p.text not in seen]
         if len(kept) < len(heldout):
             import logging
