@@ -147,3 +147,23 @@ def test_regimes_that_read_the_policy_run_under_zero3(cache_dir, tmp_path, regim
                                     "trainer.max_steps=1", *extra), cache_dir)
     rows = read_metrics(run_dir)
     assert len(rows) == 1 and rows[0]["reward/std"] > 0
+
+
+@pytest.mark.parametrize("algo", ["sft", "dpo"])
+def test_offline_baselines_take_the_step_one_process_takes_under_zero3(cache_dir, tmp_path, algo):
+    """algo=sft and algo=dpo go through the same Learner: two ZeRO-3 processes with 2 prompts each log the
+    losses (and DPO's pair accuracy) one process logs with all 4 — the sampler shards one global batch and the
+    losses are normalised over both processes. Evaluation runs on both and writes eval.json."""
+    common = [f"algo={algo}", "trainer.prompts_per_step=2", "trainer.max_steps=3", "trainer.lr=5e-3",
+              "trainer.eval.every=0", "trainer.eval.max_prompts=2", "task.max_prompts=8"]
+    runs = {}
+    for kind, per_process in ((None, 4), ("zero3", 2)):
+        run_dir = tmp_path / str(kind)
+        launch(kind, train_overrides(cache_dir, run_dir, *common, f"trainer.prompts_per_step={per_process}"), cache_dir)
+        runs[kind] = read_metrics(run_dir)
+        assert [e["step"] for e in json.loads((run_dir / "eval.json").read_text())["history"]] == [0, 3]
+    keys = ["train/loss"] + (["train/dpo/accuracy", "train/dpo/margin"] if algo == "dpo" else [])
+    for key in keys:
+        assert [r[key] for r in runs["zero3"]] == pytest.approx([r[key] for r in runs[None]], rel=1e-4, abs=1e-6), key
+    assert all(r["judge/calls"] == 0 for rows in runs.values() for r in rows)
+    assert runs[None][-1]["train/loss"] < runs[None][0]["train/loss"]

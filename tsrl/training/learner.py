@@ -205,7 +205,8 @@ class Learner:
                     stats["train/loss"].append(total)
                     stats["train/grad_norm"].append(norm)
         self.scheduler.step()
-        return {**{key: float(np.mean(values)) for key, values in stats.items()}, "train/lr": lr}
+        return {**{key: float(np.average(values, weights=stats.get(f"weight/{key}")))
+                   for key, values in stats.items() if not key.startswith("weight/")}, "train/lr": lr}
 
     def _normalizer(self, mask: torch.Tensor, t_max: int, placeholder: bool) -> float | torch.Tensor:
         """The aggregate's normaliser of the minibatch over every process, divided by the number of processes
@@ -346,8 +347,9 @@ def record_micro(stats: dict[str, list[float]], loss_metrics: dict[str, float], 
     """Per-micro-batch diagnostics: the loss's own, entropy and (for sampled rollouts) the sampler/learner
     log-prob gap."""
     mask = micro.completion_mask  # [n, T]
-    for key, value in loss_metrics.items():
+    for key, value in loss_metrics.items():  # a mean over the micro-batch's rows: weighted by them (see update)
         stats[f"train/{key}"].append(value)
+        stats[f"weight/train/{key}"].append(float(len(micro)))
     if entropy is not None:
         stats["train/entropy"].append(float((entropy * mask).sum() / mask.sum().clamp_min(1)))
     if entropy is not None and sampled:
