@@ -1,7 +1,9 @@
 """Benchmark: batched Bradley–Terry for 1,024 groups of N = 16 with 3N soft matches each, against a
 per-group scipy L-BFGS-B loop (tsrl.ranking.fit_bradley_terry). Target: batched ≤ 0.5 s on a 2-core CPU.
 
-    python scripts/bt_bench.py [--groups 1024] [--n 16] [--repeats 3]
+    python scripts/bt_bench.py [--groups 1024] [--n 16] [--repeats 3] [--out results.json]
+
+Prints the results as JSON, and writes them to --out when given (scripts/bench.py reads them there).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -41,6 +44,7 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=1024)
     parser.add_argument("--n", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None, help="also write the results to this JSON file")
     args = parser.parse_args()
     matches = simulated_matches(args.groups, args.n, 3 * args.n, seed=0)
     fit_bradley_terry_batch(args.n, matches[:8], l2=0.1)  # warm-up
@@ -58,6 +62,9 @@ def main() -> None:
               "max_abs_diff": float(np.abs(batched - loop).max()), "target_s": 0.5,
               "max_grad_batched": max_gradient(batched, matches), "max_grad_scipy": max_gradient(loop, matches)}
     print(json.dumps(result, indent=1))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1))
     print(f"batched {min(batched_s):.3f} s vs scipy loop {loop_s:.2f} s: {loop_s / min(batched_s):.0f}x faster; "
           f"max |Δβ| = {result['max_abs_diff']:.1e}; target ≤ 0.5 s: "
           f"{'met' if min(batched_s) <= 0.5 else 'MISSED'}")

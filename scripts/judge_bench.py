@@ -10,17 +10,19 @@ transport, side by side:
 
     .venv/bin/python scripts/judge_bench.py [--n 2048] [--concurrency 64] [--latency 0.05] [--repeats 3]
         [--scenarios fault-free mixed-20% blackhole-1%] [--transport aiohttp openai] [--hedge on off]
+        [--out results.json]
 
 Every run uses the judge's default retry settings (timeout 60 s). Reports, per row, the median over repeats
 of the wall time, its ratio to the latency bound ⌈n/concurrency⌉ × latency and to the fault-free run of the
 same transport (and hedging), the verdicts that arrived, hedges and hedges that answered first, re-asks,
 retries, client CPU per call (both of the client's threads), server CPU per call and the per-call latency
-percentiles.
+percentiles. With --out, also writes the bound and those medians per row as JSON (scripts/bench.py reads them).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -97,6 +99,7 @@ def main() -> None:
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
     parser.add_argument("--transport", nargs="+", default=list(TRANSPORTS), choices=TRANSPORTS)
     parser.add_argument("--hedge", nargs="+", default=["on"], choices=["on", "off"])
+    parser.add_argument("--out", type=Path, default=None, help="also write the medians per row to this JSON file")
     args = parser.parse_args()
     rows = [(s, t, h) for s in args.scenarios for t in args.transport for h in args.hedge]
     servers = {scenario: start_server(scenario, args) for scenario in args.scenarios}
@@ -110,10 +113,18 @@ def main() -> None:
         for server, _ in servers.values():
             server.terminate()
             server.wait()
-    report(results, args)
+    medians = report(results, args)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({
+            "n": args.n, "concurrency": args.concurrency, "latency_s": args.latency, "repeats": args.repeats,
+            "bound_s": math.ceil(args.n / args.concurrency) * args.latency,
+            "rows": [{"scenario": s, "transport": t, "hedge": h, **m} for (s, t, h), m in medians.items()]}, indent=1))
 
 
-def report(results: dict[tuple[str, str, str], list[dict[str, float]]], args: argparse.Namespace) -> None:
+def report(results: dict[tuple[str, str, str], list[dict[str, float]]],
+           args: argparse.Namespace) -> dict[tuple[str, str, str], dict[str, float]]:
+    """Prints the table of medians over repeats, per row; returns those medians."""
     bound = math.ceil(args.n / args.concurrency) * args.latency
     medians = {row: {key: statistics.median(r[key] for r in runs) for key in runs[0]} for row, runs in results.items()}
     print(f"{args.n} comparisons, concurrency {args.concurrency}, {args.latency * 1000:.0f} ms server latency, "
@@ -128,6 +139,7 @@ def report(results: dict[tuple[str, str, str], list[dict[str, float]]], args: ar
               f"{m['verdicts']:>9.0f} {m['hedges']:>6.0f} {m['hedge_wins']:>5.0f} {m['reasks']:>6.0f} "
               f"{m['retries']:>7.0f} {m['cpu_ms']:>11.3f} {m['server_cpu_ms']:>10.3f} "
               f"{m['p50_ms']:>6.1f}/{m['p95_ms']:.1f}")
+    return medians
 
 
 if __name__ == "__main__":

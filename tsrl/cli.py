@@ -88,6 +88,9 @@ def _train(cfg: DictConfig) -> None:
     summary = run_or_exit(train, cfg)
     if not summary["main_process"]:
         return
+    if summary.get("already_done"):
+        print(f"{summary['run_dir']} already finished (done.json); nothing to train. Raise trainer.max_steps or "
+              "trainer.max_judge_calls to continue it, or set trainer.checkpoint.resume=never to train it again.")
     if summary["heldout_start"] is not None:
         start, end = summary["heldout_start"], summary["heldout_end"]
         print(f"{summary['headline']}: {start:.1f}% -> {end:.1f}% ({end - start:+.1f} points)")

@@ -78,6 +78,10 @@ class TrainerConfig:
     """Max global gradient norm (0 = off)."""
     micro_batch_size: int = 32
     """Sequences per forward/backward; gradients accumulate over the rest."""
+    max_judge_calls: int = 0
+    """Stop after the step whose judge calls bring the run's training total to N or more, then evaluate and
+    save as at max_steps (0 = no limit). Comparisons at an equal judge budget (TSRL §4.11): each method trains
+    as many steps as N calls pay for. The one-time setup (a ladder's round-robin) does not count."""
     share_prompt: bool = True
     """Run each distinct prompt of a micro-batch once and share its keys/values with the group's completions:
     the same log-probs and gradients up to rounding, the prompt's FLOPs divided by G (tsrl/models/forward.py).
@@ -95,6 +99,8 @@ class TrainerConfig:
             raise ConfigError("trainer.max_steps, prompts_per_step and micro_batch_size must be at least 1.")
         if not self.lr > 0:
             raise ConfigError(f"trainer.lr={self.lr} must be > 0 (AdamW's learning rate), e.g. trainer.lr=5e-4.")
+        if self.max_judge_calls < 0:
+            raise ConfigError(f"trainer.max_judge_calls={self.max_judge_calls} must be >= 0 (0 = no limit).")
         if min(self.warmup_steps, self.weight_decay, self.grad_clip) < 0:
             raise ConfigError("trainer.warmup_steps, weight_decay and grad_clip must be >= 0 (grad_clip=0 turns "
                               f"clipping off); got {self.warmup_steps}, {self.weight_decay}, {self.grad_clip}.")

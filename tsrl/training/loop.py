@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from tsrl.algo import group_advantages, inert_clip_warning
-from tsrl.config import RunConfig
+from tsrl.config import RunConfig, TrainerConfig
 from tsrl.errors import UserError
 from tsrl.evaluation import evaluation_sums, evaluation_summary, headline
 from tsrl.generation import Generator, build_generator
@@ -65,6 +65,7 @@ class Run:
     log: RunLog
     start_step: int
     judge_calls_total: float  # every judge call of the run so far, ladder building included
+    training_calls: float = 0.0  # the judge calls of the training steps alone (trainer.max_judge_calls)
 
 
 def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
@@ -248,10 +249,11 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     sampler = PromptSampler(task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index,
                             acc.num_processes)
     resume_from = find_resume(run_dir, cfg.trainer.checkpoint.resume)
-    start_step, calls_total = 0, setup_calls
+    start_step, calls_total, training_calls = 0, setup_calls, 0.0
     if resume_from is not None:
         state = load_checkpoint(acc, resume_from)
         start_step, calls_total = state["step"], state["judge_calls_total"] + setup_calls
+        training_calls = state.get("judge_calls_training", 0.0)
         sampler.load_state_dict(state["sampler"])
         if isinstance(regime, StatefulRegime) and state.get("regime") is not None:  # step counts, sampled ladders
             regime.load_state_dict(state["regime"])
@@ -261,7 +263,8 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     if acc.is_main_process:
         (run_dir / "setup.json").write_text(json.dumps({"judge_calls_setup": setup_calls, "resumed_from":
                                                         str(resume_from) if resume_from else None}))
-    return Run(cfg, acc, task, learner, generator, judge, eval_judge, regime, sampler, log, start_step, calls_total)
+    return Run(cfg, acc, task, learner, generator, judge, eval_judge, regime, sampler, log, start_step, calls_total,
+               training_calls)
 
 
 def quiet_libraries() -> None:
@@ -280,6 +283,11 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     """Run the whole training job; returns the held-out headline number (win-rate or pass ratio) at start and end."""
     quiet_libraries()
     task = build_task(cfg.task)
+    done = finished_run(Path(cfg.run_dir), cfg.trainer)
+    if done is not None:  # resume=auto of a run that already finished (tsrl-reproduce re-running a grid)
+        key, label = headline(task)
+        return {"run_dir": cfg.run_dir, "main_process": int(os.environ.get("RANK", "0")) == 0, "headline": label,
+                "heldout_start": done["start"].get(key), "heldout_end": done["latest"].get(key), "already_done": True}
     judge, eval_judge = open_judges(cfg, task)  # first: an unusable judge stops the run before any model is built
     try:
         run = setup(cfg, task, judge, eval_judge)
@@ -301,6 +309,8 @@ def run_steps(run: Run) -> None:
 
     acc, tcfg, log = run.accelerator, run.cfg.trainer, run.log
     offline = getattr(run.cfg.algo, "OFFLINE", False)  # algo=sft | dpo: anchors of the ranked ladder, no sampling
+    if acc.is_main_process:
+        (Path(run.cfg.run_dir) / DONE_FILE).unlink(missing_ok=True)  # until this run reaches its end
     if run.start_step == 0:
         log.log_eval(0, evaluate(run))
     bar = tqdm(range(run.start_step + 1, tcfg.max_steps + 1), initial=run.start_step, total=tcfg.max_steps,
@@ -314,28 +324,58 @@ def run_steps(run: Run) -> None:
             raise stopped_cleanly(run, before[1], err) from err
         metrics = reduce_metrics(acc, metrics)
         run.judge_calls_total += metrics["judge/calls"]
+        run.training_calls += metrics["judge/calls"]
         metrics["judge/calls_total"] = run.judge_calls_total
+        spent = bool(tcfg.max_judge_calls) and run.training_calls >= tcfg.max_judge_calls
+        last = step == tcfg.max_steps or spent
         log.log_step(step, metrics)
         log.log_samples(step, groups, rewards)
-        if step == tcfg.max_steps or (tcfg.eval.every and step % tcfg.eval.every == 0):
+        if last or (tcfg.eval.every and step % tcfg.eval.every == 0):
             try:
                 log.log_eval(step, evaluate(run))  # its own RNG: training's is untouched
             except UserError as err:
                 raise stopped_cleanly(run, trainer_state(run, step), err) from err
-        if step == tcfg.max_steps or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
+        if last or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
             save_checkpoint(acc, run.learner, checkpoint_dir(Path(run.cfg.run_dir), step), trainer_state(run, step),
                             tcfg.checkpoint.keep)
         heldout = log.evals[-1][headline(run.task)[0]] if log.evals else float("nan")
         bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout=f"{heldout:.1f}%",
                         loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")
+        if last:
+            if acc.is_main_process:
+                mark_finished(Path(run.cfg.run_dir), tcfg, step, "max_judge_calls" if spent else "max_steps")
+            break
     log.close()
+
+
+DONE_FILE = "done.json"
+
+
+def mark_finished(run_dir: Path, tcfg: TrainerConfig, step: int, reason: str) -> None:
+    """done.json: the run reached its end under these limits (see finished_run)."""
+    (run_dir / DONE_FILE).write_text(json.dumps({"step": step, "reason": reason, "max_steps": tcfg.max_steps,
+                                                 "max_judge_calls": tcfg.max_judge_calls}))
+
+
+def finished_run(run_dir: Path, tcfg: TrainerConfig) -> dict | None:
+    """eval.json of a run that already reached its end under the same limits, when trainer.checkpoint.resume=auto
+    (raising max_steps or max_judge_calls continues it instead); None otherwise."""
+    done, evals = run_dir / DONE_FILE, run_dir / "eval.json"
+    if tcfg.checkpoint.resume != "auto" or not done.is_file() or not evals.is_file():
+        return None
+    mark = json.loads(done.read_text())
+    if (mark["max_steps"], mark["max_judge_calls"]) != (tcfg.max_steps, tcfg.max_judge_calls):
+        return None
+    summary = json.loads(evals.read_text())
+    return summary if summary["latest"]["step"] == mark["step"] else None
 
 
 def trainer_state(run: Run, step: int) -> dict[str, Any]:
     """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
     regime = run.regime.state_dict() if isinstance(run.regime, StatefulRegime) else None
     return json.loads(json.dumps({"step": step, "sampler": run.sampler.state_dict(),
-                                  "judge_calls_total": run.judge_calls_total, "regime": regime}))
+                                  "judge_calls_total": run.judge_calls_total,
+                                  "judge_calls_training": run.training_calls, "regime": regime}))
 
 
 def capture_rng() -> tuple:

@@ -1,0 +1,226 @@
+"""Every benchmark side by side in one run, as one markdown table of ratios (`make bench`).
+
+    .venv/bin/python scripts/bench.py [--quick] [--only trainer judge bt topology] [--out runs/bench]
+
+Runs each benchmark script in its own process (this interpreter), in the order below. Each script writes its
+JSON results under --out/NAME/, with its output in stdout.txt and stderr.txt beside them. This script then reads
+those files and rewrites --out/bench.md and --out/bench.json after every benchmark, so a later failure loses
+nothing already measured. A benchmark that fails shows as failed, with the last line of its stderr, and the
+others still run. Columns: benchmark | measured | peer / bound | ratio | target | command to reproduce.
+
+- trainer: scripts/trainer_bench.py, tsrl's RL step against TRL's GRPOTrainer at equal work, per model size.
+  Rows: wall and CPU s/step (target ≤ 0.8× TRL; the ratio is the script's median of paired steps), peak RSS,
+  and tsrl's overhead over its own lower bound: step time / (generate + update), from tsrl's time/generate_s
+  and time/update_s (the update holds advantages, batching, forward/backward and the optimizer step), median
+  over steady steps. What the ratio counts above 1 is scoring, weight sync and the step's bookkeeping.
+- judge: scripts/judge_bench.py, wall time of n comparisons against the local fake server's latency bound
+  ⌈n/concurrency⌉ × latency, per scenario and transport. Target ≤ 1.15× for fault-free aiohttp (README).
+- bt: scripts/bt_bench.py, batched Bradley–Terry against the per-group scipy loop: speed-up. Target: batched
+  ≤ 0.5 s.
+- topology: scripts/topology_fidelity.py, Kendall τ with the latent order per judge match (per sample), one
+  row per topology, at the largest N and the middle τ that were run (N = 16, τ = 1 by default).
+
+Run time, on the idle 2-core machine: ≈ 9 min (trainer ≈ 6, judge ≈ 2, topology 16 s, bt a few seconds).
+`--quick` gives each script its smallest sensible sizes. It is a smoke run of the whole chain; its numbers
+mean little. Not run here: scripts/generation_bench.py (hf against vLLM generation; it needs vLLM, so run it with
+.venv-vllm/bin/python) and scripts/scale_memory.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAINER_TARGET = 0.8  # tsrl ≤ 0.8× TRL's seconds per step (trainer_bench.py)
+JUDGE_TARGET = 1.15  # fault-free aiohttp ≤ 1.15× the latency bound (README, "Throughput, and under faults")
+
+
+@dataclass
+class Row:
+    """One line of the table."""
+
+    benchmark: str
+    measured: str
+    peer: str = "—"
+    """The peer or bound the measurement is compared with."""
+    ratio: float | None = None
+    ratio_label: str = ""
+    """What the ratio is, after the number: "× TRL", "× faster", …"""
+    target: str = "—"
+    met: bool | None = None
+    """Whether the target is met; None when there is none."""
+    command: str = ""
+
+
+# ----- each script's JSON → rows (pure) -----------------------------------------------------------------------------
+
+def trainer_rows(results: dict[str, Any], command: str) -> list[Row]:
+    """Per size: wall and CPU s/step against TRL, peak RSS against TRL, and tsrl's overhead over its lower bound."""
+    rows, target = [], f"≤ {TRAINER_TARGET}× TRL"
+    for size, res in results["sizes"].items():
+        tsrl, trl, name = res["tsrl"], res["trl"], f"trainer {size} ({res['params'] / 1e6:.1f}M)"
+        for key, clock in (("step_s", "wall"), ("cpu_s", "cpu")):
+            ratio = res[f"ratio_{clock}"]
+            rows.append(Row(f"{name}: {clock} s/step", f"tsrl {tsrl[key]:.2f} s", f"TRL {trl[key]:.2f} s", ratio,
+                            "× TRL (paired steps)", target, ratio <= TRAINER_TARGET, command))
+        rows.append(Row(f"{name}: peak RSS", f"tsrl {tsrl['peak_rss_mb']:.0f} MB", f"TRL {trl['peak_rss_mb']:.0f} MB",
+                        tsrl["peak_rss_mb"] / trl["peak_rss_mb"], "× TRL", command=command))
+        steady = [s for rep in res["repeats"] for s in rep["tsrl"]["steps"][results["warmup"]:]]
+        bounds = [s["metrics"]["time/generate_s"] + s["metrics"]["time/update_s"] for s in steady]
+        rows.append(Row(f"{name}: tsrl overhead", f"step {statistics.median(s['step_s'] for s in steady):.2f} s",
+                        f"generate + update {statistics.median(bounds):.2f} s",
+                        statistics.median(s["step_s"] / b for s, b in zip(steady, bounds)), "× bound (per step)",
+                        command=command))
+    return rows
+
+
+def judge_rows(results: dict[str, Any], command: str) -> list[Row]:
+    """Per scenario, transport and hedging: median wall time over the latency bound."""
+    rows, bound = [], results["bound_s"]
+    for r in results["rows"]:
+        ratio = r["wall"] / bound
+        targeted = r["scenario"] == "fault-free" and r["transport"] == "aiohttp"
+        rows.append(Row(f"judge {r['scenario']}, {r['transport']}, hedge {r['hedge']}",
+                        f"{r['wall']:.3f} s, {r['verdicts']:.0f}/{results['n']} verdicts",
+                        f"bound ⌈{results['n']}/{results['concurrency']}⌉ × {results['latency_s'] * 1e3:.0f} ms "
+                        f"= {bound:.3f} s", ratio, "× bound", f"≤ {JUDGE_TARGET}× bound" if targeted else "—",
+                        ratio <= JUDGE_TARGET if targeted else None, command))
+    return rows
+
+
+def bt_rows(results: dict[str, Any], command: str) -> list[Row]:
+    """Batched Bradley–Terry (best run) against the scipy loop: speed-up; the target is on the batched time."""
+    best = results["batched_s_best"]
+    return [Row(f"bt: {results['groups']} groups of N = {results['n']}", f"batched {best:.3f} s",
+                f"scipy loop {results['scipy_loop_s']:.3f} s", results["scipy_loop_s"] / best, "× faster",
+                f"batched ≤ {results['target_s']} s", best <= results["target_s"], command)]
+
+
+def topology_rows(results: dict[str, Any], command: str) -> list[Row]:
+    """One row per topology, at the largest N and the middle τ: Kendall τ per judge match per sample."""
+    cells = results["rows"]
+    n = max(c["n"] for c in cells)
+    taus = sorted({c["tau"] for c in cells if c["n"] == n})
+    tau = taus[len(taus) // 2]
+    return [Row(f"topology {c['topology']} (N = {n}, τ = {tau})", f"Kendall τ {c['kendall']:.3f}",
+                f"{c['calls_per_sample']:.2f} matches/sample", c["kendall"] / c["calls_per_sample"],
+                "Kendall τ per match", command=command)
+            for c in cells if c["n"] == n and c["tau"] == tau]
+
+
+def failed_row(name: str, returncode: int, stderr: str, command: str) -> Row:
+    """A benchmark that failed: its exit status and the last line of its stderr."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    last = lines[-1] if lines else "no output on stderr"
+    return Row(name, f"**failed** (exit {returncode}): {last}", command=command)
+
+
+# ----- the table (pure) ---------------------------------------------------------------------------------------------
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def target_cell(row: Row) -> str:
+    if row.met is None:
+        return row.target
+    return f"{row.target}: {'met' if row.met else '**not met**'}"
+
+
+def table(rows: list[Row]) -> str:
+    """The markdown table of every row."""
+    lines = ["| benchmark | measured | peer / bound | ratio | target | command |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = "—" if r.ratio is None else f"**{r.ratio:.3g}** {r.ratio_label}"
+        lines.append(f"| {cell(r.benchmark)} | {cell(r.measured)} | {cell(r.peer)} | {cell(ratio)} | "
+                     f"{cell(target_cell(r))} | `{cell(r.command)}` |")
+    return "\n".join(lines)
+
+
+def report(rows: list[Row], quick: bool) -> str:
+    """bench.md: a heading, the table, and what was not run."""
+    note = ("\n_Quick mode: every script at its smallest sizes, a smoke run; the numbers mean little._\n"
+            if quick else "")
+    return (f"# Benchmarks\n{note}\n{table(rows)}\n\n"
+            "Not run here: `scripts/generation_bench.py` (hf against vLLM; run it with `.venv-vllm/bin/python`) "
+            "and `scripts/scale_memory.py`.\n")
+
+
+# ----- running the scripts ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark script, its quick arguments and how its JSON becomes rows."""
+
+    script: str
+    quick: tuple[str, ...]
+    """Its smallest sensible arguments, for --quick."""
+    rows: Callable[[dict[str, Any], str], list[Row]]
+    out_is_folder: bool = False
+    """Its --out is a folder it writes results.json into (else the JSON file itself)."""
+
+
+BENCHMARKS = {
+    "trainer": Benchmark("trainer_bench.py", ("--sizes", "tiny", "--repeats", "1", "--steps", "2"), trainer_rows),
+    "judge": Benchmark("judge_bench.py", ("--n", "256", "--repeats", "1", "--scenarios", "fault-free"), judge_rows),
+    "bt": Benchmark("bt_bench.py", ("--groups", "64", "--repeats", "1"), bt_rows),
+    "topology": Benchmark("topology_fidelity.py", ("--groups", "20", "--sizes", "8", "--taus", "1.0"), topology_rows,
+                          out_is_folder=True),
+}
+
+
+def shown(path: Path | str) -> str:
+    """A path as the command column shows it: relative to the repository when inside it."""
+    return os.path.relpath(path, ROOT) if Path(os.path.abspath(path)).is_relative_to(ROOT) else str(path)
+
+
+def run_benchmark(name: str, folder: Path, quick: bool) -> list[Row]:
+    """Run one script into `folder`; its rows, or one failed row."""
+    bench, results = BENCHMARKS[name], folder / "results.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    results.unlink(missing_ok=True)  # a file left by an earlier run must not pass for this one's
+    args = [f"scripts/{bench.script}", *(bench.quick if quick else ()), "--out",
+            shown(folder if bench.out_is_folder else results)]
+    command = shlex.join([shown(sys.executable), *args])
+    print(f"bench: {name}: {command}", flush=True)
+    t0 = time.perf_counter()
+    with open(folder / "stdout.txt", "w") as stdout, open(folder / "stderr.txt", "w") as stderr:
+        done = subprocess.run([sys.executable, *args], check=False, cwd=ROOT, stdout=stdout, stderr=stderr)
+    print(f"bench: {name}: exit {done.returncode} after {time.perf_counter() - t0:.0f} s", flush=True)
+    if done.returncode != 0 or not results.is_file():
+        return [failed_row(name, done.returncode, (folder / "stderr.txt").read_text(), command)]
+    return bench.rows(json.loads(results.read_text()), command)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smallest sizes of every script (a smoke run)")
+    parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), default=list(BENCHMARKS),
+                        metavar="NAME", help=f"run only these, of {', '.join(BENCHMARKS)}")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench", help="folder of bench.md and bench.json")
+    args = parser.parse_args()
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    for name in (n for n in BENCHMARKS if n in args.only):
+        rows += run_benchmark(name, out / name, args.quick)
+        (out / "bench.md").write_text(report(rows, args.quick))
+        (out / "bench.json").write_text(json.dumps({"quick": args.quick, "rows": [asdict(r) for r in rows]},
+                                                   indent=1, ensure_ascii=False))
+    print(report(rows, args.quick))
+    print(f"written to {shown(out / 'bench.md')} and bench.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""`tsrl-reproduce`: run a paper recipe's grid through Hydra multirun, then write its tables and plots.
+
+A paper recipe (recipes/paper/<name>.yaml) is a tsrl-train recipe whose `hydra.sweeper.params` hold the grid:
+methods (configs/method/), tasks, settings and seeds. This command only assembles one `tsrl-train -m` call:
+
+    tsrl-train -m recipes=paper/<name> hydra.sweep.dir=<out> hydra.sweep.subdir=<the run's grid values>
+               trainer.checkpoint.resume=auto [--smoke overrides] [your overrides]
+
+so Hydra's launcher schedules the runs: one after another by default, a few at once with
+`hydra/launcher=joblib hydra.launcher.n_jobs=2`, as SLURM jobs with `hydra/launcher=slurm` (configs/hydra/launcher).
+`--accelerate CONFIG` starts the whole sweep under `accelerate launch` (every process walks the same grid, so each
+run is a multi-process run). A grid that was interrupted is resumed by running the same command: a finished run
+(done.json under the same limits) is skipped without building anything, an unfinished one continues from its
+newest checkpoint.
+
+Aggregation (also alone, `--aggregate-only`) reads every run's .hydra/overrides.yaml and eval.json under <out>:
+table.md and table.csv with one row per method and one column per setting (mean (std) over seeds of the held-out
+headline number at the run's last evaluation; a Base row from the step-0 evaluations), judge calls per run, and
+plots: held-out curves, the metric against each numeric axis (k scaling, noise, budget), the fraction of the clean
+gain kept under judge noise, and for adaptive routing the share of groups the verifier settled (no judge call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SEED = "seed"
+METHOD = "method"
+# --cpu: the CPU stand-ins for a GPU recipe (the tiny policy, the simulated judge, HF generation) at the sizes of
+# `make train` (recipes/cpu_demo); --smoke: the same stand-ins for a few steps.
+CPU = ["model=tiny", "judge=rubric_sim", "judge@eval_judge=rubric_sim", "generator=hf", "trainer.max_steps=100",
+       "trainer.prompts_per_step=8", "trainer.group_size=8", "trainer.lr=5e-4", "trainer.micro_batch_size=32",
+       "trainer.eval.every=20", "trainer.eval.samples=4", "trainer.checkpoint.every=0", "generator.max_new_tokens=48",
+       "algo.mask_truncated=true"]
+SMOKE = list({o.split("=")[0]: o for o in [
+    *CPU, "trainer.max_steps=2", "trainer.prompts_per_step=2", "trainer.group_size=4", "trainer.micro_batch_size=8",
+    "trainer.eval.every=0", "trainer.eval.samples=1", "trainer.eval.max_prompts=2", "generator.max_new_tokens=12",
+    "task.max_prompts=4"]}.values())  # each key once, the smoke value
+SMOKE_DROPS = ("model", "judge.model", "eval_judge.", "task.anchors_file")  # axes the CPU stand-ins replace
+NOISE_AXIS = "judge.flip_prob"
+
+
+def grid_of(recipe: str, overrides: list[str]) -> dict[str, list[str]]:
+    """The recipe's sweep: axis → values, as the composed config's hydra.sweeper.params state them."""
+    from hydra import compose, initialize_config_module
+
+    from tsrl.cli import CONFIG_PACKAGE
+
+    with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+        cfg = compose("config", overrides=[f"recipes={recipe}", *overrides], return_hydra_config=True)
+    params = cfg.hydra.sweeper.params or {}
+    if not params:
+        raise SystemExit(f"tsrl-reproduce: error: recipes/{recipe}.yaml has no hydra.sweeper.params grid; "
+                         "a paper recipe lists its methods, settings and seeds there (see recipes/paper/).")
+    return {str(axis): [v.strip() for v in str(values).split(",")] for axis, values in params.items()}
+
+
+def cpu_grid(grid: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The grid without the axes the CPU stand-ins replace (policies, judges, anchor files)."""
+    return {axis: values for axis, values in grid.items() if not axis.startswith(SMOKE_DROPS)}
+
+
+def smoke_grid(grid: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A CI-sized grid: the first seed, at most two values of every other axis, no axis the CPU stand-ins replace."""
+    return {axis: values[:1] if axis == SEED else values[:2] for axis, values in cpu_grid(grid).items()}
+
+
+def not_sweeps(overrides: list[str]) -> list[str]:
+    """The overrides that set one value (`a=1,2` is a sweep; `a=[1,2]` is one list value)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return [text for text, o in zip(overrides, parsed) if not o.is_sweep_override()]
+
+
+def split_overrides(grid: dict[str, list[str]], overrides: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """An override of a grid axis (`reward.k=1,2,3` or `seed=0`) replaces that axis; the rest apply to every run."""
+    grid, rest = dict(grid), []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in grid and value:
+            grid[key] = value.split(",")
+        else:
+            rest.append(override)
+    return grid, rest
+
+
+def command(recipe: str, out: Path, grid: dict[str, list[str]], fixed: list[str], accelerate: str | None) -> list[str]:
+    """The one tsrl-train multirun call: the grid given explicitly in place of the recipe's (so --smoke and
+    overrides can narrow it), run directories named by the grid values alone, resume=auto."""
+    exclude = sorted({o.split("=", 1)[0].lstrip("+~") for o in fixed} | {"trainer.checkpoint.resume", "recipes"})
+    bin_dir = Path(sys.executable).parent
+    head = ([str(bin_dir / "accelerate"), "launch", "--config_file", accelerate, "-m", "tsrl.cli"] if accelerate
+            else [str(bin_dir / "tsrl-train")])
+    return [*head, "-m", f"recipes={recipe}", f"hydra.sweep.dir={out}", "hydra.sweep.subdir=${hydra.job.override_dirname}",
+            f"hydra.job.config.override_dirname.exclude_keys=[{','.join(exclude)}]",
+            "hydra.sweeper.params=null",  # the grid is given below, axis by axis (--smoke and overrides narrow it)
+            "trainer.checkpoint.resume=auto", *fixed, *(f"{axis}={','.join(values)}" for axis, values in grid.items())]
+
+
+def collect(out: Path) -> list[dict[str, Any]]:
+    """One record per run under `out` that has an eval.json: its grid values, evaluations and judge calls."""
+    import yaml
+
+    runs = []
+    for overrides_file in sorted(out.rglob(".hydra/overrides.yaml")):
+        run_dir = overrides_file.parent.parent
+        if not (run_dir / "eval.json").is_file():
+            continue
+        values = dict(o.split("=", 1) for o in yaml.safe_load(overrides_file.read_text()) if "=" in o)
+        evals = json.loads((run_dir / "eval.json").read_text())
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()] \
+            if (run_dir / "metrics.jsonl").is_file() else []
+        runs.append({"dir": str(run_dir), "values": values, "evals": evals, "done": (run_dir / "done.json").is_file(),
+                     "judge_calls": sum(r.get("judge/calls", 0.0) for r in rows), "steps": len(rows),
+                     "route_verifier_frac": float(np.mean([r["route/verifier_frac"] for r in rows]))
+                     if rows and "route/verifier_frac" in rows[0] else None})
+    return runs
+
+
+def headline_key(evals: dict) -> str:
+    return "winrate" if "winrate" in evals["latest"] else "pass_ratio"
+
+
+def mean_std(values: list[float]) -> str:
+    if not values:
+        return "—"
+    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return f"{np.mean(values):.1f} ({std:.1f})" + ("" if len(values) > 1 else " n=1")
+
+
+def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
+    """table.md, table.csv, results.json and plots in `out`; returns the markdown."""
+    runs = [r for r in collect(out) if all(r["values"].get(a) in v for a, v in grid.items() if a in r["values"])]
+    if not runs:
+        raise SystemExit(f"tsrl-reproduce: error: no finished evaluation under {out} (no eval.json beside a "
+                         ".hydra/overrides.yaml); run the grid first.")
+    key = headline_key(runs[0]["evals"])
+    row_axis = METHOD if METHOD in grid else next(a for a in grid if a != SEED)
+    col_axes = [a for a in grid if a not in (row_axis, SEED) and len(grid[a]) > 1]
+    fixed_axes = {a: grid[a][0] for a in grid if a not in (row_axis, SEED) and len(grid[a]) == 1}
+    columns = sorted({tuple(r["values"].get(a, "") for a in col_axes) for r in runs},
+                     key=lambda c: [_sortable(v) for v in c])
+    rows_order = [m for m in grid[row_axis] if any(r["values"].get(row_axis) == m for r in runs)]
+    cell: dict[tuple, list[dict]] = defaultdict(list)
+    for r in runs:
+        cell[(r["values"].get(row_axis), tuple(r["values"].get(a, "") for a in col_axes))].append(r)
+
+    def label(col: tuple) -> str:
+        return ", ".join(f"{a}={v}" for a, v in zip(col_axes, col)) or key
+
+    header = f"| {row_axis} | " + " | ".join(label(c) for c in columns) + " | judge calls per run | runs |"
+    lines = [header, "|---" * (len(columns) + 3) + "|"]
+    base = [np.mean([r["evals"]["start"][key] for rr in cell.values() for r in rr if
+                     tuple(r["values"].get(a, "") for a in col_axes) == c] or [np.nan]) for c in columns]
+    lines.append("| Base (step 0) | " + " | ".join(f"{b:.1f}" for b in base) + " | 0 | — |")
+    records = []
+    for m in rows_order:
+        finals, calls, count = [], [], 0
+        for c in columns:
+            group = cell.get((m, c), [])
+            count += len(group)
+            finals.append(mean_std([r["evals"]["latest"][key] for r in group]))
+            calls += [r["judge_calls"] for r in group]
+            records += [{row_axis: m, **fixed_axes, **dict(zip(col_axes, c)), SEED: r["values"].get(SEED, ""),
+                         "start": r["evals"]["start"][key], "final": r["evals"]["latest"][key],
+                         "final_step": r["evals"]["latest"]["step"], "judge_calls": r["judge_calls"],
+                         "route_verifier_frac": r["route_verifier_frac"], "run_dir": r["dir"]} for r in group]
+        lines.append(f"| {m} | " + " | ".join(finals) + f" | {np.mean(calls):.0f} | {count} |")
+    judge = runs[0]["evals"].get("judge", {})
+    setting = "".join(f"; {a}={v}" for a, v in fixed_axes.items())
+    text = (f"Held-out {key} at each run's last evaluation, mean (std) over seeds{setting}; evaluation judge: "
+            f"{judge.get('kind', '?')} ({judge.get('model', '?')}), clean.\n\n" + "\n".join(lines) + "\n")
+    text += noise_table(records, row_axis) + routing_table(records, row_axis)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(text)
+    with (out / "table.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    (out / "results.json").write_text(json.dumps({"metric": key, "grid": grid, "runs": records}, indent=1))
+    plot(out, runs, records, key, row_axis, col_axes)
+    return text
+
+
+def _sortable(value: str) -> tuple:
+    try:
+        return (0, float(value), "")
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def noise_table(records: list[dict], row_axis: str) -> str:
+    """With a judge-noise axis: the fraction of the clean-judge gain each method keeps at each p (TSRL §4.5)."""
+    if not records or NOISE_AXIS not in records[0]:
+        return ""
+    gains: dict[tuple, list[float]] = defaultdict(list)
+    for r in records:
+        gains[(r[row_axis], float(r[NOISE_AXIS]))].append(r["final"] - r["start"])
+    flips = sorted({p for _, p in gains})
+    lines = ["", f"Fraction of the clean-judge gain kept (mean gain at p / mean gain at p = {flips[0]}):", "",
+             f"| {row_axis} | " + " | ".join(f"p = {p}" for p in flips) + " |", "|---" * (len(flips) + 1) + "|"]
+    for m in dict.fromkeys(r[row_axis] for r in records):
+        clean = np.mean(gains.get((m, flips[0]), [np.nan]))
+        lines.append(f"| {m} | " + " | ".join(f"{100 * np.mean(gains[(m, p)]) / clean:.0f} %" if (m, p) in gains
+                                               and clean else "—" for p in flips) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def routing_table(records: list[dict], row_axis: str) -> str:
+    """Adaptive routing: the share of groups the verifier settled (their judge generations saved)."""
+    routed = [r for r in records if r["route_verifier_frac"] is not None]
+    if not routed:
+        return ""
+    lines = ["", "Adaptive routing: groups settled by the verifier (no judge generation), mean over steps and seeds:",
+             "", f"| {row_axis} | verifier-settled groups | judge calls per run |", "|---|---|---|"]
+    for m in dict.fromkeys(r[row_axis] for r in routed):
+        mine = [r for r in routed if r[row_axis] == m]
+        lines.append(f"| {m} | {100 * np.mean([r['route_verifier_frac'] for r in mine]):.0f} % | "
+                     f"{np.mean([r['judge_calls'] for r in mine]):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: str, col_axes: list[str]) -> None:
+    """curves.png (held-out metric over steps, mean over seeds, one line per method and setting) and
+    axis_<name>.png for every numeric axis (final metric against the axis value, one line per method)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        name = ", ".join([r["values"].get(row_axis, "?")] + [f"{a}={r['values'].get(a, '')}" for a in col_axes])
+        for e in r["evals"]["history"]:
+            curves[name][e["step"]].append(e[key])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, by_step in curves.items():
+        steps = sorted(by_step)
+        ax.plot(steps, [np.mean(by_step[s]) for s in steps], marker="o", ms=3, label=name)
+    ax.set(xlabel="step", ylabel=f"held-out {key}", title="training curves (mean over seeds)")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=120)
+    plt.close(fig)
+    for axis in col_axes:
+        if not all(_sortable(r[axis])[0] == 0 for r in records):
+            continue
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for m in dict.fromkeys(r[row_axis] for r in records):
+            by_value: dict[float, list[float]] = defaultdict(list)
+            for r in records:
+                if r[row_axis] == m:
+                    by_value[float(r[axis])].append(r["final"])
+            xs = sorted(by_value)
+            ax.errorbar(xs, [np.mean(by_value[x]) for x in xs], yerr=[np.std(by_value[x]) for x in xs], marker="o",
+                        capsize=3, label=m)
+        ax.set(xlabel=axis, ylabel=f"held-out {key} (final)", title=f"{key} against {axis}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / f"axis_{axis.replace('.', '_')}.png", dpi=120)
+        plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="tsrl-reproduce", description=__doc__.splitlines()[0])
+    parser.add_argument("recipe", help="a paper recipe: paper/tsrl_table1 (or tsrl_table1), see recipes/paper/")
+    parser.add_argument("overrides", nargs="*", help="tsrl-train overrides for every run (e.g. judge.model=…)")
+    parser.add_argument("--out", type=Path, default=None, help="grid folder (default runs/reproduce/<recipe>)")
+    parser.add_argument("--cpu", action="store_true", help="CPU stand-ins at `make train`'s sizes, the whole grid")
+    parser.add_argument("--smoke", action="store_true", help="CPU stand-ins, 2 steps, 1 seed, ≤ 2 values per axis")
+    parser.add_argument("--accelerate", default=None, help="an accelerate config file: every run on its processes")
+    parser.add_argument("--aggregate-only", action="store_true", help="only (re)write the tables and plots")
+    args = parser.parse_intermixed_args(argv)  # overrides before or after the options
+    from tsrl.cli import setup_or_exit
+
+    setup_or_exit()
+    recipe = args.recipe if "/" in args.recipe else f"paper/{args.recipe}"
+    folder = Path(os.environ["TSRL_RECIPES_ROOT"]) / "recipes"
+    if not (folder / f"{recipe}.yaml").is_file():
+        known = ", ".join(sorted(p.stem for p in (folder / "paper").glob("*.yaml")))
+        raise SystemExit(f"tsrl-reproduce: error: {recipe} is not a recipe under {folder}; the paper recipes are: "
+                         f"{known}.")
+    stand_ins = SMOKE if args.smoke else CPU if args.cpu else []
+    grid = grid_of(recipe, [*stand_ins, *not_sweeps(args.overrides)])
+    grid = smoke_grid(grid) if args.smoke else cpu_grid(grid) if args.cpu else grid
+    grid, fixed = split_overrides(grid, args.overrides)
+    fixed = [*stand_ins, *fixed]
+    suffix = "_smoke" if args.smoke else "_cpu" if args.cpu else ""
+    out = (args.out or Path("runs/reproduce") / (recipe.split("/")[-1] + suffix)).resolve()
+    failed = None
+    if not args.aggregate_only:
+        size = int(np.prod([len(v) for v in grid.values()]))
+        print(f"tsrl-reproduce: {recipe}: {size} runs into {out}", flush=True)
+        failed = subprocess.run(command(recipe, out, grid, fixed, args.accelerate)).returncode or None
+    print(aggregate(out, grid))
+    print(f"tables and plots: {out}/table.md, table.csv, curves.png")
+    if failed:
+        print(f"tsrl-reproduce: error: the sweep stopped with exit status {failed}; the table holds the runs that "
+              "finished. Run the same command again to resume.", file=sys.stderr)
+        sys.exit(failed)
+
+
+if __name__ == "__main__":
+    main()
