@@ -162,3 +162,23 @@ def test_an_override_of_a_grid_axis_replaces_the_axis():
     new, rest = split_overrides(grid, ["reward.k=1,2,3", "seed=0", "task=humor", "judge.flip_prob=0.1"])
     assert new == {"method": ["tsrl"], "reward.k": ["1", "2", "3"], SEED: ["0"]}
     assert rest == ["task=humor", "judge.flip_prob=0.1"] and grid["reward.k"] == ["1", "2", "4", "8"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe, methods, task", [
+    ("tsrl_table1", "sft,one_anchor,rubric,in_batch,reward_model,intuitor,tsrl", "humor"),
+    ("reasoning_arena_table1", "rlvr,rlaif,arenarl,adaptive_pointwise,reasoning_arena,reasoning_arena_live", "aime"),
+])
+def test_every_method_of_the_main_tables_trains_in_a_smoke_grid(cache_dir, tmp_path, recipe, methods, task):
+    """Every method of TSRL Table 1 and Reasoning Arena Table 1 builds its components and trains 2 steps with the
+    CPU stand-ins, in one multirun; the table has a row for each."""
+    out = tmp_path / "grid"
+    result = subprocess.run([REPRODUCE, f"paper/{recipe}", "--smoke", "--out", str(out), f"method={methods}",
+                             f"task={task}", f"model.cache_dir={cache_dir / 'models'}", *TINY],
+                            env={**cli_env(), "OMP_NUM_THREADS": "1"}, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=1500)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    table = (out / "table.md").read_text()
+    for method in methods.split(","):
+        assert f"\n| {method} | " in table, method
+    assert len(list(out.glob("*/done.json"))) == len(methods.split(","))
