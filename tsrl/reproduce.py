@@ -121,10 +121,19 @@ def collect(out: Path) -> list[dict[str, Any]]:
         evals = json.loads((run_dir / "eval.json").read_text())
         rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()] \
             if (run_dir / "metrics.jsonl").is_file() else []
+        config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
+
+        def mean_of(name: str) -> float | None:
+            values_ = [r[name] for r in rows if r.get(name) is not None]
+            return float(np.mean(values_)) if values_ else None
+
         runs.append({"dir": str(run_dir), "values": values, "evals": evals, "done": (run_dir / "done.json").is_file(),
                      "judge_calls": sum(r.get("judge/calls", 0.0) for r in rows), "steps": len(rows),
-                     "route_verifier_frac": float(np.mean([r["route/verifier_frac"] for r in rows]))
-                     if rows and "route/verifier_frac" in rows[0] else None})
+                     "group_size": config.get("trainer", {}).get("group_size"),
+                     "zero_var": [(r["step"], r["reward/zero_var_frac"]) for r in rows if "reward/zero_var_frac" in r],
+                     "zero_var_frac": mean_of("reward/zero_var_frac"),
+                     "route_verifier_frac": mean_of("route/verifier_frac"),
+                     "tournament_groups": mean_of("route/tournament")})
     return runs
 
 
@@ -175,7 +184,9 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
             records += [{row_axis: m, **fixed_axes, **dict(zip(col_axes, c)), SEED: r["values"].get(SEED, ""),
                          "start": r["evals"]["start"][key], "final": r["evals"]["latest"][key],
                          "final_step": r["evals"]["latest"]["step"], "judge_calls": r["judge_calls"],
-                         "route_verifier_frac": r["route_verifier_frac"], "run_dir": r["dir"]} for r in group]
+                         "zero_var_frac": r["zero_var_frac"], "route_verifier_frac": r["route_verifier_frac"],
+                         "signal_samples_per_step": None if r["tournament_groups"] is None or not r["group_size"]
+                         else r["tournament_groups"] * r["group_size"], "run_dir": r["dir"]} for r in group]
         lines.append(f"| {m} | " + " | ".join(finals) + f" | {np.mean(calls):.0f} | {count} |")
     judge = runs[0]["evals"].get("judge", {})
     setting = "".join(f"; {a}={v}" for a, v in fixed_axes.items())
@@ -218,16 +229,26 @@ def noise_table(records: list[dict], row_axis: str) -> str:
 
 
 def routing_table(records: list[dict], row_axis: str) -> str:
-    """Adaptive routing: the share of groups the verifier settled (their judge generations saved)."""
-    routed = [r for r in records if r["route_verifier_frac"] is not None]
-    if not routed:
+    """With adaptive routing in the grid, per method (mean over steps and seeds): the share of groups whose final
+    rewards are all equal (no gradient), the share the verifier settled alone (no judge call), the samples per
+    step that the tournament gave a signal although the verifier could not separate them (generations plain
+    RLVR would have spent for nothing), and judge calls per run."""
+    if not any(r["route_verifier_frac"] is not None for r in records):
         return ""
-    lines = ["", "Adaptive routing: groups settled by the verifier (no judge generation), mean over steps and seeds:",
-             "", f"| {row_axis} | verifier-settled groups | judge calls per run |", "|---|---|---|"]
-    for m in dict.fromkeys(r[row_axis] for r in routed):
-        mine = [r for r in routed if r[row_axis] == m]
-        lines.append(f"| {m} | {100 * np.mean([r['route_verifier_frac'] for r in mine]):.0f} % | "
-                     f"{np.mean([r['judge_calls'] for r in mine]):.0f} |")
+
+    def pct(values: list) -> str:
+        values = [v for v in values if v is not None]
+        return f"{100 * np.mean(values):.0f} %" if values else "—"
+
+    lines = ["", "Routing (mean over steps and seeds):", "",
+             f"| {row_axis} | zero-variance groups | settled by the verifier | samples given a signal by the "
+             "tournament, per step | judge calls per run |", "|---|---|---|---|---|"]
+    for m in dict.fromkeys(r[row_axis] for r in records):
+        mine = [r for r in records if r[row_axis] == m]
+        rescued = [r["signal_samples_per_step"] for r in mine if r["signal_samples_per_step"] is not None]
+        lines.append(f"| {m} | {pct([r['zero_var_frac'] for r in mine])} | "
+                     f"{pct([r['route_verifier_frac'] for r in mine])} | "
+                     f"{f'{np.mean(rescued):.1f}' if rescued else '—'} | {np.mean([r['judge_calls'] for r in mine]):.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -253,6 +274,21 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=120)
     plt.close(fig)
+    if any(r["route_verifier_frac"] is not None for r in runs):  # adaptive routing in the grid
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for m in dict.fromkeys(r["values"].get(row_axis, "?") for r in runs):
+            by_step: dict[int, list[float]] = defaultdict(list)
+            for r in runs:
+                if r["values"].get(row_axis) == m:
+                    for step, frac in r["zero_var"]:
+                        by_step[step].append(frac)
+            steps = sorted(by_step)
+            ax.plot(steps, [np.mean(by_step[s]) for s in steps], label=m)
+        ax.set(xlabel="step", ylabel="zero-variance groups (share)", title="groups without a learning signal")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "zero_variance.png", dpi=120)
+        plt.close(fig)
     for axis in col_axes:
         if not all(_sortable(r[axis])[0] == 0 for r in records):
             continue

@@ -182,3 +182,19 @@ def test_every_method_of_the_main_tables_trains_in_a_smoke_grid(cache_dir, tmp_p
     for method in methods.split(","):
         assert f"\n| {method} | " in table, method
     assert len(list(out.glob("*/done.json"))) == len(methods.split(","))
+
+
+def test_aggregate_reports_routing_beside_plain_rlvr(tmp_path):
+    grid = {"method": ["rlvr", "reasoning_arena_live"], SEED: ["0"]}
+    for method, extra in (("rlvr", {"reward/zero_var_frac": 0.5}),
+                          ("reasoning_arena_live", {"reward/zero_var_frac": 0.1, "route/verifier_frac": 0.25,
+                                                    "route/tournament": 6.0})):
+        fake_run(tmp_path, {"method": method, SEED: "0"}, 10.0, 12.0)
+        run = tmp_path / f"method={method},seed=0"
+        (run / "config.json").write_text(json.dumps({"trainer": {"group_size": 8}}))
+        (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "judge/calls": 4.0, **extra}) + "\n"
+                                                   for s in range(1, 6)))
+    text = aggregate(tmp_path, grid)
+    assert "| rlvr | 50 % | — | — | 20 |" in text
+    assert "| reasoning_arena_live | 10 % | 25 % | 48.0 | 20 |" in text
+    assert (tmp_path / "zero_variance.png").is_file()
