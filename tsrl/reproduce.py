@@ -150,10 +150,11 @@ def mean_std(values: list[float]) -> str:
 
 def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     """table.md, table.csv, results.json and plots in `out`; returns the markdown."""
-    runs = [r for r in collect(out) if all(r["values"].get(a) in v for a, v in grid.items() if a in r["values"])]
+    every = [r for r in collect(out) if all(r["values"].get(a) in v for a, v in grid.items() if a in r["values"])]
+    runs = [r for r in every if r["done"]]  # a run still going (or stopped) has a partial eval.json: left out
     if not runs:
-        raise SystemExit(f"tsrl-reproduce: error: no finished evaluation under {out} (no eval.json beside a "
-                         ".hydra/overrides.yaml); run the grid first.")
+        raise SystemExit(f"tsrl-reproduce: error: no finished run under {out} (no done.json beside an eval.json "
+                         "and a .hydra/overrides.yaml); run the grid first.")
     key = headline_key(runs[0]["evals"])
     row_axis = METHOD if METHOD in grid else next(a for a in grid if a != SEED)
     col_axes = [a for a in grid if a not in (row_axis, SEED) and len(grid[a]) > 1]
@@ -192,6 +193,10 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     setting = "".join(f"; {a}={v}" for a, v in fixed_axes.items())
     text = (f"Held-out {key} at each run's last evaluation, mean (std) over seeds{setting}; evaluation judge: "
             f"{judge.get('kind', '?')} ({judge.get('model', '?')}), clean.\n\n" + "\n".join(lines) + "\n")
+    unfinished = [r["dir"] for r in every if not r["done"]]
+    if unfinished:
+        text += (f"\n{len(unfinished)} unfinished run(s) left out (still running, or stopped: run the same command "
+                 f"to resume): {', '.join(Path(d).name for d in unfinished)}\n")
     text += noise_table(records, row_axis) + routing_table(records, row_axis)
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(text)

@@ -89,16 +89,20 @@ def fake_run(root: Path, values: dict[str, str], start: float, final: float, fli
                                                "start": history[0], "latest": history[-1], "history": history}))
     (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "judge/calls": flip_calls}) + "\n"
                                                for s in range(1, 6)))
+    (run / "done.json").write_text(json.dumps({"step": 5, "reason": "max_steps"}))
 
 
 def test_aggregate_writes_the_table_the_noise_kept_fraction_and_the_csv(tmp_path):
-    grid = {"method": ["tsrl", "rubric"], "judge.flip_prob": ["0.0", "0.3"], SEED: ["0", "1"]}
+    grid = {"method": ["tsrl", "rubric"], "judge.flip_prob": ["0.0", "0.3"], SEED: ["0", "1", "2"]}
     gains = {("tsrl", "0.0"): (20, 22), ("tsrl", "0.3"): (16, 18), ("rubric", "0.0"): (10, 10), ("rubric", "0.3"): (4, 6)}
     for (method, p), per_seed in gains.items():
         for seed, gain in zip("01", per_seed):
             fake_run(tmp_path, {"method": method, "judge.flip_prob": p, SEED: seed}, 40.0, 40.0 + gain)
     fake_run(tmp_path, {"method": "other", "judge.flip_prob": "0.0", SEED: "0"}, 40.0, 90.0)  # not in the grid
+    fake_run(tmp_path, {"method": "tsrl", "judge.flip_prob": "0.3", SEED: "2"}, 40.0, 99.0)
+    (tmp_path / "method=tsrl,judge.flip_prob=0.3,seed=2" / "done.json").unlink()  # still running: left out
     text = aggregate(tmp_path, grid)
+    assert "1 unfinished run(s) left out" in text and "99" not in text
     assert "| tsrl | 61.0 (1.4) | 57.0 (1.4) | 50 | 4 |" in text
     assert "| rubric | 50.0 (0.0) | 45.0 (1.4) | 50 | 4 |" in text
     assert "| Base (step 0) | 40.0 | 40.0 | 0 | — |" in text
