@@ -8,7 +8,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tsrl"
 CORE = ("tsrl.rewards", "tsrl.judging", "tsrl.ranking", "tsrl.algo", "tsrl.tasks")
-UPPER = ("tsrl.training", "tsrl.cli", "tsrl.integrations")
+UPPER = ("tsrl.training", "tsrl.cli", "tsrl.reproduce", "tsrl.integrations")
+ENTRY_POINTS = ("tsrl.cli", "tsrl.reproduce")  # command-line programs: they may use the CLI's helpers
 
 
 def module_name(path: Path) -> str:
@@ -40,7 +41,7 @@ def test_core_packages_never_import_the_trainer_the_cli_or_the_integrations():
 
 
 def test_the_library_never_imports_the_cli():
-    arrows = [(name, target) for name, path in MODULES.items() if name != "tsrl.cli"
+    arrows = [(name, target) for name, path in MODULES.items() if name not in ENTRY_POINTS
               for target in imports(path, top_level_only=False) if target == "tsrl.cli"]
     assert arrows == []
 
