@@ -122,19 +122,20 @@ def collect(out: Path) -> list[dict[str, Any]]:
         rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()] \
             if (run_dir / "metrics.jsonl").is_file() else []
         config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
-
-        def mean_of(name: str) -> float | None:
-            values_ = [r[name] for r in rows if r.get(name) is not None]
-            return float(np.mean(values_)) if values_ else None
-
         runs.append({"dir": str(run_dir), "values": values, "evals": evals, "done": (run_dir / "done.json").is_file(),
                      "judge_calls": sum(r.get("judge/calls", 0.0) for r in rows), "steps": len(rows),
                      "group_size": config.get("trainer", {}).get("group_size"),
                      "zero_var": [(r["step"], r["reward/zero_var_frac"]) for r in rows if "reward/zero_var_frac" in r],
-                     "zero_var_frac": mean_of("reward/zero_var_frac"),
-                     "route_verifier_frac": mean_of("route/verifier_frac"),
-                     "tournament_groups": mean_of("route/tournament")})
+                     "zero_var_frac": mean_metric(rows, "reward/zero_var_frac"),
+                     "route_verifier_frac": mean_metric(rows, "route/verifier_frac"),
+                     "tournament_groups": mean_metric(rows, "route/tournament")})
     return runs
+
+
+def mean_metric(rows: list[dict], name: str) -> float | None:
+    """A metric's mean over the steps that log it (None when none does)."""
+    values = [r[name] for r in rows if r.get(name) is not None]
+    return float(np.mean(values)) if values else None
 
 
 def headline_key(evals: dict) -> str:
