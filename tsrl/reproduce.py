@@ -15,9 +15,10 @@ newest checkpoint.
 
 Aggregation (also alone, `--aggregate-only`) reads every run's .hydra/overrides.yaml and eval.json under <out>:
 table.md and table.csv with one row per method and one column per setting (mean (std) over seeds of the held-out
-headline number at the run's last evaluation; a Base row from the step-0 evaluations), judge calls per run, and
-plots: held-out curves, the metric against each numeric axis (k scaling, noise, budget), the fraction of the clean
-gain kept under judge noise, and for adaptive routing the share of groups the verifier settled (no judge call).
+headline number at the run's last evaluation of each finished run; a Base row from the step-0 evaluations),
+judge calls per run, the fraction of the clean gain kept under judge noise, adaptive routing's shares, and plots:
+held-out curves, the metric against each setting (k scaling, noise, anchor selection), the kept fraction against
+p, zero-variance groups over training, and the self-bootstrapped ladder's rebuilds on its held-out curve.
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ def collect(out: Path) -> list[dict[str, Any]]:
                      "judge_calls": sum(r.get("judge/calls", 0.0) for r in rows), "steps": len(rows),
                      "group_size": config.get("trainer", {}).get("group_size"),
                      "zero_var": [(r["step"], r["reward/zero_var_frac"]) for r in rows if "reward/zero_var_frac" in r],
+                     "refresh_steps": [b["step"] for a, b in zip([{}] + rows, rows)  # self_bootstrap's ladder rebuilds
+                                       if b.get("bootstrap/refreshes", 0) > a.get("bootstrap/refreshes", 0)],
                      "zero_var_frac": mean_metric(rows, "reward/zero_var_frac"),
                      "route_verifier_frac": mean_metric(rows, "route/verifier_frac"),
                      "tournament_groups": mean_metric(rows, "route/tournament")})
@@ -217,20 +220,30 @@ def _sortable(value: str) -> tuple:
         return (1, 0.0, value)
 
 
-def noise_table(records: list[dict], row_axis: str) -> str:
-    """With a judge-noise axis: the fraction of the clean-judge gain each method keeps at each p (TSRL §4.5)."""
-    if not records or NOISE_AXIS not in records[0]:
-        return ""
+def kept_fractions(records: list[dict], row_axis: str) -> dict[str, dict[float, float]]:
+    """Per method and flip probability p: mean gain (final − start) at p ÷ mean gain at the smallest p."""
     gains: dict[tuple, list[float]] = defaultdict(list)
     for r in records:
         gains[(r[row_axis], float(r[NOISE_AXIS]))].append(r["final"] - r["start"])
     flips = sorted({p for _, p in gains})
+    kept = {}
+    for m in dict.fromkeys(r[row_axis] for r in records):
+        clean = float(np.mean(gains.get((m, flips[0]), [np.nan])))
+        kept[m] = {p: float(np.mean(gains[(m, p)])) / clean for p in flips if (m, p) in gains and clean}
+    return kept
+
+
+def noise_table(records: list[dict], row_axis: str) -> str:
+    """With a judge-noise axis: the fraction of the clean-judge gain each method keeps at each p (TSRL §4.5)."""
+    if not records or NOISE_AXIS not in records[0]:
+        return ""
+    kept = kept_fractions(records, row_axis)
+    flips = sorted({float(r[NOISE_AXIS]) for r in records})
     lines = ["", f"Fraction of the clean-judge gain kept (mean gain at p / mean gain at p = {flips[0]}):", "",
              f"| {row_axis} | " + " | ".join(f"p = {p}" for p in flips) + " |", "|---" * (len(flips) + 1) + "|"]
-    for m in dict.fromkeys(r[row_axis] for r in records):
-        clean = np.mean(gains.get((m, flips[0]), [np.nan]))
-        lines.append(f"| {m} | " + " | ".join(f"{100 * np.mean(gains[(m, p)]) / clean:.0f} %" if (m, p) in gains
-                                               and clean else "—" for p in flips) + " |")
+    for m, by_flip in kept.items():
+        lines.append(f"| {m} | " + " | ".join(f"{100 * by_flip[p]:.0f} %" if p in by_flip else "—" for p in flips)
+                     + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -280,6 +293,20 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=120)
     plt.close(fig)
+    bootstrapped = [r for r in runs if r["refresh_steps"]]
+    if bootstrapped:  # TSRL §4.10: held-out curves with the steps where the self-bootstrapped ladder was rebuilt
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for r in runs:
+            history = r["evals"]["history"]
+            line, = ax.plot([e["step"] for e in history], [e[key] for e in history], marker="o", ms=3,
+                            label=", ".join(f"{a}={v}" for a, v in r["values"].items()))
+            for step in r["refresh_steps"]:
+                ax.axvline(step, color=line.get_color(), ls=":", lw=1)
+        ax.set(xlabel="step (dotted: ladder rebuilt)", ylabel=f"held-out {key}", title="self-bootstrap iterations")
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(out / "self_bootstrap.png", dpi=120)
+        plt.close(fig)
     if any(r["route_verifier_frac"] is not None for r in runs):  # adaptive routing in the grid
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for m in dict.fromkeys(r["values"].get(row_axis, "?") for r in runs):
@@ -295,22 +322,32 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
         fig.tight_layout()
         fig.savefig(out / "zero_variance.png", dpi=120)
         plt.close(fig)
-    for axis in col_axes:
-        if not all(_sortable(r[axis])[0] == 0 for r in records):
-            continue
+    for axis in col_axes:  # the final metric against each setting; a numeric axis to scale, any other in order
+        values = sorted({r[axis] for r in records}, key=_sortable)
+        numeric = all(_sortable(v)[0] == 0 for v in values)
+        position = {v: float(v) if numeric else i for i, v in enumerate(values)}
         fig, ax = plt.subplots(figsize=(6, 4))
         for m in dict.fromkeys(r[row_axis] for r in records):
-            by_value: dict[float, list[float]] = defaultdict(list)
-            for r in records:
-                if r[row_axis] == m:
-                    by_value[float(r[axis])].append(r["final"])
-            xs = sorted(by_value)
-            ax.errorbar(xs, [np.mean(by_value[x]) for x in xs], yerr=[np.std(by_value[x]) for x in xs], marker="o",
-                        capsize=3, label=m)
+            finals = {v: [r["final"] for r in records if r[row_axis] == m and r[axis] == v] for v in values}
+            shown = [v for v in values if finals[v]]
+            ax.errorbar([position[v] for v in shown], [np.mean(finals[v]) for v in shown],
+                        yerr=[np.std(finals[v]) for v in shown], marker="o", capsize=3, label=m)
+        if not numeric:
+            ax.set_xticks(range(len(values)), values)
         ax.set(xlabel=axis, ylabel=f"held-out {key} (final)", title=f"{key} against {axis}")
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / f"axis_{axis.replace('.', '_')}.png", dpi=120)
+        plt.close(fig)
+    if records and NOISE_AXIS in records[0]:  # TSRL §4.5: the share of the clean gain kept, per method
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for m, kept in kept_fractions(records, row_axis).items():
+            ax.plot(list(kept), [100 * k for k in kept.values()], marker="o", label=m)
+        ax.axhline(80, color="grey", ls=":", lw=1)
+        ax.set(xlabel="judge flip probability p", ylabel="clean-judge gain kept (%)", title="robustness to judge noise")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "noise_kept.png", dpi=120)
         plt.close(fig)
 
 

@@ -111,6 +111,7 @@ def test_aggregate_writes_the_table_the_noise_kept_fraction_and_the_csv(tmp_path
     rows = list(csv.DictReader((tmp_path / "table.csv").open()))
     assert len(rows) == 8 and {r["method"] for r in rows} == {"tsrl", "rubric"}
     assert (tmp_path / "curves.png").stat().st_size > 0 and (tmp_path / "axis_judge_flip_prob.png").is_file()
+    assert (tmp_path / "noise_kept.png").is_file()
 
 
 @pytest.mark.slow
