@@ -141,9 +141,12 @@ def test_elo_ladder_one_anchor_and_diversity_report(tmp_path, number_task):
     assert [r.anchor.text.split()[0] for r in elo.ladders["p0"]] == ["q=3", "q=2", "q=1", "q=0"]
     report = json.loads((tmp_path / "run" / "ladder_diversity.json").read_text())
     assert 0 < report["distinct_1"] <= 1 and 0 <= report["jaccard_distance"] <= 1
+    assert report["selected"]["jaccard_distance"] == report["jaccard_distance"]  # k = 4 of 4: all selected
+    assert report["selected"]["bt_spread"] > 0
     one, judge, _ = make(OneAnchorConfig(ladder_dir=str(tmp_path / "l")), tmp_path, task=number_task)
     batch = one.score([group(number_task.prompts("train")[0], [4, 3, 1])])
     assert batch.rewards[0].tolist() == [1.0, 0.5, 0.0]
     assert "ladder/distinct_2" in batch.metrics
+    assert batch.metrics["ladder/selected_jaccard_distance"] == 0.0 and batch.metrics["ladder/selected_bt_spread"] == 0
     with pytest.raises(ConfigError, match="exactly one anchor"):
         OneAnchorConfig(k=2)

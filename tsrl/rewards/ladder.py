@@ -230,8 +230,13 @@ class LadderRegime:
         self.selected = {pid: select_rungs(rungs, cfg.k, cfg.select) for pid, rungs in self.ladders.items()}
         anchor_sets = [[r.anchor.text for r in rungs] for rungs in self.ladders.values()]
         self.diversity = diversity_report(anchor_sets, cfg.diversity_embeddings)
+        # the k anchors the reward compares with (reward.select): what a diversity ablation varies
+        self.selected_diversity = {
+            **diversity_report([[r.anchor.text for r in rungs] for rungs in self.selected.values()]),
+            "bt_spread": float(np.mean([rungs[0].strength - rungs[-1].strength for rungs in self.selected.values()]))}
         if ctx.collective.is_main:
-            (ctx.run_dir / "ladder_diversity.json").write_text(json.dumps(self.diversity, indent=1))
+            (ctx.run_dir / "ladder_diversity.json").write_text(json.dumps(
+                {**self.diversity, "selected": self.selected_diversity}, indent=1))
 
     def score(self, groups: Sequence[Group]) -> RewardBatch:
         B, G, k = len(groups), groups[0].size, self.cfg.k
@@ -256,6 +261,7 @@ class LadderRegime:
             "ladder/bt_spread": float(np.mean(spread)),
             "ladder/tie_rate": float((wins == 0.5).sum() / max((~missing).sum(), 1)),
             **{f"ladder/{key}": value for key, value in self.diversity.items() if isinstance(value, float)},
+            **{f"ladder/selected_{key}": value for key, value in self.selected_diversity.items()},
         }
         return RewardBatch(rewards=rewards, metrics=metrics)
 
