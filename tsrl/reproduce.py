@@ -299,7 +299,8 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
         for r in runs:
             history = r["evals"]["history"]
             line, = ax.plot([e["step"] for e in history], [e[key] for e in history], marker="o", ms=3,
-                            label=", ".join(f"{a}={v}" for a, v in r["values"].items()))
+                            label=", ".join(f"{a}={r['values'][a]}" for a in (row_axis, *col_axes, SEED)
+                                            if a in r["values"]))
             for step in r["refresh_steps"]:
                 ax.axvline(step, color=line.get_color(), ls=":", lw=1)
         ax.set(xlabel="step (dotted: ladder rebuilt)", ylabel=f"held-out {key}", title="self-bootstrap iterations")
