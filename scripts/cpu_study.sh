@@ -2,7 +2,7 @@
 # The CPU-scale study of docs/results.md: the paper recipes with the CPU stand-ins (tsrl-reproduce --cpu: the tiny
 # policy, the simulated judge, `make train`'s sizes) on humor, two runs at a time with one torch thread each.
 # Each grid resumes where it stopped; results land in runs/reproduce/<recipe>_cpu*/table.md.
-#   bash scripts/cpu_study.sh            (about an hour on 2 cores)
+#   bash scripts/cpu_study.sh            (about an hour and a half on 2 cores)
 set -euo pipefail
 BIN=$(dirname "$(readlink -f "$0")")/../.venv/bin
 export OMP_NUM_THREADS=1
@@ -12,3 +12,7 @@ run paper/tsrl_diversity --out runs/reproduce/diversity_cpu reward.k=2 seed=0,1
 run paper/reasoning_arena_table1 --out runs/reproduce/routing_cpu method=rlvr,adaptive_pointwise,reasoning_arena_live seed=0
 run paper/tsrl_self_bootstrap --out runs/reproduce/self_bootstrap_cpu seed=0
 run paper/tsrl_noise --out runs/reproduce/noise_cpu method=tsrl,one_anchor judge.flip_prob=0.0,0.05,0.1,0.2,0.3,0.4 seed=0
+# AIME-style problems, one run after another (the first builds the tiny policy for aime: a one-off warm start on
+# the worked solutions that two parallel runs would both start)
+"$BIN/tsrl-reproduce" paper/reasoning_arena_table1 --cpu --out runs/reproduce/routing_aime_cpu \
+    method=rlvr,reasoning_arena_live seed=0 trainer.max_steps=40 trainer.eval.every=10
