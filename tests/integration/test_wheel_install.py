@@ -77,7 +77,7 @@ def test_wheel_holds_every_module_data_file_config_and_recipe(wheel):
     expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tsrl").rglob("*")
                 if p.is_file() and "__pycache__" not in p.parts}
     expected |= {"tsrl/" + p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml")}
-    expected |= {"tsrl/configs/" + p.relative_to(ROOT).as_posix() for p in (ROOT / "recipes").glob("*.yaml")}
+    expected |= {"tsrl/configs/" + p.relative_to(ROOT).as_posix() for p in (ROOT / "recipes").rglob("*.yaml")}
     missing = sorted(expected - names)
     assert not missing, f"not in the wheel (list the package in pyproject's [tool.setuptools]): {missing}"
     assert not any(n.startswith(("configs/", "recipes/", "conf/")) for n in names)
