@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import os
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
