@@ -142,7 +142,10 @@ def mean_metric(rows: list[dict], name: str) -> float | None:
 
 
 def headline_key(evals: dict) -> str:
-    return "winrate" if "winrate" in evals["latest"] else "pass_ratio"
+    """The task's headline number in an eval.json (tsrl.evaluation.HEADLINE: win-rate or pass ratio)."""
+    from tsrl.evaluation import HEADLINE
+
+    return next(key for key, _ in HEADLINE.values() if key in evals["latest"])
 
 
 def mean_std(values: list[float]) -> str:
@@ -163,20 +166,22 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     row_axis = METHOD if METHOD in grid else next(a for a in grid if a != SEED)
     col_axes = [a for a in grid if a not in (row_axis, SEED) and len(grid[a]) > 1]
     fixed_axes = {a: grid[a][0] for a in grid if a not in (row_axis, SEED) and len(grid[a]) == 1}
-    columns = sorted({tuple(r["values"].get(a, "") for a in col_axes) for r in runs},
-                     key=lambda c: [_sortable(v) for v in c])
+
+    def column(run: dict) -> tuple:
+        return tuple(run["values"].get(a, "") for a in col_axes)
+
+    columns = sorted({column(r) for r in runs}, key=lambda c: [_sortable(v) for v in c])
     rows_order = [m for m in grid[row_axis] if any(r["values"].get(row_axis) == m for r in runs)]
     cell: dict[tuple, list[dict]] = defaultdict(list)
     for r in runs:
-        cell[(r["values"].get(row_axis), tuple(r["values"].get(a, "") for a in col_axes))].append(r)
+        cell[(r["values"].get(row_axis), column(r))].append(r)
 
     def label(col: tuple) -> str:
         return ", ".join(f"{a}={v}" for a, v in zip(col_axes, col)) or key
 
     header = f"| {row_axis} | " + " | ".join(label(c) for c in columns) + " | judge calls per run | runs |"
     lines = [header, "|---" * (len(columns) + 3) + "|"]
-    base = [np.mean([r["evals"]["start"][key] for rr in cell.values() for r in rr if
-                     tuple(r["values"].get(a, "") for a in col_axes) == c] or [np.nan]) for c in columns]
+    base = [np.mean([r["evals"]["start"][key] for r in runs if column(r) == c] or [np.nan]) for c in columns]
     lines.append("| Base (step 0) | " + " | ".join(f"{b:.1f}" for b in base) + " | 0 | — |")
     records = []
     for m in rows_order:
