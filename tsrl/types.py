@@ -88,6 +88,7 @@ class ScoreRequest:
 
     prompt: Prompt
     response: str
+    image: str | None = None  # optional rendering of `response` (file path or data URL) for vision judges
 
 
 @dataclass

@@ -330,7 +330,7 @@ def test_score_grades_the_extracted_page_and_close_reaches_both() -> None:
     inner, renderer = RecordingJudge(), TableRenderer(SHOTS)
     judge = RenderingJudge(inner, extract_page, renderer)
     assert judge.score([ScoreRequest(PROMPT, fenced("<p>a</p>"))])[0].value == 7.0
-    assert inner.score_requests[0].response == "<p>a</p>" and renderer.batches == []
+    assert inner.score_requests[0].response == "<p>a</p>" and renderer.batches == [["<p>a</p>"]]  # on its screenshot
     close_judge(judge)
     assert (renderer.closed, inner.closed) == (1, 1)
 

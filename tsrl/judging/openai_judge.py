@@ -245,19 +245,25 @@ class OpenAIJudge:
     def _score_job(self, request: ScoreRequest) -> Job:
         fence = new_fence()
         rubric = request.prompt.fields.get("rubric", "")
-        return render(self.score_template, request.prompt.text, rubric, (request.response,), fence), fence, parse_score
+        messages = render(self.score_template, request.prompt.text, rubric, (request.response,), fence)
+        return self._with_images(messages, [("A", request.image)]), fence, parse_score
 
     def _pair_job(self, request: PairRequest) -> Job:
         fence = new_fence()
         criteria = request.prompt.fields.get("rubric", "")
         messages = render(self.template, request.prompt.text, criteria, (request.first, request.second), fence)
-        images = [(label, src) for label, src in (("A", request.first_image), ("B", request.second_image)) if src]
-        if self.cfg.vision and images:
+        images = [("A", request.first_image), ("B", request.second_image)]
+        return self._with_images(messages, images), fence, parse_verdict
+
+    def _with_images(self, messages: list[dict[str, Any]], images: list[tuple[str, str | None]]) -> list:
+        """The user turn with each response's rendering as an image part (judge.vision=true), else unchanged."""
+        shown = [(label, src) for label, src in images if src]
+        if self.cfg.vision and shown:
             parts: list[dict[str, Any]] = [{"type": "text", "text": messages[1]["content"]}]
-            for label, src in images:
+            for label, src in shown:
                 parts += [{"type": "text", "text": f"Rendering of response {label}:"}, image_part(src)]
             messages[1] = {"role": "user", "content": parts}  # type: ignore[dict-item]
-        return messages, fence, parse_verdict
+        return messages
 
     def _run(self, requests: Sequence[Any], make_job: Callable[[Any], Job]) -> list[Score]:
         """Answer every request, in order: `concurrency` workers take the next request, render it, ask."""

@@ -1,9 +1,15 @@
 """Judge prompts: versioned rubric templates, fencing of untrusted responses, strict verdict parsing.
 
-Templates are files in tsrl/judging/prompts/ named `<task>_pairwise_v<N>.txt` (or a path to your own
-file). A file holds a system part and a user part separated by a line `---user---`; `$prompt`,
-`$criteria`, `$response_a/b` and `$fence_a/b_open/close` are substituted in one pass, so text inside a
-response is never expanded again. The template's identity for caching is its name plus a hash of its text.
+Templates are files in tsrl/judging/prompts/ named `<task>_<kind>_v<N>.txt`, kind pairwise (a verdict) or
+pointwise (a 0–10 grade), or a path to your own file. A file holds a system part and a user part separated
+by a line `---user---`; `$prompt`, `$criteria`, `$response_a/b` and `$fence_a/b_open/close` are substituted
+in one pass, so text inside a response is never expanded again.
+
+A task's criteria live in one file, prompts/<task>_criteria_v<N>.txt, which both of its templates include with
+a line `{{<task>_criteria_v<N>}}` (expanded when the template is loaded): the pairwise verdict and the pointwise
+grade of a task are judged against the same words and cannot drift apart. The generic templates take `$criteria`
+instead (a prompt's `fields["rubric"]`, else GENERIC_CRITERIA). The template's identity for caching is its
+name plus a hash of its text with the criteria included, so editing a criteria file changes the key too.
 
 Why the answer cannot be forged by a response:
 - every request gets a fresh random fence token; each response sits between `[[RESPONSE A <token>]]` and
@@ -27,6 +33,7 @@ from string import Template
 from tsrl.errors import ConfigError
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
+INCLUDE = re.compile(r"\{\{(\w+_criteria_v\d+)\}\}")  # {{humor_criteria_v1}}: prompts/humor_criteria_v1.txt
 GENERIC_CRITERIA = ("1. Does what the request asks, completely and correctly.\n"
                     "2. Helpful and specific rather than vague.\n3. Clear, well organised and concise.")
 VERDICT_LINE = re.compile(r"^[\s*`_#>]*verdict\s*:\s*[*`_]*\s*(a|b|tie)\s*[*`_.]*\s*$", re.IGNORECASE)
@@ -64,13 +71,29 @@ def resolve_template(spec: str, task_name: str, kind: str = "pairwise") -> Path:
         return own if own.is_file() else PROMPTS_DIR / f"generic_{kind}_v1.txt"
     path = PROMPTS_DIR / f"{spec}.txt" if "/" not in spec and not spec.endswith(".txt") else Path(spec).expanduser()
     if not path.is_file():
-        shipped = sorted(p.stem for p in PROMPTS_DIR.glob("*.txt"))
+        shipped = sorted(p.stem for p in PROMPTS_DIR.glob("*.txt") if "_criteria_" not in p.stem)
         raise ConfigError(f"Judge template {spec!r} not found ({path}); use one of {shipped} or a path to a .txt file.")
     return path
 
 
+def criteria_text(name: str) -> str:
+    """The criteria file prompts/<name>.txt, stripped; a ConfigError naming the shipped ones if absent."""
+    path = PROMPTS_DIR / f"{name}.txt"
+    if not path.is_file():
+        shipped = sorted(p.stem for p in PROMPTS_DIR.glob("*_criteria_v*.txt"))
+        raise ConfigError(f"A judge template includes {{{{{name}}}}}, but {path} does not exist; "
+                          f"include one of {shipped} or write the criteria into the template.")
+    return path.read_text(encoding="utf-8").strip()
+
+
+def included_criteria(path: Path) -> list[str]:
+    """The names of the criteria files a template includes, in order."""
+    return INCLUDE.findall(path.read_text(encoding="utf-8"))
+
+
 def load_template(path: Path) -> JudgeTemplate:
-    text = path.read_text(encoding="utf-8")
+    # a `$` in criteria is text, not a placeholder: escaped before the template's own substitution
+    text = INCLUDE.sub(lambda m: criteria_text(m.group(1)).replace("$", "$$"), path.read_text(encoding="utf-8"))
     if "\n---user---\n" not in text:
         raise ConfigError(f"Judge template {path} lacks the '---user---' line that separates system and user parts.")
     system, user = text.split("\n---user---\n", 1)

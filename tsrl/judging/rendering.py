@@ -14,6 +14,11 @@ Failures lose: a page that is empty, over `max_bytes`, fetches from the network,
 failed → a tie. The reason stays in the verdict's raw text and is counted (render/failures/<kind>), so a
 broken renderer shows in the logs instead of looking like a bad policy.
 
+Pointwise grades (reward=rubric, rlaif, adaptive pointwise) are given on the screenshot too, so that a grade
+and a verdict of the same page see the same thing: each graded page is rendered (with the pairs' cache), a
+page that fails to render gets the lowest grade, 0, without a judge call (the reason in the grade's raw text,
+counted alike), and the others are asked with the extracted page and its screenshot.
+
 Each page gets a fresh Chromium (own process group, throwaway profile, the group killed on timeout): slower
 than a long-lived browser (~2 s a page on 2 cores) but a hung or crashed page cannot poison the next one.
 Screenshots are cached as PNG by sha256(width, height, html), so the frozen anchor pages render once.
@@ -257,18 +262,23 @@ def log_tail(log: Path) -> str:
 
 
 class RenderingJudge:
-    """Renders both pages of every pair and asks the inner judge with the screenshots; a page that failed to
-    render loses without a judge call (see the module docstring). score() grades the extracted page."""
+    """Renders both pages of every pair (or the one page of a grade) and asks the inner judge with the
+    screenshots; a page that failed to render loses its match, or gets grade 0, without a judge call."""
 
     def __init__(self, inner: Judge, page_of: Callable[[str], str], renderer: Renderer) -> None:
         self.inner, self.page_of, self.renderer = inner, page_of, renderer
         self.renderings: list[Rendering] = []
 
+    def _shots(self, pages: Sequence[str]) -> dict[str, Rendering]:
+        """Each distinct page rendered once, recorded for the render/* metrics."""
+        distinct = list(dict.fromkeys(pages))
+        shot = dict(zip(distinct, self.renderer.render_many(distinct) if distinct else []))
+        self.renderings += shot.values()
+        return shot
+
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         pages = [(self.page_of(r.first), self.page_of(r.second)) for r in requests]
-        distinct = list(dict.fromkeys(page for pair in pages for page in pair))
-        shot = dict(zip(distinct, self.renderer.render_many(distinct)))
-        self.renderings += shot.values()
+        shot = self._shots([page for pair in pages for page in pair])
         forfeits = [forfeit(shot[first], shot[second]) for first, second in pages]
         asked = [replace(r, first=a, second=b, first_image=shot[a].path, second_image=shot[b].path)
                  for r, (a, b), lost in zip(requests, pages, forfeits) if lost is None]
@@ -276,7 +286,13 @@ class RenderingJudge:
         return [lost or next(answers) for lost in forfeits]
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
-        return self.inner.score([replace(r, response=self.page_of(r.response)) for r in requests])
+        pages = [self.page_of(r.response) for r in requests]
+        shot = self._shots(pages)
+        failed = [score_forfeit(shot[page]) for page in pages]
+        asked = [replace(r, response=page, image=shot[page].path)
+                 for r, page, lost in zip(requests, pages, failed) if lost is None]
+        answers = iter(self.inner.score(asked) if asked else [])
+        return [lost or next(answers) for lost in failed]
 
     def drain_metrics(self) -> dict[str, float]:
         renderings, self.renderings = self.renderings, []
@@ -293,6 +309,11 @@ class RenderingJudge:
     def close(self) -> None:
         """Stops the render pool; close_judge goes on to `inner` by itself."""
         self.renderer.close()
+
+
+def score_forfeit(page: Rendering) -> Score | None:
+    """The grade of a page that did not render (0, the lowest, as a lost match), None when it rendered."""
+    return Score(0.0, raw=f"render failed: {page.error}") if page.error else None
 
 
 def forfeit(first: Rendering, second: Rendering) -> Verdict | None:

@@ -17,8 +17,13 @@ The real dataset: any table with the problem and the integer answer, e.g.
 task.eval_columns.solution=Solution` for held-out problems — or local JSONL/Parquet files. One dataset for both
 needs disjoint slices (train_split=train[:80%] eval_split=train[80%:]); the same split twice is refused.
 
-Latent quality for the simulated judge (judge=rubric_sim, e.g. the trace tournament of reward=adaptive):
-    q = 4·[correct] + 0.5·[a boxed answer] + 0.5·[shows work: ≥ 20 words] − 0.005·(words beyond 400)
+Latent quality for the simulated judge (judge=rubric_sim, e.g. the trace tournament of reward=adaptive), from
+the trace alone — it never reads the answer key, as a judge of reasoning traces sees none (Reasoning Arena
+compares reasoning, "Beyond examining the final answer"; the verifier keeps the key for the reward and pass@k):
+    q = 0.5·[one final answer in the asked form] + 0.5·[shows work: ≥ 20 words]
+        + 0.25·min(steps, 8) − 3·(1 − distinct-line ratio) − 0.005·(words beyond 400)
+where a step is a line or sentence stating a relation (=, <, >, ≤, ≥, ≡) or a justification (since, because,
+so, thus, hence, therefore). Empty text scores −5. A stand-in for a judge's view of rigor, not a model of it.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from tsrl.tasks.base import DatasetConfig, DatasetSchema, DataError, PromptSourc
 from tsrl.types import Anchor, Prompt
 
 WORDS = re.compile(r"\S+")
+SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+STEP = re.compile(r"[=<>\u2264\u2265\u2261]|\\(?:le|ge|leq|geq|equiv|implies)\b|\b(?:since|because|so|thus|hence|"
+                  r"therefore)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -77,9 +85,16 @@ def _native(row: dict[str, Any], index: int, cfg: DatasetConfig) -> dict[str, An
             "solution": row.get("solution") or ""}
 
 
-def math_quality(correct: bool, boxed: bool, text: str) -> float:
+def trace_quality(answered: bool, text: str) -> float:
+    """Latent quality of a reasoning trace from its own features (see the module docstring); `answered` says
+    whether it gives one final answer in the asked form. No answer key enters."""
     n = len(WORDS.findall(text))
-    return 4.0 * correct + 0.5 * boxed + 0.5 * (n >= 20) - 0.005 * max(0, n - 400)
+    if not n:
+        return -5.0
+    steps = sum(1 for part in SENTENCES.split(text) if STEP.search(part))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    distinct = len(set(lines)) / len(lines)
+    return 0.5 * answered + 0.5 * (n >= 20) + 0.25 * min(steps, 8) - 3.0 * (1.0 - distinct) - 0.005 * max(0, n - 400)
 
 
 class AimeTask:
@@ -96,7 +111,7 @@ class AimeTask:
         return verify_integer(text, prompt.fields["answer"])
 
     def quality(self, prompt: Prompt, text: str) -> float:
-        return math_quality(self.verify(prompt, text) == 1.0, "\\boxed" in text, text)
+        return trace_quality(extract_integer(text).value is not None, text)  # the trace only: no answer key
 
     def extract(self, text: str) -> Any:
         """The answer a completion gives (None when it gives none), for evaluation reports."""

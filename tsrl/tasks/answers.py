@@ -21,8 +21,10 @@ drop `^\\circ`, `°`, `%`, a trailing period; "007" → 7; "42.0" → 42; "1,000
 Refused, each with its reason: any fraction ("7/2", "\\frac{7}{2}", "\\dfrac{14}{2}" — even one that reduces
 to an integer, since AIME answers are written as integers and a fraction means the model did not finish),
 a non-integer decimal ("4.5"), zero or several numbers in one candidate ("\\boxed{3, 4}", and also
-"\\boxed{2^{10}}"), and values outside [low, high] including negatives. Text around exactly one number is
-fine: "\\boxed{x = 42}", "\\boxed{42 \\text{ degrees}}", "The answer is 42 apples." all give 42.
+"\\boxed{2^{10}}" and "the answer is 2^{10}": after the marker, a number followed by ^, *, \\times, \\cdot,
++ or a minus and a digit is an expression, not an answer), and values outside [low, high] including negatives.
+Text around exactly one number is fine: "\\boxed{x = 42}", "\\boxed{42 \\text{ degrees}}", "The answer is 42
+apples." all give 42.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ NUMBER = re.compile(r"(?:(?<![\w)}\]])[-\u2212]\s*)?(?:(?:\d{1,3}(?:,\d{3})+(?!\
 INT_TAIL = re.compile(
     r"(?:[A-Za-z]\w*\s*=\s*)?(?:[-\u2212]\s*)?"
     r"(?:\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?|\.\d+)"
+)
+# what continues a number into an expression after "answer is X": a power, product, sum or difference (a minus
+# only before a digit: "7 - that is all" is prose); the candidate then holds several numbers and is refused
+OPERATOR_TAIL = re.compile(
+    r"(?:\s*(?:\^|\*\*?|\\times|\\cdot|\u00d7|\u00b7|\+|[-\u2212](?=\s*\d))\s*(?:\{[^{}]*\}|\\circ|[\w.]+))+"
 )
 LETTER_LIST = re.compile(r"\(?[A-Za-z]\)?(?:\s*(?:,|/|&|\band\b|\bor\b)\s*\(?[A-Za-z]\)?)+")
 STANDALONE_LETTER = re.compile(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])")
@@ -141,7 +148,10 @@ def integer_span(tail: str) -> str | None:
             span = body.split(closer, 1)[0]
             return span if re.search(r"\d", span) else None
     match = INT_TAIL.match(tail)
-    return match.group() if match else None
+    if match is None:
+        return None
+    operators = OPERATOR_TAIL.match(tail, match.end())  # "2^{10}", "10^2", "3 \\times 4": one expression
+    return tail[: operators.end()] if operators else match.group()
 
 
 def nothing_found(text: str) -> Extracted:

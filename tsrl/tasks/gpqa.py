@@ -17,8 +17,8 @@ Explanation; one split, train). Held-out questions need disjoint slices of it
 split for both is refused. The four answers are shuffled into A–D by a hash of the question, so the
 correct letter is spread evenly and the same on every run.
 
-Latent quality for the simulated judge: q = 4·[correct] + 0.5·[a clear letter] + 0.5·[shows work: ≥ 20 words]
-− 0.005·(words beyond 400).
+Latent quality for the simulated judge: tsrl/tasks/aime.py's trace quality, from the trace alone (a clear
+letter counts as its final answer); it never reads the answer key, which only the verifier uses.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tsrl.registry import TASKS
-from tsrl.tasks.aime import math_quality
+from tsrl.tasks.aime import trace_quality
 from tsrl.tasks.answers import extract_choice, verify_choice
 from tsrl.tasks.base import DatasetConfig, DatasetSchema, DataError, PromptSource
 from tsrl.types import Anchor, Prompt
@@ -96,7 +96,7 @@ class GpqaTask:
         return verify_choice(text, prompt.fields["answer"])
 
     def quality(self, prompt: Prompt, text: str) -> float:
-        return math_quality(self.verify(prompt, text) == 1.0, extract_choice(text).value is not None, text)
+        return trace_quality(extract_choice(text).value is not None, text)  # the trace only: no answer key
 
     def extract(self, text: str) -> Any:
         """The letter a completion chooses (None when it gives none), for evaluation reports."""

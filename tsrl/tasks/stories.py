@@ -15,7 +15,8 @@ Latent quality for the simulated judge, from observable properties only (a stand
         + length term (1 inside 80–220 words, −0.02 per word outside, ≥ −3)
         − 6·(1 − distinct-word ratio of content words) + 0.5·[paragraphs ≥ 2] + 0.5·[dialogue]
         + 0.5·[ends with . ! ? or a closing quote]
-An empty response scores −8.
+An empty response scores −8. These features stay in the simulator: neither the policy's prompt nor the judge's
+criteria (tsrl/judging/prompts/stories_criteria_v1.txt) state a length or any other of them.
 On the shipped anchors the mean q falls from the top two tiers (together) to okay, weak and low; it does not
 separate top from good (good scores 0.2 higher on average: the distinct-word ratio falls with length, and top
 stories are longer), which a real judge is there for.
@@ -52,7 +53,9 @@ SCHEMA = DatasetSchema("WritingPrompts", {"premise": "prompt", "anchors": "story
 
 
 def story_prompt_text(premise: str) -> str:
-    return f"Write a short story (about 100 to 200 words) for this premise:\n{premise}"
+    """The policy's instruction: the WritingPrompts task (a story for a premise), with no length: the simulated
+    quality's length band (80–220 words) is the simulator's, not the task's, and a real judge never sees it."""
+    return f"Write a short story for this premise:\n{premise}"
 
 
 def _parse_row(row: dict[str, Any], where: str) -> Prompt:
