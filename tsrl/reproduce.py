@@ -16,9 +16,14 @@ newest checkpoint.
 Aggregation (also alone, `--aggregate-only`) reads every run's .hydra/overrides.yaml and eval.json under <out>:
 table.md and table.csv with one row per method and one column per setting (mean (std) over seeds of the held-out
 headline number at the run's last evaluation of each finished run; a Base row from the step-0 evaluations),
-judge calls per run, the fraction of the clean gain kept under judge noise, adaptive routing's shares, and plots:
-held-out curves, the metric against each setting (k scaling, noise, anchor selection), the kept fraction against
-p, zero-variance groups over training, and the self-bootstrapped ladder's rebuilds on its held-out curve.
+judge calls per run, the two noise-robustness metrics under judge noise (performance retained = noisy ÷ clean
+held-out score, TSRL's headline; gain kept = (noisy − base) ÷ (clean − base), ours), adaptive routing's shares,
+and plots: held-out curves, the metric against each setting (k scaling, noise, anchor selection; a method without
+the setting, as the rubric in the k sweep, is a horizontal line), both noise metrics against p, zero-variance
+groups over training, and the self-bootstrapped ladder's rebuilds on its held-out curve.
+
+A method that has no key of an axis (the rubric has no reward.k) runs once, without that axis: the grid is run as
+one multirun per set of axes its methods share.
 """
 
 from __future__ import annotations
@@ -94,6 +99,26 @@ def split_overrides(grid: dict[str, list[str]], overrides: list[str]) -> tuple[d
         else:
             rest.append(override)
     return grid, rest
+
+
+def method_grids(recipe: str, grid: dict[str, list[str]], overrides: list[str]) -> list[dict[str, list[str]]]:
+    """The grid split so that each method only gets the axes its composed config has (the rubric has no reward.k:
+    its runs have no k): one grid per distinct set of axes, methods in the recipe's order."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from tsrl.cli import CONFIG_PACKAGE
+
+    if METHOD not in grid:
+        return [grid]
+    missing = object()
+    grids: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+        for method in grid[METHOD]:
+            cfg = compose("config", overrides=[f"recipes={recipe}", *overrides, f"method={method}"])
+            axes = tuple(a for a in grid if a == METHOD or OmegaConf.select(cfg, a, default=missing) is not missing)
+            grids.setdefault(axes, {a: ([] if a == METHOD else grid[a]) for a in axes})[METHOD].append(method)
+    return list(grids.values())
 
 
 def command(recipe: str, out: Path, grid: dict[str, list[str]], fixed: list[str], accelerate: str | None) -> list[str]:
@@ -177,7 +202,7 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
         cell[(r["values"].get(row_axis), column(r))].append(r)
 
     def label(col: tuple) -> str:
-        return ", ".join(f"{a}={v}" for a, v in zip(col_axes, col)) or key
+        return ", ".join(f"{a}={v or '—'}" for a, v in zip(col_axes, col)) or key  # —: a method without the axis
 
     header = f"| {row_axis} | " + " | ".join(label(c) for c in columns) + " | judge calls per run | runs |"
     lines = [header, "|---" * (len(columns) + 3) + "|"]
@@ -206,15 +231,44 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     if unfinished:
         text += (f"\n{len(unfinished)} unfinished run(s) left out (still running, or stopped: run the same command "
                  f"to resume): {', '.join(Path(d).name for d in unfinished)}\n")
-    text += noise_table(records, row_axis) + routing_table(records, row_axis)
+    text += side_tables(runs, rows_order, columns, cell, key, label) + noise_table(records, row_axis)
+    text += routing_table(records, row_axis)
+    noise = noise_fractions(records, row_axis) if NOISE_AXIS in grid else {}
+    for r in records:  # each run's row carries its cell's two noise metrics
+        for name, by_method in noise.items():
+            r[name] = by_method.get(r[row_axis], {}).get(float(r[NOISE_AXIS]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(text)
     with (out / "table.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
-    (out / "results.json").write_text(json.dumps({"metric": key, "grid": grid, "runs": records}, indent=1))
+    (out / "results.json").write_text(json.dumps({"metric": key, "grid": grid, "runs": records, "noise": {
+        name: {m: {str(p): v for p, v in by_flip.items()} for m, by_flip in by_method.items()}
+        for name, by_method in noise.items()}}, indent=1))
     plot(out, runs, records, key, row_axis, col_axes)
+    return text
+
+
+SIDE_METRICS = {"winrate_all": "against every tier of the reference anchors",
+                "winrate_top": "against the top tier of the reference anchors"}
+
+
+def side_tables(runs: list[dict], rows: list[str], columns: list[tuple], cell: dict, key: str, label) -> str:
+    """The all-tier and top-tier held-out win-rates beside the headline (TSRL's reference set is a task's choice:
+    tsrl.evaluation.REFERENCE_SETS), in the headline table's layout; a metric the headline already is is skipped."""
+    text = ""
+    for name, what in SIDE_METRICS.items():
+        if not all(name in r["evals"]["latest"] for r in runs) or all(
+                r["evals"]["latest"][name] == r["evals"]["latest"][key] for r in runs):
+            continue
+        lines = [f"| | {' | '.join(label(c) for c in columns)} |", "|---" * (len(columns) + 1) + "|",
+                 "| Base (step 0) | " + " | ".join(f"{np.mean([r['evals']['start'][name] for r in runs]):.1f}"
+                                                  for _ in columns) + " |"]
+        for m in rows:
+            lines.append(f"| {m} | " + " | ".join(
+                mean_std([r["evals"]["latest"][name] for r in cell.get((m, c), [])]) for c in columns) + " |")
+        text += f"\nHeld-out {name} ({what}):\n\n" + "\n".join(lines) + "\n"
     return text
 
 
@@ -225,30 +279,46 @@ def _sortable(value: str) -> tuple:
         return (1, 0.0, value)
 
 
-def kept_fractions(records: list[dict], row_axis: str) -> dict[str, dict[float, float]]:
-    """Per method and flip probability p: mean gain (final − start) at p ÷ mean gain at the smallest p."""
+NOISE_METRICS = {
+    "performance_retained": "Performance retained (TSRL's headline, §4.4/§4.5): mean held-out score at p ÷ mean "
+                            "held-out score at p = {clean}",
+    "gain_kept": "Gain kept (ours; the baselines' \"lose over 40 % of their gains\"): (mean score at p − mean base) ÷ "
+                 "(mean score at p = {clean} − mean base), base = the step-0 score",
+}
+"""The two noise-robustness metrics, by key (table.csv, results.json) and label (table.md, plots)."""
+
+
+def noise_fractions(records: list[dict], row_axis: str) -> dict[str, dict[str, dict[float, float]]]:
+    """Per metric (NOISE_METRICS), method and flip probability p, against the method's runs at the smallest p:
+    performance retained = mean final at p ÷ mean final clean; gain kept = mean (final − start) at p ÷ the same
+    clean. Pure: records in, fractions out."""
+    finals: dict[tuple, list[float]] = defaultdict(list)
     gains: dict[tuple, list[float]] = defaultdict(list)
     for r in records:
-        gains[(r[row_axis], float(r[NOISE_AXIS]))].append(r["final"] - r["start"])
-    flips = sorted({p for _, p in gains})
-    kept = {}
-    for m in dict.fromkeys(r[row_axis] for r in records):
-        clean = float(np.mean(gains.get((m, flips[0]), [np.nan])))
-        kept[m] = {p: float(np.mean(gains[(m, p)])) / clean for p in flips if (m, p) in gains and clean}
-    return kept
+        cell = (r[row_axis], float(r[NOISE_AXIS]))
+        finals[cell].append(r["final"])
+        gains[cell].append(r["final"] - r["start"])
+    flips = sorted({p for _, p in finals})
+    out: dict[str, dict[str, dict[float, float]]] = {name: {} for name in NOISE_METRICS}
+    for name, values in (("performance_retained", finals), ("gain_kept", gains)):
+        for m in dict.fromkeys(r[row_axis] for r in records):
+            clean = float(np.mean(values.get((m, flips[0]), [np.nan])))
+            out[name][m] = {p: float(np.mean(values[(m, p)])) / clean for p in flips if (m, p) in values and clean}
+    return out
 
 
 def noise_table(records: list[dict], row_axis: str) -> str:
-    """With a judge-noise axis: the fraction of the clean-judge gain each method keeps at each p (TSRL §4.5)."""
+    """With a judge-noise axis: both noise metrics for each method at each p, each under its label."""
     if not records or NOISE_AXIS not in records[0]:
         return ""
-    kept = kept_fractions(records, row_axis)
     flips = sorted({float(r[NOISE_AXIS]) for r in records})
-    lines = ["", f"Fraction of the clean-judge gain kept (mean gain at p / mean gain at p = {flips[0]}):", "",
-             f"| {row_axis} | " + " | ".join(f"p = {p}" for p in flips) + " |", "|---" * (len(flips) + 1) + "|"]
-    for m, by_flip in kept.items():
-        lines.append(f"| {m} | " + " | ".join(f"{100 * by_flip[p]:.0f} %" if p in by_flip else "—" for p in flips)
-                     + " |")
+    lines = []
+    for name, by_method in noise_fractions(records, row_axis).items():
+        lines += ["", NOISE_METRICS[name].format(clean=flips[0]) + ":", "",
+                  f"| {row_axis} | " + " | ".join(f"p = {p}" for p in flips) + " |", "|---" * (len(flips) + 1) + "|"]
+        for m, by_flip in by_method.items():
+            lines.append(f"| {m} | " + " | ".join(f"{100 * by_flip[p]:.0f} %" if p in by_flip else "—"
+                                                  for p in flips) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -329,13 +399,17 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
         fig.savefig(out / "zero_variance.png", dpi=120)
         plt.close(fig)
     for axis in col_axes:  # the final metric against each setting; a numeric axis to scale, any other in order
-        values = sorted({r[axis] for r in records}, key=_sortable)
+        values = sorted({r[axis] for r in records} - {""}, key=_sortable)
         numeric = all(_sortable(v)[0] == 0 for v in values)
         position = {v: float(v) if numeric else i for i, v in enumerate(values)}
         fig, ax = plt.subplots(figsize=(6, 4))
         for m in dict.fromkeys(r[row_axis] for r in records):
             finals = {v: [r["final"] for r in records if r[row_axis] == m and r[axis] == v] for v in values}
             shown = [v for v in values if finals[v]]
+            if not shown:  # a method without this setting (the rubric in the k sweep): its level as a line
+                line = [r["final"] for r in records if r[row_axis] == m and r[axis] == ""]
+                ax.axhline(float(np.mean(line)), ls="--", lw=1, color="grey", label=f"{m} (no {axis})")
+                continue
             ax.errorbar([position[v] for v in shown], [np.mean(finals[v]) for v in shown],
                         yerr=[np.std(finals[v]) for v in shown], marker="o", capsize=3, label=m)
         if not numeric:
@@ -345,13 +419,16 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
         fig.tight_layout()
         fig.savefig(out / f"axis_{axis.replace('.', '_')}.png", dpi=120)
         plt.close(fig)
-    if records and NOISE_AXIS in records[0]:  # TSRL §4.5: the share of the clean gain kept, per method
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for m, kept in kept_fractions(records, row_axis).items():
-            ax.plot(list(kept), [100 * k for k in kept.values()], marker="o", label=m)
-        ax.axhline(80, color="grey", ls=":", lw=1)
-        ax.set(xlabel="judge flip probability p", ylabel="clean-judge gain kept (%)", title="robustness to judge noise")
-        ax.legend(fontsize=7)
+    if records and NOISE_AXIS in records[0]:  # TSRL §4.4/§4.5: both noise metrics, per method
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for ax, (name, by_method) in zip(axes, noise_fractions(records, row_axis).items()):
+            for m, frac in by_method.items():
+                ax.plot(list(frac), [100 * f for f in frac.values()], marker="o", label=m)
+            ax.axhline(80, color="grey", ls=":", lw=1)
+            ax.set(xlabel="judge flip probability p", ylabel=f"{name.replace('_', ' ')} (%)",
+                   title="performance retained (TSRL's headline)" if name == "performance_retained"
+                   else "gain kept (ours)")
+            ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "noise_kept.png", dpi=120)
         plt.close(fig)
@@ -385,9 +462,11 @@ def main(argv: list[str] | None = None) -> None:
     out = (args.out or Path("runs/reproduce") / (recipe.split("/")[-1] + suffix)).resolve()
     failed = None
     if not args.aggregate_only:
-        size = int(np.prod([len(v) for v in grid.values()]))
+        grids = method_grids(recipe, grid, [*stand_ins, *not_sweeps(args.overrides)])
+        size = sum(int(np.prod([len(v) for v in g.values()])) for g in grids)
         print(f"tsrl-reproduce: {recipe}: {size} runs into {out}", flush=True)
-        failed = subprocess.run(command(recipe, out, grid, fixed, args.accelerate)).returncode or None
+        for sub in grids:  # one multirun per set of axes (a method without an axis runs once, without it)
+            failed = failed or subprocess.run(command(recipe, out, sub, fixed, args.accelerate)).returncode or None
     print(aggregate(out, grid))
     print(f"tables and plots: {out}/table.md, table.csv, curves.png")
     if failed:

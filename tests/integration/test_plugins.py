@@ -115,7 +115,7 @@ def test_new_regime_judge_and_loss_train_through_the_cli(cache_dir, tmp_path):
     assert config["reward"]["cap"] == 30 and config["algo"]["advantage_scale"] == 2.0
 
     rows = run(tmp_path / "b", "judge=shorter", "reward=in_batch")
-    assert all(r["judge/calls"] == 2 * 4 * 3 / 2 * 2 for r in rows)  # 2 groups x C(4,2) pairs x 2 orders
+    assert all(r["judge/calls"] == 2 * 4 * 3 / 2 for r in rows)  # 2 groups x C(4,2) pairs, one call each
     evaluation = json.loads((tmp_path / "b" / "eval.json").read_text())
     assert evaluation["judge"]["kind"] == "shorter"
 

@@ -37,8 +37,8 @@ def test_regime_trains_two_steps(name, cache_dir, tmp_path):
         assert metric in row, sorted(row)
         if per_sample is not None:
             assert row["reward/comparisons_per_sample"] == pytest.approx(per_sample)
-        # what a comparison costs: two calls with both orders (the default), one for a pointwise grade
-        cost = 1.0 if name == "rubric" else 2.0
+        # what a comparison costs: one call (order=random, the default: TSRL's accounting), as a pointwise grade
+        cost = 1.0
         assert row["judge/calls"] == pytest.approx(row["reward/comparisons_per_sample"] * 8 * cost)  # 2 prompts x 4
         assert row["judge/calls_per_comparison"] == (cost if row["judge/calls"] else 0.0)
     if name == "adaptive":

@@ -626,11 +626,17 @@ def test_random_order_shows_about_half_the_pairs_swapped_and_maps_answers_back()
 
 
 def test_random_order_and_noise_pass_grades_and_metrics_through():
-    for wrapper in (lambda j: RandomOrder(j, 0), lambda j: BothOrders(j), lambda j: Noise(j, 1.0, 0)):
+    """The order wrappers pass grades through; Noise at p = 0 too, and at p = 1 replaces every real grade (TSRL
+    §4.5's p for a scalar reward), saying so in the raw text."""
+    for wrapper in (lambda j: RandomOrder(j, 0), lambda j: BothOrders(j), lambda j: Noise(j, 0.0, 0)):
         inner = FakeJudge(lambda r: Score(3.0, raw="g"))
         judge = wrapper(inner)
         assert [(s.value, s.raw) for s in judge.score([ScoreRequest(PROMPT, "x")])] == [(3.0, "g")]
         assert judge.drain_metrics()["calls"] == 1
+    noisy = Noise(FakeJudge(lambda r: Score(3.0, raw="g")), 1.0, 0)
+    graded = noisy.score([ScoreRequest(PROMPT, f"x{i}") for i in range(50)])
+    assert all(s.raw.startswith("[noise: grade 3.0 replaced by") for s in graded)
+    assert len({s.value for s in graded}) > 5 and noisy.drain_metrics()["noise_flips"] == 50
 
 
 def test_both_orders_combines_the_metadata_of_the_two_answers():

@@ -29,7 +29,7 @@ def outcome_shares(judge) -> dict[float, float]:
 
 
 @pytest.mark.parametrize("make", [
-    lambda scope: build_judge(RubricSimConfig(taste=0.0, flip_prob=0.3, noise_scope=scope), NumberTask()),
+    lambda scope: build_judge(RubricSimConfig(taste=0.0, flip_prob=0.3, noise_scope=scope, order="both"), NumberTask()),
     lambda scope: wrap(ScriptedJudge(), JudgePolicyConfig(order="both", flip_prob=0.3, noise_scope=scope)),
 ], ids=["rubric_sim", "model_judge_wrappers"])
 def test_noise_flips_the_comparison_not_each_call(make):
@@ -99,3 +99,44 @@ def test_clean_evaluation_judge_drops_training_noise_bias_and_budget():
     assert (clean_api.flip_prob, clean_api.order, clean_api.budget, clean_api.model) == (0.0, "both", BudgetConfig(), "m")
     assert judge_identity(clean_api)["model"] == "m" and judge_identity(clean)["kind"] == "rubric_sim"
     assert '"flip_prob": 0.0' in judge_identity(clean)["fingerprint"]
+
+
+def test_default_order_is_one_binary_verdict_per_comparison():
+    """TSRL's accounting: one call per anchor comparison, shown in a random order, a binary verdict (k calls per
+    sample). order=both (ArenaRL's bidirectional evaluation) stays a switch and costs two calls."""
+    assert JudgePolicyConfig().order == RubricSimConfig().order == OpenAIJudgeConfig(model="m").order == "random"
+    pairs = [PairRequest(PROMPT, f"q=1 #{i}", f"q=0.5 #{i}") for i in range(200)]
+    inner = ScriptedJudge()
+    verdicts = wrap(inner, JudgePolicyConfig()).compare(pairs)
+    assert len(inner.requests) == len(pairs) and {v.p_first for v in verdicts} == {1.0}
+    shown_first = Counter(r.first.startswith("q=1 ") for r in inner.requests)
+    assert 70 < shown_first[True] < 130  # a random order: 200 fair coins, > 4σ from either bound
+    both = ScriptedJudge()
+    wrap(both, JudgePolicyConfig(order="both")).compare(pairs)
+    assert len(both.requests) == 2 * len(pairs)
+
+
+@pytest.mark.parametrize("scope", ["comparison", "call"])
+def test_grade_noise_reaches_every_judge(scope):
+    """TSRL §4.5's p for a scalar reward: each real grade is replaced, with probability p = 0.3, by a grade drawn
+    uniformly from the 0–10 scale, for a model judge as for the simulated one. Every response here is graded 7:
+    a replaced grade differs from 7 w.p. 10/11, so the share of other grades is .3·10/11 ≈ .273 (2,000 grades:
+    standard error .010, ±.04 is 4σ), and the replacements cover the whole scale. A missing grade stays missing
+    (the failure policy decides it, not the noise)."""
+    judge = wrap(ScriptedJudge(grades={"q=7 none": None}), JudgePolicyConfig(flip_prob=0.3, noise_scope=scope))
+    requests = [ScoreRequest(PROMPT, f"q=7 #{i}") for i in range(2000)]
+    values = np.array([s.value for s in judge.score(requests)])
+    assert np.mean(values != 7.0) == pytest.approx(0.3 * 10 / 11, abs=0.04)
+    assert set(values) == {float(g) for g in range(11)}
+    assert judge.drain_metrics()["noise_flips"] == pytest.approx(0.3 * 2000, abs=80)
+    assert judge.score([ScoreRequest(PROMPT, "q=7 none")])[0].value is None
+    assert (values == np.array([s.value for s in judge.score(requests)])).all()  # stable: a hash, not a state
+
+
+def test_simulated_grades_under_noise_are_unchanged_by_the_move_to_the_wrapper():
+    """judge=rubric_sim used to replace grades itself; the Noise wrapper now does it with the same draws, so its
+    noisy grades are the numbers it gave before (pinned: 240 grades at p = 0.3, computed with the old code)."""
+    judge = build_judge(RubricSimConfig(flip_prob=0.3), NumberTask())
+    values = [s.value for s in judge.score([ScoreRequest(PROMPT, f"q={q / 4} #{i}")
+                                            for i in range(40) for q in range(0, 24, 4)])]
+    assert sum(values) == 1123.0 and judge.drain_metrics()["noise_flips"] == 81

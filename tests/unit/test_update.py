@@ -113,7 +113,7 @@ def test_judge_counters_are_counts_and_rates_are_not():
 
     from tests.conftest import NumberTask
 
-    judge = build_judge(RubricSimConfig(flip_prob=0.5, failure="tie"), NumberTask())
+    judge = build_judge(RubricSimConfig(flip_prob=0.5, failure="tie", order="both"), NumberTask())  # swap_agreement
     judge.compare([PairRequest(number_prompt("p", [0]), "q=1 a", "q=0 b")])
     metrics = judge.drain_metrics()
     assert all(isinstance(metrics[k], Count) for k in ("calls", "ties", "noise_flips"))

@@ -16,7 +16,8 @@ per text. σ_rub (`rubric_noise`, latent-quality units, the same units as τ) de
 choice: the paper's premise is that a pointwise grade is *noisier* than a pairwise verdict. Two responses one
 latent unit apart are then ordered correctly by their grades with probability Φ(1/(1.5·√2)) ≈ 0.68 (less
 after rounding ties), against σ(1) ≈ 0.73 for one pairwise verdict at τ = 1; with σ_rub = 0 the simulated
-rubric would be the less noisy of the two. flip_prob also replaces a grade by a uniformly random one.
+rubric would be the less noisy of the two. flip_prob's grade noise (a grade replaced by a uniformly random one)
+is the Noise wrapper's, as for every judge (tsrl/judging/wrappers.py), with the draws this judge used to make.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class SimulatedJudge:
         self.counters = JudgeCounters()
         self.identity = f"rubric_sim|tau={cfg.tau}|bias={cfg.position_bias}|taste={cfg.taste}|seed={cfg.seed}"
         self.score_identity = (f"rubric_sim|centre={cfg.score_centre}|scale={cfg.score_scale}|"
-                               f"sigma_rub={cfg.rubric_noise}|taste={cfg.taste}|seed={cfg.seed}|flip={cfg.flip_prob}")
+                               f"sigma_rub={cfg.rubric_noise}|taste={cfg.taste}|seed={cfg.seed}")
 
     def latent(self, request: PairRequest, text: str) -> float:
         taste = self.cfg.taste * (2.0 * stable_uniform(self.cfg.seed, "taste", text) - 1.0)
@@ -103,8 +104,6 @@ class SimulatedJudge:
         u = min(max(stable_uniform(*key, "rubric-noise"), 1e-12), 1 - 1e-12)
         q += self.cfg.rubric_noise * NormalDist().inv_cdf(u)  # ε ~ N(0, σ_rub²), fixed per text
         grade = float(round(10.0 / (1.0 + math.exp(-(q - self.cfg.score_centre) / self.cfg.score_scale))))
-        if stable_uniform(*key, "flip") < self.cfg.flip_prob:
-            grade = float(int(stable_uniform(*key, "grade") * 11))
         return Score(value=grade, raw=f"simulated score: q={q:.3f} -> {grade}")
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:

@@ -5,8 +5,12 @@
 
 - BothOrders asks (a, b) and (b, a): P(a ≻ b) = ½·(p(a,b) + 1 − p(b,a)); logs swap agreement.
 - RandomOrder shows each pair in a random (seeded, stable) order and maps the answer back, so position
-  bias becomes noise instead of a systematic push; ranking fits add the mirror match (j, i, 1 − y).
-- Noise flips a real verdict with probability flip_prob (the TSRL paper's §4.5 noise injection). With
+  bias becomes noise instead of a systematic push; ranking fits add the mirror match (j, i, 1 − y). One call
+  and one binary verdict per comparison: the TSRL paper's accounting (k calls per sample), hence the default.
+  ArenaRL's bidirectional evaluation is order=both (method=arenarl sets it); it costs two calls a comparison.
+- Noise flips a real verdict with probability flip_prob (the TSRL paper's §4.5 noise injection), and replaces a
+  real pointwise grade by a uniformly random grade of the rubric's scale (0, 1, …, 10) with the same probability,
+  so a scalar reward (rubric, RLAIF) meets the same p as a comparison, whatever the judge. With
   noise_scope=comparison (default) it sits outside the order wrapper and flips the *comparison*: a sure pair
   judged in both orders at p = 0.3 comes out {1: .7, 0: .3}, as the paper injects it. With noise_scope=call it
   sits inside and flips each request on its own: the same pair comes out {1: .49, ½: .42, 0: .09}.
@@ -56,10 +60,12 @@ class JudgePolicyConfig:
     OPERATIONAL: ClassVar[tuple[str, ...]] = ("budget", "cache_path")
     """Settings that change how verdicts are fetched, paid for or stored, not what they are (judge_fingerprint)."""
 
-    order: str = "both"
-    """both (ask both orders, average) | random (random order per pair) | fixed (as given)."""
+    order: str = "random"
+    """random (one call per pair in a seeded random order: TSRL's binary verdict, k calls per sample) | both (ask
+    both orders and average, two calls per pair: ArenaRL's bidirectional evaluation) | fixed (as given)."""
     flip_prob: float = 0.0
-    """Probability of flipping each real verdict (noise injection; 0 = off)."""
+    """Probability of flipping each real verdict, and of replacing each real grade by a uniformly random grade
+    of the 0–10 scale (noise injection, TSRL §4.5; 0 = off)."""
     noise_scope: str = "comparison"
     """What one flip acts on: comparison (the paper's: both orders flipped together) | call (each request)."""
     failure: str = "drop"
@@ -149,10 +155,17 @@ class RandomOrder:
         return self.inner.drain_metrics()
 
 
+GRADES = tuple(float(g) for g in range(11))
+"""The rubric's scale: the integer grades 0–10 a pointwise judge answers (ScoreRequest)."""
+
+
 class Noise:
-    """Flips each real verdict with probability flip_prob and counts flips. The draw is a stable hash of the
+    """Flips each real verdict with probability flip_prob, replaces each real grade by a uniformly random one of
+    GRADES with the same probability, and counts both (`noise_flips`). A verdict's draw is a stable hash of the
     question: of the shown order (`canonical=False`, one draw per request) or of the unordered pair
-    (`canonical=True`, one draw per comparison whichever side is shown first)."""
+    (`canonical=True`, one draw per comparison whichever side is shown first). A grade's draw is a hash of
+    (seed, prompt, response), the keys judge=rubric_sim used when it replaced grades itself: its grades are
+    unchanged by the move."""
 
     def __init__(self, inner: Judge, flip_prob: float, seed: int, canonical: bool = True) -> None:
         self.inner, self.flip_prob, self.seed, self.canonical = inner, flip_prob, seed, canonical
@@ -169,7 +182,17 @@ class Noise:
         return out
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
-        return self.inner.score(requests)
+        answers = self.inner.score(requests)
+        return [self._noisy_grade(r, s) for r, s in zip(requests, answers)]
+
+    def _noisy_grade(self, request: ScoreRequest, score: Score) -> Score:
+        key = (self.seed, request.prompt.id, request.response)
+        replace_it = score.value is not None and stable_uniform(*key, "flip") < self.flip_prob
+        self.counters.add("noise_flips", replace_it)
+        if not replace_it:
+            return score
+        grade = GRADES[min(int(stable_uniform(*key, "grade") * len(GRADES)), len(GRADES) - 1)]
+        return replace(score, value=grade, raw=f"[noise: grade {score.value} replaced by {grade}] {score.raw}")
 
     def drain_metrics(self) -> dict[str, float]:
         return merge_metrics(self.counters.drain(), self.inner.drain_metrics())

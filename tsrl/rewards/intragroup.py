@@ -16,7 +16,7 @@ its scores give ranks 0 … G−1 (ties share the average rank) and
 
     r = 1 − rank/(G−1),  reward = (r − mean_G r) / std_G r   (a constant group → zeros).
 
-Judge calls per sample (matches, ×2 when the judge asks both orders — the default, as ArenaRL does):
+Judge calls per sample (matches, ×2 when the judge asks both orders — as ArenaRL does, `method=arenarl`):
 round_robin (G−1)/2, anchor (G−1)/G, single_elimination 2(G−1)/G with seeding, double_elimination
 3(G−1)/G with seeding (exactly 2G−2 bracket matches), swiss ⌊G/2⌋⌈log2 G⌉/G.
 
