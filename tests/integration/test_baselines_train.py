@@ -30,7 +30,8 @@ def test_baseline_trains_and_evaluates(cache_dir, tmp_path, recipe, extra, metri
     assert [e["step"] for e in evals["history"]] == [0, 2]
     if recipe in ("baseline_sft", "baseline_dpo"):
         assert all(r["judge/calls"] == 0 for r in rows)  # only the ladder, at setup
-        assert rows[0]["train/samples_in_update"] == (2 * 5 if recipe == "baseline_sft" else 2 * 4 * 2)
+        # SFT: the top half of the ladder reward's k = 4 anchors (algo.anchors=ladder, TSRL), 2 per prompt
+        assert rows[0]["train/samples_in_update"] == (2 * 2 if recipe == "baseline_sft" else 2 * 4 * 2)
 
 
 def test_dpo_starts_at_log_2_and_separates_its_pairs(cache_dir, tmp_path):

@@ -59,7 +59,7 @@ def test_an_openai_compatible_judge_reports_latency_and_tokens(tmp_path):
 def test_an_unknown_split_is_a_one_line_error(tmp_path):
     done, _ = check(tmp_path, "check.split=nope")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip() == "tsrl: error: Unknown split 'nope'; humor has ['eval', 'train']."
+    assert done.stderr.strip() == "tsrl: error: Unknown split 'nope'; task humor has ['eval', 'train']."
 
 
 @pytest.mark.slow

@@ -16,7 +16,9 @@ from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.ladder import Rung
 from tsrl.rewards.rubric import RLAIFConfig, RubricRegime
 from tsrl.rewards.verified import AdaptiveConfig, AdaptiveRegime
-from tsrl.training.offline import check_offline, dpo_pairs, offline_groups, sft_ranks
+from tests.conftest import NumberTask, ScriptedJudge, number_prompt
+from tsrl.rewards.ladder import LadderConfig, LadderRegime, select_rungs
+from tsrl.training.offline import check_offline, dpo_pairs, offline_groups, offline_ladders, sft_ranks
 from tsrl.types import Anchor, Group, Prompt, Rollout, Score, ScoreRequest
 
 
@@ -115,7 +117,9 @@ def test_offline_groups_take_targets_from_the_ranked_ladder() -> None:
 def test_offline_baselines_refuse_what_they_cannot_run() -> None:
     with pytest.raises(ConfigError, match="set reward=ladder"):
         check_offline(SFTConfig(), object(), 32)
-    regime = type("Ladder", (), {"ladders": {}})()
+    with pytest.raises(ConfigError, match="set reward=ladder"):
+        check_offline(SFTConfig(), type("RewardModel", (), {"ladders": {}})(), 32)  # ranked, but no k selected
+    regime = type("Ladder", (), {"ladders": {}, "selected": {}})()
     with pytest.raises(ConfigError, match="even trainer.micro_batch_size"):
         check_offline(DPOConfig(), regime, 31)
     check_offline(SFTConfig(), regime, 31)
@@ -123,6 +127,50 @@ def test_offline_baselines_refuse_what_they_cannot_run() -> None:
         DPOConfig(minibatches=2)
     with pytest.raises(ConfigError, match="top_fraction"):
         SFTConfig(top_fraction=0.0)
+    with pytest.raises(ConfigError, match="algo.anchors='top' is unknown"):
+        DPOConfig(anchors="top")
+    one = type("Ladder", (), {"ladders": {"p": ladder(["a", "b"])}, "selected": {"p": ladder(["a"])}})()
+    with pytest.raises(ConfigError, match="reward.k=1 leaves one per prompt; set reward.k >= 2 or algo.anchors=all"):
+        check_offline(DPOConfig(), one, 32)
+    check_offline(DPOConfig(anchors="all"), one, 32)
+    check_offline(SFTConfig(), one, 32)
+
+
+def ladder_regime(tmp_path, k: int) -> LadderRegime:
+    """A real ladder regime over one prompt with K = 10 anchors of qualities 0..9 (the judge compares them)."""
+    task = NumberTask([number_prompt("p", [3, 7, 0, 9, 5, 1, 8, 2, 6, 4])])
+    ctx = RegimeContext(task, ScriptedJudge(), "scripted", tmp_path / "run")
+    return LadderRegime(LadderConfig(k=k, ladder_dir=str(tmp_path / "ladders")), ctx)
+
+
+@pytest.mark.parametrize("k, imitated", [(4, 2), (5, 3), (1, 1)])
+def test_sft_and_dpo_train_on_the_k_anchors_of_the_ladder_reward(tmp_path, k, imitated) -> None:
+    """TSRL: SFT on the top half of the anchors the method uses — the k the ladder reward compares with
+    (reward.k by reward.select), ⌈k/2⌉ of them for odd k — and DPO's pairs among those k; never all K = 10."""
+    regime = ladder_regime(tmp_path, k)
+    chosen = select_rungs(regime.ladders["p"], k, regime.cfg.select)  # the reward's own selection
+    assert [r.anchor.text for r in regime.selected["p"]] == [r.anchor.text for r in chosen]
+    texts = [r.anchor.text for r in chosen]  # strongest first
+    rng = np.random.default_rng(0)
+    sft_cfg, dpo_cfg = SFTConfig(), DPOConfig()
+    assert sft_cfg.anchors == dpo_cfg.anchors == "ladder"
+    (sft,) = offline_groups(sft_cfg, [Prompt("p", "write")], offline_ladders(sft_cfg, regime), WordTokenizer(), rng)
+    assert [r.text for r in sft.rollouts] == texts[:imitated]
+    (dpo,) = offline_groups(dpo_cfg, [Prompt("p", "write")], offline_ladders(dpo_cfg, regime), WordTokenizer(), rng)
+    pairs = [(dpo.rollouts[i].text, dpo.rollouts[i + 1].text) for i in range(0, dpo.size, 2)]
+    assert pairs == [(texts[i], texts[j]) for i in range(k) for j in range(i + 1, k)]  # k(k−1)/2, better first
+
+
+def test_all_ranked_anchors_stay_an_option(tmp_path) -> None:
+    regime = ladder_regime(tmp_path, 4)
+    ranked = [r.anchor.text for r in regime.ladders["p"]]
+    assert [t.split()[0] for t in ranked] == [f"q={q}" for q in range(9, -1, -1)]
+    rng = np.random.default_rng(0)
+    sft_cfg, dpo_cfg = SFTConfig(anchors="all"), DPOConfig(anchors="all")
+    (sft,) = offline_groups(sft_cfg, [Prompt("p", "write")], offline_ladders(sft_cfg, regime), WordTokenizer(), rng)
+    assert [r.text for r in sft.rollouts] == ranked[:5]
+    (dpo,) = offline_groups(dpo_cfg, [Prompt("p", "write")], offline_ladders(dpo_cfg, regime), WordTokenizer(), rng)
+    assert dpo.size == 2 * 45
 
 
 class GradingJudge:

@@ -9,7 +9,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "tsrl"
 CORE = ("tsrl.rewards", "tsrl.judging", "tsrl.ranking", "tsrl.algo", "tsrl.tasks")
 UPPER = ("tsrl.training", "tsrl.cli", "tsrl.reproduce", "tsrl.integrations")
-ENTRY_POINTS = ("tsrl.cli", "tsrl.reproduce")  # command-line programs: they may use the CLI's helpers
+ENTRY_POINTS = ("tsrl.cli", "tsrl.reproduce", "tsrl.evaluation.human_study")  # command-line programs: they may use the CLI's helpers
 
 
 def module_name(path: Path) -> str:

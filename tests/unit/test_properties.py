@@ -413,20 +413,30 @@ def test_swiss_with_more_rounds_never_rematches_or_says_why(n, rounds, seed, out
     assert len(pairs) == len(set(pairs))
 
 
+def own_win_rates(n: int, history: Sequence[tuple[int, int, float]]) -> np.ndarray:
+    """Each player's mean outcome over its own matches (½ before any), recomputed from the history."""
+    won, played = np.zeros(n), np.zeros(n)
+    for i, j, y in history:
+        won[[i, j]] += (y, 1.0 - y)
+        played[[i, j]] += 1
+    return np.where(played > 0, won / np.maximum(played, 1), 0.5)
+
+
 @PROPERTY
-@given(n=SIZES, seed=SEEDS, outcomes=OUTCOMES)
-def test_live_trace_meets_current_best_worst_and_median(n, seed, outcomes):
+@given(n=SIZES, seed=SEEDS, outcomes=OUTCOMES, leaderboard=st.sampled_from(["winrate", "bt"]))
+def test_live_trace_meets_current_best_worst_and_median(n, seed, outcomes, leaderboard):
     """Trace arrival[r] arrives in round r (r ≥ 1) and meets the distinct best, worst and median (position
-    ⌊k/2⌋, best first) of the k traces already scored, by the Bradley–Terry order at that moment: min(k, 3)
-    matches, 3N − 6 in all for N ≥ 3; nobody is judged before it arrives."""
+    ⌊k/2⌋, best first) of the k traces already scored, by the leaderboard at that moment (win-rate over its own
+    matches, Reasoning Arena's; or Bradley–Terry β, ours), equal keys in arrival order: min(k, 3) matches,
+    3N − 6 in all for N ≥ 3; nobody is judged before it arrives."""
     arrival = np.random.default_rng(seed).permutation(n).tolist()
-    schedule = LiveTrace(n, arrival=arrival)
+    schedule = LiveTrace(n, arrival=arrival, leaderboard=leaderboard)
     arrived = iter(range(1, n))
 
     def check_round(matches: list[Match]) -> None:
         k = next(arrived)
-        beta = schedule.scores()
-        ranked = sorted(arrival[:k], key=lambda p: -beta[p])
+        key = own_win_rates(n, schedule.tally.history) if leaderboard == "winrate" else schedule.scores()
+        ranked = sorted(arrival[:k], key=lambda p: -key[p])
         assert all(m.first == arrival[k] for m in matches)
         assert [m.second for m in matches] == list(dict.fromkeys([ranked[0], ranked[-1], ranked[k // 2]]))
         assert len(matches) == min(k, 3)

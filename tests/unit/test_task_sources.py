@@ -82,10 +82,10 @@ def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
 def test_missing_local_file_and_unsupported_format_are_data_errors(tmp_path):
     with pytest.raises(DataError, match="does not exist"):
         load_rows(str(tmp_path / "absent.jsonl"), "train", COLUMNS, REQUIRED)
-    csv = tmp_path / "stories.csv"
-    csv.write_text("prompt,story\na,b\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"\.jsonl, \.json or \.parquet"):
-        load_rows(str(csv), "train", COLUMNS, REQUIRED)
+    xml = tmp_path / "stories.xml"
+    xml.write_text("<rows/>", encoding="utf-8")
+    with pytest.raises(DataError, match=r"\.jsonl, \.json, \.parquet, \.tsv or \.csv"):
+        load_rows(str(xml), "train", COLUMNS, REQUIRED)
 
 
 def test_missing_column_names_dataset_split_column_field_available_columns_and_fix(jsonl):

@@ -1,15 +1,19 @@
 """The papers' offline baselines, trained on each prompt's ranked anchor ladder instead of sampled completions,
 through the same Learner (DDP, ZeRO-3, LoRA), logging, checkpoints and evaluation as GRPO.
 
-- `algo=sft` (TSRL Table 1's SFT row): maximum likelihood of the top fraction of each prompt's ladder (default
-  the top half, as TSRL), per-token loss −log π(token), averaged over the tokens of the minibatch.
-- `algo=dpo` (TSRL §4.7; Rafailov et al. 2023): preference pairs (better, worse) from the ladder's order,
+- `algo=sft` (TSRL Table 1's SFT row): maximum likelihood of the top fraction of the prompt's anchors (default
+  the top half, ⌈k/2⌉ of k — the middle anchor of an odd k included), per-token loss −log π(token), averaged
+  over the tokens of the minibatch.
+- `algo=dpo` (TSRL §4.7; Rafailov et al. 2023): preference pairs (better, worse) from the anchors' ladder order,
   loss −log σ(β·[(log π(y_w) − log π_ref(y_w)) − (log π(y_l) − log π_ref(y_l))]) per pair with sequence
   log-probabilities, averaged over pairs; the reference is the frozen initial policy (the base with the
   adapter off under LoRA).
 
 The ladder is the one `reward=ladder` builds and ranks at start (round-robin + Bradley–Terry with the training
-judge, stored and reused like any ladder); the reward regime scores nothing during these runs. Each step takes
+judge, stored and reused like any ladder); the reward regime scores nothing during these runs. Which anchors
+(`algo.anchors`): `ladder` (default, as TSRL: the anchors the ladder method itself uses) — the k anchors the reward
+compares with (reward.k, reward.select: the regime's own selection), so SFT imitates the top half of those k and
+DPO pairs only those k; `all` — every one of the prompt's K ranked anchors (tsrl's earlier default). Each step takes
 `trainer.prompts_per_step` prompts from the same sampler as GRPO; `trainer.group_size` plays no part.
 
 The surrogate is written per token so that the Learner's accumulation stays one code path: DPO puts its pair
@@ -30,15 +34,31 @@ from tsrl.errors import ConfigError
 from tsrl.registry import ALGOS
 
 PAIR_RULES = ("all", "adjacent", "top_bottom")
+ANCHOR_SETS = ("ladder", "all")
 
 
 @dataclass
-class SFTConfig(AlgoConfig):
-    """Algo `sft`: supervised fine-tuning on the top fraction of each prompt's ranked anchor ladder."""
+class OfflineConfig(AlgoConfig):
+    """What the offline baselines share: which of a prompt's ranked anchors they train on."""
 
     OFFLINE: ClassVar[bool] = True
+    anchors: str = "ladder"
+    """ladder: the k anchors the ladder reward uses (reward.k, reward.select; TSRL) | all: all K ranked anchors."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.anchors not in ANCHOR_SETS:
+            raise ConfigError(f"algo.anchors={self.anchors!r} is unknown; choose ladder (the k anchors of "
+                              "reward.k, TSRL's) or all (every ranked anchor of the prompt).")
+
+
+@dataclass
+class SFTConfig(OfflineConfig):
+    """Algo `sft`: supervised fine-tuning on the top fraction of each prompt's ranked anchors."""
+
     top_fraction: float = 0.5
-    """Share of each ladder (strongest first) imitated, rounded up to at least one anchor (TSRL: the top half)."""
+    """Share of the anchors trained on (strongest first) imitated, ⌈fraction · n⌉ (TSRL: the top half; an odd n
+    keeps its middle anchor, k = 1 its only one)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -47,16 +67,15 @@ class SFTConfig(AlgoConfig):
 
 
 @dataclass
-class DPOConfig(AlgoConfig):
+class DPOConfig(OfflineConfig):
     """Algo `dpo`: direct preference optimisation on (better, worse) anchor pairs of each ranked ladder."""
 
-    OFFLINE: ClassVar[bool] = True
     NEEDS_REFERENCE: ClassVar[bool] = True
     beta: float = 0.1
     """β of the DPO loss (Rafailov et al.'s common value)."""
     pairs: str = "all"
-    """Which pairs of a K-anchor ladder: all (every better/worse pair, K(K−1)/2) | adjacent (rank r vs r+1) |
-    top_bottom (the strongest vs each weaker one)."""
+    """Which pairs of the n anchors trained on (algo.anchors): all (every better/worse pair, n(n−1)/2) | adjacent
+    (rank r vs r+1) | top_bottom (the strongest vs each weaker one)."""
     max_pairs: int = 0
     """At most this many pairs per prompt and step, drawn at random from the rule's (0 = all)."""
     aggregate: str = "sequence"

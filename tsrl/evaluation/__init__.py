@@ -1,12 +1,14 @@
 """Evaluation on held-out prompts, by the task's metric: win-rate against reference anchors with the
-evaluation judge (judged tasks), pass ratio@n and pass@k with the verifier (verifiable tasks)."""
+evaluation judge (judged tasks: the headline against the task's reference set, beside it all tiers and the top
+tier — winrate.py), pass ratio@n and pass@k with the verifier (verifiable tasks)."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from tsrl.evaluation.passk import pass_at_k, pass_sums, pass_summary
-from tsrl.evaluation.winrate import winrate_sums, winrate_summary
+from tsrl.evaluation.winrate import (REFERENCE_SETS, ReferenceSet, check_references, reference_set, winrate_sums,
+                                     winrate_summary)
 from tsrl.tasks.base import task_metric
 from tsrl.types import Prompt
 
@@ -15,20 +17,29 @@ HEADLINE = {"winrate": ("winrate", "held-out win-rate vs reference anchors"),
 
 
 def headline(task: Any) -> tuple[str, str]:
-    """The key of a task's main held-out number in an evaluation result, and how to say it."""
-    return HEADLINE[task_metric(task)]
+    """The key of a task's main held-out number in an evaluation result, and how to say it (for a judged task,
+    with the reference set it is measured against)."""
+    key, label = HEADLINE[task_metric(task)]
+    if key == "winrate":
+        label += f" ({reference_set(task.name).name})"
+    return key, label
 
 
-def evaluation_sums(task: Any, generator: Any, judge: Any, prompts: Sequence[Prompt], samples: int) -> dict[str, float]:
-    """The task's evaluation sums for these prompts (add several processes' sums, then summarise)."""
+def evaluation_sums(task: Any, generator: Any, judge: Any, prompts: Sequence[Prompt], samples: int,
+                    groups_out: list | None = None) -> dict[str, float]:
+    """The task's evaluation sums for these prompts (add several processes' sums, then summarise); a judged task
+    appends its generated groups to `groups_out` when given (heldout.jsonl, tsrl-human-study)."""
     if task_metric(task) == "pass":
         return pass_sums(generator, task, prompts, samples)
-    return winrate_sums(generator, judge, prompts, samples)
+    reference = reference_set(task.name)
+    check_references(task.name, prompts, reference)
+    return winrate_sums(generator, judge, prompts, samples, reference, groups_out)
 
 
 def evaluation_summary(task: Any, sums: dict[str, float], samples: int) -> dict[str, float]:
     return pass_summary(sums, samples) if task_metric(task) == "pass" else winrate_summary(sums)
 
 
-__all__ = ["HEADLINE", "headline", "evaluation_sums", "evaluation_summary", "pass_at_k", "pass_sums", "pass_summary",
-           "winrate_sums", "winrate_summary"]
+__all__ = ["HEADLINE", "REFERENCE_SETS", "ReferenceSet", "headline", "evaluation_sums", "evaluation_summary",
+           "check_references", "pass_at_k", "pass_sums", "pass_summary", "reference_set", "winrate_sums",
+           "winrate_summary"]

@@ -2,8 +2,9 @@
 
 A policy is a model folder: a run's checkpoint (its consolidated `policy/` folder is used), any Hugging Face
 folder (a base model), or, with no `eval.policies`, the `model` group's policy (tiny, smollm2, hf). The metric
-is the task's own (win-rate against the reference anchors for judged tasks, pass ratio@n and pass@k with the
-verifier for verifiable ones). The judge is made clean first — no injected flips, no position bias, no
+is the task's own (for judged tasks the win-rate against the task's reference set — tsrl.evaluation.winrate —
+with the all-tier and top-tier win-rates beside it; pass ratio@n and pass@k with the verifier for verifiable
+ones). The judge is made clean first — no injected flips, no position bias, no
 budget — and named in the report. Each seed in `eval.seeds` is one evaluation run (its own sampling); with
 several, every number is reported as mean (std) over runs.
 
@@ -82,7 +83,7 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     """Every policy × every seed; the report (also written to run_dir)."""
     import torch
 
-    from tsrl.evaluation import evaluation_sums, evaluation_summary, headline
+    from tsrl.evaluation import evaluation_sums, evaluation_summary, headline, reference_set
     from tsrl.generation import build_generator
     from tsrl.judging import build_judge, clean_judge_config, close_judge, judge_identity
     from tsrl.models import policy_source
@@ -100,6 +101,9 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     report: dict[str, Any] = {"task": task.name, "split": cfg.eval.split, "prompts": len(prompts),
                               "samples": cfg.eval.samples, "seeds": list(cfg.eval.seeds), "headline": key,
                               "headline_label": label, "judge": judge_identity(judge_cfg), "policies": []}
+    if key == "winrate":
+        reference = reference_set(task.name)
+        report["reference_set"] = {"tiers": reference.tiers, "paper": reference.paper, "here": reference.here}
     try:
         for source in sources:
             model, tokenizer = load_source(source)
@@ -124,12 +128,15 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
 def markdown(report: dict[str, Any]) -> str:
     """The report as a markdown table: one row per policy, mean (std) over runs."""
     first = report["policies"][0]["summary"]
-    columns = [report["headline"]] + sorted(k for k in first if k.startswith(("winrate/", "pass@")))
+    columns = [report["headline"]] + [k for k in ("winrate_all", "winrate_top") if k in first]
+    columns += sorted(k for k in first if k.startswith(("winrate/", "pass@")))
     columns += [k for k in ("answered", "mean_length", "judge_calls") if k in first]
     lines = [f"{report['headline_label']} — task {report['task']} ({report['split']}, {report['prompts']} prompts × "
              f"{report['samples']} samples, {len(report['seeds'])} run(s)); judge: {report['judge']['kind']} "
-             f"{report['judge']['model']}", "",
-             "| policy | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+             f"{report['judge']['model']}"]
+    if "reference_set" in report:
+        lines.append(f"Reference set: {report['reference_set']['here']} (paper: {report['reference_set']['paper']}).")
+    lines += ["", "| policy | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for entry in report["policies"]:
         cells = []
         for column in columns:

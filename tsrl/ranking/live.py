@@ -7,9 +7,13 @@ L2 Bradley–Terry fit of those soft outcomes (tsrl.ranking.bradley_terry, stren
 LiveTrace — traces arrive one by one (`arrival` order; tsrl's generator finishes a whole group at once,
 so the regime passes a seeded random order as a stand-in for completion order). Each new trace is judged
 against the current best, worst and median of the traces already scored (distinct ones: 0, 1, 2, then 3
-matches), "current" meaning the Bradley–Terry order of the matches so far. So at most 3 matches per trace,
-3N − 6 in all for N ≥ 3, one round per arriving trace (median = position ⌊k/2⌋ of k scored traces, best
-first).
+matches). "Current" is a leaderboard of the matches so far (`leaderboard`, LEADERBOARDS):
+- winrate (default, Reasoning Arena's): each scored trace's win-rate, the mean outcome of its own matches
+  (a win 1, a tie ½, a loss 0; the judge's soft p where it gives one), highest first;
+- bt (ours, tsrl's earlier default): the soft-margin Bradley–Terry β of the matches so far, a fit per round.
+Equal keys keep arrival order (the earlier trace ranks higher; ours). So at most 3 matches per trace, 3N − 6
+in all for N ≥ 3, one round per arriving trace (median = position ⌊k/2⌋ of k scored traces, best first).
+Either way the group's reward is the Bradley–Terry fit of all its matches; the leaderboard only picks opponents.
 
 TraceRoundRobin — the paper's non-live tournament: all N(N−1)/2 pairs judged in one round (player i < j
 shown first), then the same soft outcomes and the same fit as LiveTrace.
@@ -27,7 +31,8 @@ so the champion gets 1 and a first-round loser 0; a lone player (N = 1) is the c
 no match.
 
 Differences from the papers: m, λ and the arrival order are not published (tsrl: m = 0.9, λ = 0.1, seeded
-random order); cai-tournament's draw is not specified (tsrl: a seeded random permutation), nor how a
+random order), nor how equal win-rates are ordered (tsrl: arrival order); picking opponents by β is ours
+(leaderboard="bt"); cai-tournament's draw is not specified (tsrl: a seeded random permutation), nor how a
 principle is chosen (tsrl: uniformly, one per match).
 """
 
@@ -60,15 +65,33 @@ def soft_strengths(n: int, soft: Sequence[tuple[int, int, float]], l2: float) ->
     return fit_bradley_terry_batch(n, np.array([soft]), l2=l2, mirror=True)[0]
 
 
+def leaderboard_order(scored: Sequence[int], key: np.ndarray) -> list[int]:
+    """The scored players, highest key first; equal keys keep their order in `scored` (arrival order)."""
+    return sorted(scored, key=lambda p: -key[p])  # sorted is stable
+
+
+def best_worst_median(ranked: Sequence[int]) -> list[int]:
+    """The live tournament's opponents from a leaderboard (best first): best, worst, median (position ⌊k/2⌋),
+    distinct and in that order."""
+    return list(dict.fromkeys([ranked[0], ranked[-1], ranked[len(ranked) // 2]]))
+
+
+LEADERBOARDS = ("winrate", "bt")
+"""How LiveTrace orders the scored traces to pick its opponents (module docstring); winrate is the paper's."""
+
+
 class LiveTrace:
     """Each arriving trace vs current best, worst and median; see the module docstring."""
 
-    def __init__(self, n: int, *, arrival: Sequence[int] | None = None, margin: float = 0.9, l2: float = 0.1) -> None:
+    def __init__(self, n: int, *, arrival: Sequence[int] | None = None, margin: float = 0.9, l2: float = 0.1,
+                 leaderboard: str = "winrate") -> None:
         check_margin(margin)
+        if leaderboard not in LEADERBOARDS:
+            raise ValueError(f"leaderboard={leaderboard!r} is unknown; choose one of {', '.join(LEADERBOARDS)}.")
         self.arrival = list(range(n)) if arrival is None else list(arrival)
         if sorted(self.arrival) != list(range(n)):
             raise ValueError(f"arrival must be a permutation of 0..{n - 1}.")
-        self.n, self.margin, self.l2 = n, margin, l2
+        self.n, self.margin, self.l2, self.leaderboard = n, margin, l2, leaderboard
         self.tally = Tally(n)
         self.soft: list[tuple[int, int, float]] = []  # [M] (i, j, soft y)
         self.scored: list[int] = []
@@ -80,9 +103,8 @@ class LiveTrace:
             self.next_index += 1
         if self.next_index >= self.n:
             return []
-        beta = self.scores()
-        ranked = sorted(self.scored, key=lambda p: -beta[p])
-        opponents = dict.fromkeys([ranked[0], ranked[-1], ranked[len(ranked) // 2]])  # distinct, in order
+        key = self.tally.mean() if self.leaderboard == "winrate" else self.scores()  # [N]
+        opponents = best_worst_median(leaderboard_order(self.scored, key))
         return [Match(self.arrival[self.next_index], o) for o in opponents]
 
     def record(self, outcomes: Sequence[float]) -> None:

@@ -207,8 +207,9 @@ class LadderRegime:
         if bare:
             raise ConfigError(
                 f"reward=ladder needs reference anchors, but prompt {bare[0].id!r} of task {ctx.task.name} has none "
-                f"({len(bare)} of {len(prompts)} prompts); give the data anchors, build them with tsrl-ladder "
-                "(then task.anchors_file=...), or use a regime without anchors (reward=self_bootstrap, intragroup).")
+                f"({len(bare)} of {len(prompts)} prompts); give the data anchors, let tsrl-train write them first "
+                "(ladder.build=auto, from ladder.endpoint.* or the policy), build them with tsrl-ladder (then "
+                "task.anchors_file=...), or use a regime without anchors (reward=self_bootstrap, intragroup).")
         short = [p for p in prompts if len(p.anchors) < cfg.k]
         if short:
             raise ConfigError(

@@ -24,6 +24,15 @@ makes no judge call for its ladder. Written to the run directory:
     tsrl-ladder task=stories judge=openai judge.model=big-judge
     tsrl-ladder task=web build.source=endpoint endpoint.base_url=http://host:8000/v1 endpoint.model=big-model
     tsrl-ladder task=humor build.source=policy model=smollm2 'build.styles=[a pun,a one-liner]'
+
+tsrl-train runs the same builders as its first step (`ladder.*`, `prepare_ladder`): when training prompts have
+fewer anchors than the reward needs (reward.k; WebSight and MentalChat16K give one reference per prompt,
+MWAHAHA none), each short prompt keeps its own anchors and gets tier × style anchors from `ladder.endpoint` or
+the policy, written once to the run directory's ladder_anchors.jsonl (a resumed run reads it), and the run
+trains with task.anchors_file pointing there; the judge then ranks them at start as for any ladder.
+
+    tsrl-train task=web task.dataset=HuggingFaceM4/WebSight task.subset=v0.2 reward.k=4 \
+        ladder.endpoint.base_url=http://host:8000/v1 ladder.endpoint.model=big-model
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from typing import Any, Sequence
 
 from omegaconf import MISSING
 
+from tsrl.config import EndpointConfig
 from tsrl.errors import ConfigError, UserError
 from tsrl.rewards.diversity import words
 from tsrl.rewards.ladder import LadderConfig
@@ -45,28 +55,6 @@ from tsrl.rewards.self_bootstrap import DEFAULT_TIERS
 from tsrl.types import Anchor, Prompt
 
 SOURCES = ("references", "endpoint", "policy")
-
-
-@dataclass
-class EndpointConfig:
-    """The stronger model that writes anchors for `build.source=endpoint` (OpenAI-compatible chat completions)."""
-
-    base_url: str = ""
-    """Its base URL, e.g. http://host:8000/v1."""
-    model: str = ""
-    """The served model name."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the API key (a local server may need none)."""
-    temperature: float = 1.0
-    """Sampling temperature."""
-    max_tokens: int = 1024
-    """Completion length cap."""
-    concurrency: int = 8
-    """Requests in flight."""
-    timeout_s: float = 120.0
-    """Per-request time limit."""
-    retries: int = 3
-    """Further attempts after a retryable failure (timeout, connection, 429, 5xx)."""
 
 
 @dataclass
@@ -144,15 +132,16 @@ def attach(prompts: Sequence[Prompt], asked: list[tuple[int, str, Prompt]], text
     return [replace(p, anchors=tuple(a)) for p, a in zip(prompts, anchors)]
 
 
-def from_policy(cfg: LadderRunConfig, task: Any, prompts: Sequence[Prompt]) -> list[Prompt]:
+def from_policy(cfg: Any, build: BuildSettings, task: Any, prompts: Sequence[Prompt]) -> list[Prompt]:
+    """Anchors sampled from the policy of `cfg.model` through `cfg.generator`, every tier × style."""
     from tsrl.generation import build_generator
     from tsrl.models import policy_source
     from tsrl.models.source import load_source
 
     model, tokenizer = load_source(policy_source(cfg.model, task))
     generator = build_generator(cfg.generator, model, tokenizer)
-    asked = requests_for(prompts, cfg.build)
-    groups = generator.generate([p for _, _, p in asked], cfg.build.samples, cfg.build.max_new_tokens or None)
+    asked = requests_for(prompts, build)
+    groups = generator.generate([p for _, _, p in asked], build.samples, build.max_new_tokens or None)
     close = getattr(generator, "close", None)
     if close is not None:
         close()
@@ -232,7 +221,7 @@ def build_ladders(cfg: LadderRunConfig) -> dict[str, Any]:
     if cfg.build.source == "endpoint":
         prompts = from_endpoint(cfg.endpoint, cfg.build, prompts)
     elif cfg.build.source == "policy":
-        prompts = from_policy(cfg, task, prompts)
+        prompts = from_policy(cfg, cfg.build, task, prompts)
     short = [p for p in prompts if len(p.anchors) < 2]
     if short:
         raise UserError(f"Prompt {short[0].id!r} of task {task.name} has {len(short[0].anchors)} anchor(s); a ladder "
@@ -294,3 +283,111 @@ def format_report(report: dict[str, Any]) -> str:
     if report["anchors_file"]:
         lines.append(f"train on these anchors with task.anchors_file={report['anchors_file']}")
     return "\n".join(lines)
+
+
+# tsrl-train's ladder step (RunConfig.ladder): the same builders, run before training when anchors are missing.
+
+STEP_FILE = "ladder_anchors.jsonl"
+
+
+def anchors_needed(reward: Any) -> int:
+    """Anchors per training prompt the reward regime reads from the data: reward.k for the ladder regimes, 2
+    for a reward model trained on the ladder's pairs, 0 for a regime without data anchors (self_bootstrap
+    samples its own)."""
+    from tsrl.rewards.reward_model import RewardModelConfig
+
+    if isinstance(reward, LadderConfig):
+        return reward.k
+    return 2 if isinstance(reward, RewardModelConfig) else 0
+
+
+def step_settings(step: Any, needed: int, prompts: Sequence[Prompt]) -> BuildSettings:
+    """tsrl-ladder's build settings for the step: its source resolved, and with ladder.samples=0 the fewest
+    samples per tier × style that give every prompt `needed` anchors next to its own."""
+    source = step.source if step.source != "auto" else ("endpoint" if step.endpoint.base_url else "policy")
+    tiers = dict(step.tiers) or dict(DEFAULT_TIERS)
+    per_sample = len(tiers) * max(len(step.styles), 1)
+    missing = max(needed - min(len(p.anchors) for p in prompts), 1)
+    samples = step.samples or -(-missing // per_sample)
+    return BuildSettings(source=source, tiers=tiers, styles=list(step.styles), samples=samples)
+
+
+def check_references(task: Any) -> None:
+    """A task evaluated by win-rate needs reference anchors on its held-out prompts (else every win-rate is 0)."""
+    from tsrl.tasks.base import task_metric
+
+    bare = [p for p in task.prompts("eval") if not p.anchors] if task_metric(task) == "winrate" else []
+    if bare:
+        raise UserError(f"Held-out prompt {bare[0].id!r} of task {task.name} has no reference anchors ({len(bare)} "
+                        "such), so its win-rate cannot be measured; point task.eval_file at held-out prompts with "
+                        "anchors in the task's schema (for humor the shipped tsrl/tasks/data/humor/eval.jsonl).")
+
+
+def prepare_ladder(cfg: Any, task: Any) -> tuple[Any, Any]:
+    """The run's config and task with every training prompt holding the anchors the reward needs: the ones the
+    data has, else (ladder.build=auto) those of the run directory's ladder_anchors.jsonl — read if it is there
+    (a resumed run), else written now by `write_step_anchors`. The task is rebuilt with task.anchors_file
+    pointing at the file."""
+    import logging
+
+    from tsrl.tasks import build_task
+
+    check_references(task)
+    needed, prompts = anchors_needed(cfg.reward), task.prompts("train")
+    short = [p for p in prompts if len(p.anchors) < needed]
+    if not short:
+        return cfg, task
+    first = f"prompt {short[0].id!r} of task {task.name} has {len(short[0].anchors)}"
+    if cfg.ladder.build == "off":
+        what = f"reward.k={needed}" if isinstance(cfg.reward, LadderConfig) else "the reward model's ladder"
+        fewest = min(len(p.anchors) for p in prompts)
+        lower = (f"set reward.k to at most {fewest}" if fewest and what.startswith("reward.k")
+                 else "choose another reward")
+        raise UserError(f"{what} needs {needed} anchors per training prompt, but {first} ({len(short)} of "
+                        f"{len(prompts)} prompts short); set ladder.build=auto to have tsrl-train write the missing "
+                        "ones first (from ladder.endpoint.* or the policy), build them with tsrl-ladder and pass "
+                        f"task.anchors_file=..., or {lower}.")
+    if not hasattr(cfg.task, "anchors_file"):
+        raise UserError(f"{first} of the {needed} anchors reward.k needs, and task {task.name} has no anchors_file "
+                        "setting to give it built ones; lower reward.k.")
+    path = Path(cfg.run_dir) / STEP_FILE
+    if path.is_file():
+        logging.getLogger("tsrl").info("ladder: reusing %s (written by an earlier start of this run) for %d prompts "
+                                       "short of %d anchors", path, len(short), needed)
+    else:
+        write_step_anchors(cfg, task, short, needed, path)
+    cfg = replace(cfg, task=replace(cfg.task, anchors_file=str(path)))
+    task = build_task(cfg.task)
+    still = [p for p in task.prompts("train") if len(p.anchors) < needed]
+    if still:
+        raise UserError(f"{path} gives prompt {still[0].id!r} {len(still[0].anchors)} anchors, fewer than the "
+                        f"{needed} needed; it was built for a smaller reward.k or other prompts: delete it to build "
+                        "it again, or use another run_dir.")
+    return cfg, task
+
+
+def write_step_anchors(cfg: Any, task: Any, short: Sequence[Prompt], needed: int, path: Path) -> None:
+    """Each short prompt's own anchors plus tier × style anchors from the endpoint or the policy (seeded, on a
+    forked RNG: the training RNG is the same whether the file was written now or reused), saying what it does,
+    where and how long it took."""
+    import logging
+    import time
+
+    import torch
+
+    log, build = logging.getLogger("tsrl"), step_settings(cfg.ladder, needed, short)
+    writer = (f"endpoint {cfg.ladder.endpoint.model} at {cfg.ladder.endpoint.base_url}"
+              if build.source == "endpoint" else "the policy")
+    styles = max(len(build.styles), 1)
+    log.info("ladder: %d training prompts have fewer than the %d anchors the reward needs; writing %d more per "
+             "prompt (%d tiers × %d styles × %d samples) with %s into %s, once (a resumed run reuses it)",
+             len(short), needed, len(build.tiers) * styles * build.samples, len(build.tiers), styles, build.samples,
+             writer, path)
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        written = (from_endpoint(cfg.ladder.endpoint, build, short) if build.source == "endpoint"
+                   else from_policy(cfg, build, task, short))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_anchors(path, [replace(p, anchors=p.anchors + w.anchors) for p, w in zip(short, written)])
+    log.info("ladder: wrote %s in %.1f s", path, time.perf_counter() - start)

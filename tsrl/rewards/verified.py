@@ -7,7 +7,8 @@ adaptive, per group of G completions with verifier rewards v [G]:
 - route `verifier` when Var(v) > 0 — the verifier already separates the group, reward = v;
 - route `tournament` otherwise — a trace tournament among the G completions (`reward.tournament`):
   - `live` (default): tsrl.ranking.LiveTrace, each arriving trace vs the current best, worst and median,
-    ≤ 3 matches per trace, 3G − 6 per group for G ≥ 3;
+    ≤ 3 matches per trace, 3G − 6 per group for G ≥ 3; "current" by the win-rate leaderboard of the matches so
+    far (the paper's; `reward.leaderboard=bt` orders by Bradley–Terry β instead, ours);
   - `round_robin`: tsrl.ranking.TraceRoundRobin, the paper's non-live variant, all G(G−1)/2 pairs in one
     round;
   either way hard verdicts become soft outcomes y ∈ {m, ½, 1 − m}, every match is mirror-augmented, and
@@ -33,10 +34,12 @@ import numpy as np
 
 from tsrl.errors import ConfigError
 from tsrl.ranking import LiveTrace, Schedule, TraceRoundRobin
+from tsrl.ranking.live import LEADERBOARDS
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, diagnostics, play
 from tsrl.tasks import Task, Verifiable
+from tsrl.tasks.base import verify_rollouts
 from tsrl.types import Count, Group, RewardBatch
 
 
@@ -45,11 +48,12 @@ class VerifierConfig:
     """Reward `verifier`: the task's programmatic check (plain RLVR), no judge."""
 
 
-TRACE_TOURNAMENTS: dict[str, Callable[[int, np.random.Generator, float, float], Schedule]] = {
-    "live": lambda n, rng, m, l2: LiveTrace(n, arrival=rng.permutation(n).tolist(), margin=m, l2=l2),
-    "round_robin": lambda n, rng, m, l2: TraceRoundRobin(n, margin=m, l2=l2),  # no arrival order
+TRACE_TOURNAMENTS: dict[str, Callable[[int, np.random.Generator, "AdaptiveConfig"], Schedule]] = {
+    "live": lambda n, rng, c: LiveTrace(n, arrival=rng.permutation(n).tolist(), margin=c.margin, l2=c.l2,
+                                        leaderboard=c.leaderboard),
+    "round_robin": lambda n, rng, c: TraceRoundRobin(n, margin=c.margin, l2=c.l2),  # no arrival order
 }
-"""Reasoning Arena's trace tournaments by name: (G, rng for the arrival order, m, λ) → a fresh Schedule."""
+"""Reasoning Arena's trace tournaments by name: (G, rng for the arrival order, reward config) → a fresh Schedule."""
 
 
 @dataclass
@@ -67,8 +71,14 @@ class AdaptiveConfig:
     """L2 strength λ of the Bradley–Terry fit (project default)."""
     seed: int = 0
     """Seed of the arrival order and the random fallback (mixed with the step)."""
+    leaderboard: str = "winrate"
+    """tournament=live: how the current best, worst and median opponents are picked — winrate (each trace's
+    win-rate over its matches so far, Reasoning Arena's leaderboard) | bt (Bradley–Terry β so far, ours)."""
 
     def __post_init__(self) -> None:
+        if self.leaderboard not in LEADERBOARDS:
+            raise ConfigError(f"reward.leaderboard={self.leaderboard!r} is unknown; choose one of "
+                              f"{', '.join(LEADERBOARDS)} (winrate is Reasoning Arena's).")
         if self.tournament not in (*TRACE_TOURNAMENTS, "pointwise"):
             raise ConfigError(f"reward.tournament={self.tournament!r} is unknown; choose one of "
                               f"{', '.join(TRACE_TOURNAMENTS)}, pointwise (live is the default).")
@@ -87,7 +97,7 @@ def verifier_of(task: Task, regime: str) -> Verifiable:
 
 def verify_groups(task: Verifiable, groups: Sequence[Group]) -> np.ndarray:
     """Verifier rewards [B, G]."""
-    return np.array([[task.verify(g.prompt, r.text) for r in g.rollouts] for g in groups], dtype=np.float64)
+    return np.array(verify_rollouts(task, groups), dtype=np.float64)  # task=code: its sandboxes run at once
 
 
 def min_max(beta: np.ndarray) -> np.ndarray:
@@ -124,7 +134,7 @@ class AdaptiveRegime(StepCounted):
             return self.graded(groups, rewards, routed)
         rng = np.random.default_rng([self.cfg.seed, self.steps])
         make = TRACE_TOURNAMENTS[self.cfg.tournament]
-        schedules = [make(groups[b].size, rng, self.cfg.margin, self.cfg.l2) for b in routed]
+        schedules = [make(groups[b].size, rng, self.cfg) for b in routed]
         played = play([groups[b] for b in routed], schedules, Table(self.ctx.judge, "drop", rng))
         for b, schedule in zip(routed, schedules):
             rewards[b] = min_max(schedule.scores())

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from tsrl.errors import DataError
-from tsrl.types import Anchor, Prompt
+from tsrl.types import Anchor, Group, Prompt
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -46,6 +46,19 @@ class Verifiable(Protocol):
     """A task that can also check a response programmatically (RLVR): verify(prompt, text) ∈ [0, 1]."""
 
     def verify(self, prompt: Prompt, text: str) -> float: ...
+
+
+def verify_rollouts(task: Verifiable, groups: Sequence[Group]) -> list[list[float]]:
+    """Every rollout's verifier score, per group; a task with `verify_many` (task=code runs programs in parallel
+    sandboxes) checks them all in one call, others one by one."""
+    pairs = [(group.prompt, rollout.text) for group in groups for rollout in group.rollouts]
+    many = getattr(task, "verify_many", None)
+    flat = list(many(pairs)) if many is not None else [task.verify(prompt, text) for prompt, text in pairs]
+    scores, start = [], 0
+    for group in groups:
+        scores.append(flat[start:start + len(group.rollouts)])
+        start += len(group.rollouts)
+    return scores
 
 
 @runtime_checkable
@@ -83,7 +96,9 @@ class DatasetConfig:
     train_file: str = ""
     """JSONL in the task's own schema with training prompts (when `dataset` is empty); empty = the shipped file."""
     eval_file: str = ""
-    """JSONL in the task's own schema with held-out prompts; empty = the shipped file."""
+    """JSONL in the task's own schema with held-out prompts; empty = the shipped file (with `dataset`: its
+    eval_split). Set with `dataset`, held-out prompts come from this file, e.g. prompts with reference anchors
+    when the dataset has none (MWAHAHA)."""
     max_prompts: int = 0
     """Use only the first N training prompts (0 = all)."""
     max_anchors: int = 10
@@ -96,13 +111,15 @@ class DatasetConfig:
 @dataclass(frozen=True)
 class DatasetSchema:
     """How a task reads its real dataset: default columns (field → column), the fields every row needs, and
-    how rows merge (rows sharing `group_by` become one prompt whose `collect` field lists their values)."""
+    how rows merge (rows sharing `group_by` become one prompt whose `collect` field lists their values);
+    `blanks` are cell values that mean empty (MWAHAHA writes "-")."""
 
     name: str
     columns: dict[str, str]
     required: tuple[str, ...]
     group_by: str = ""
     collect: str = ""
+    blanks: tuple[str, ...] = ()
 
 
 class PromptSource:
@@ -114,7 +131,7 @@ class PromptSource:
                  parse_row: Callable[[dict[str, Any], str], Prompt],
                  native: Callable[[dict[str, Any], int, DatasetConfig], dict[str, Any]]) -> None:
         self.task, self.cfg, self.schema, self.parse_row, self.native = task, cfg, schema, parse_row, native
-        if cfg.dataset and not cfg.eval_dataset and cfg.train_split == cfg.eval_split:
+        if cfg.dataset and not (cfg.eval_dataset or cfg.eval_file) and cfg.train_split == cfg.eval_split:
             from tsrl.errors import ConfigError
 
             raise ConfigError(f"task {task}: train_split and eval_split are both {cfg.train_split!r} of {cfg.dataset}, "
@@ -135,7 +152,7 @@ class PromptSource:
             raise ConfigError(f"Unknown split {split!r}; task {self.task} has {sorted(self.files)}.")
         if split not in self._cache:
             rows = self._rows(split)
-            if split == "eval" and self.cfg.dataset and not self.cfg.eval_dataset:
+            if split == "eval" and self._from_table(split) and not self.cfg.eval_dataset:
                 rows = self._unseen(rows)
             limit = self.cfg.max_prompts if split == "train" else 0
             rows = rows[:limit] if limit else rows
@@ -147,9 +164,13 @@ class PromptSource:
     def _rows(self, split: str) -> list[Prompt]:
         """Every prompt of the split as read from its source, read once."""
         if split not in self._read:
-            self._read[split] = (self._from_dataset(split) if self.cfg.dataset
+            self._read[split] = (self._from_dataset(split) if self._from_table(split)
                                  else read_jsonl(self.files[split], self.parse_row))
         return self._read[split]
+
+    def _from_table(self, split: str) -> bool:
+        """Whether the split comes from the real dataset (else from a JSONL file in the task's schema)."""
+        return bool(self.cfg.dataset) and not (split == "eval" and self.cfg.eval_file)
 
     def _unseen(self, heldout: list[Prompt]) -> list[Prompt]:
         """Held-out prompts from the training dataset minus those whose text is also a training prompt's (rows
@@ -175,7 +196,8 @@ class PromptSource:
         dataset = cfg.eval_dataset if other else cfg.dataset
         columns = {**self.schema.columns, **cfg.columns, **(cfg.eval_columns if other else {})}
         rows = load_rows(dataset, name, columns, self.schema.required,
-                         subset=cfg.subset, group_by=self.schema.group_by, collect=self.schema.collect)
+                         subset=cfg.subset, group_by=self.schema.group_by, collect=self.schema.collect,
+                         blanks=self.schema.blanks)
         if not rows:
             raise DataError(f"Dataset {dataset} (split {name}) holds no rows; choose another split.")
         # ids carry the split (row indices restart in each split): "train/wp-3", "eval/wp-3"

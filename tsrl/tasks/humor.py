@@ -6,6 +6,17 @@ The shipped data (tsrl/tasks/data/humor/) was written for tsrl: 64 training prom
 k ∈ {1, 2, 4, 6, 8, 10}; and 24 held-out prompts with five reference anchors each, one per tier
 top > good > okay > weak > low. Anchors are listed best first by their author's judgement.
 
+The real dataset: MWAHAHA (SemEval-2026 Task 1), Subtask A's input files from its CodaBench competition
+(no Hugging Face copy was found: `task.dataset=<folder>/task-a-en.tsv`, or any table with its columns). Columns
+`id`, `word1`, `word2`, `headline`; a row sets either the two words or the headline and writes "-" for the other.
+The word-inclusion rows become prompts (headline rows are skipped and counted); an optional column of
+reference jokes (`task.columns.anchors`, default `joke`: one joke or a list per row) gives anchors. MWAHAHA's
+inputs carry no jokes, so the training ladder is built first (tsrl-train's `ladder.build=auto`, from an
+endpoint as TSRL's Gemini quality spectrum, or from the policy) and the held-out references come from
+`task.eval_file` (prompts with anchors in the schema above, e.g. the shipped eval.jsonl). One split, so the
+defaults slice it: train_split=train[:95%], eval_split=train[95%:]. English only: the verifier and the simulated
+quality read ASCII words (task-a-es/zh would need their own).
+
 Latent quality for the simulated judge, from observable properties only (a stand-in for taste, not a
 model of humour):
     q = 2·(#required words present) + length term (1 inside 12–28 words, −0.25 per word outside, ≥ −2)
@@ -19,13 +30,12 @@ the response (case-insensitive), else 0.0 — a checkable constraint, not a judg
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-from tsrl.errors import ConfigError
 from tsrl.registry import TASKS
-from tsrl.tasks.base import DATA_DIR, DataError, parse_anchors, read_jsonl, with_anchors_file
+from tsrl.tasks.base import (DATA_DIR, DatasetConfig, DatasetSchema, DataError, PromptSource, parse_anchors,
+                             reference_anchors)
 from tsrl.types import Prompt
 
 WORD = re.compile(r"[A-Za-z']+")
@@ -33,17 +43,19 @@ PUNCHLINE_MARKERS = ("because", " - ", "...", "turns out", " but ", " so ", "unt
 
 
 @dataclass
-class HumorConfig:
-    """Task `humor`: jokes that must use two given words."""
+class HumorConfig(DatasetConfig):
+    """Task `humor`: jokes that must use two given words (MWAHAHA)."""
 
-    train_file: str = ""
-    """JSONL with training prompts; empty = the shipped file."""
-    eval_file: str = ""
-    """JSONL with held-out prompts and their reference anchors; empty = the shipped file."""
-    max_prompts: int = 0
-    """Use only the first N training prompts (0 = all)."""
-    anchors_file: str = ""
-    """Anchors built by tsrl-ladder (its anchors.jsonl) for the training prompts it names; empty = the data's."""
+    columns: dict[str, str] = field(default_factory=dict)
+    """Task field → dataset column; defaults id=id, word1=word1, word2=word2, anchors=joke (MWAHAHA Subtask A)."""
+    train_split: str = "train[:95%]"
+    """Split for training prompts (MWAHAHA's input file is one table)."""
+    eval_split: str = "train[95%:]"
+    """Split for held-out prompts (MWAHAHA's have no reference jokes: give task.eval_file instead)."""
+
+
+SCHEMA = DatasetSchema("MWAHAHA", {"id": "id", "word1": "word1", "word2": "word2", "anchors": "joke"},
+                       ("word1", "word2"), blanks=("-",))
 
 
 def humor_prompt_text(words: tuple[str, str]) -> str:
@@ -57,6 +69,12 @@ def _parse_row(row: dict[str, Any], where: str) -> Prompt:
     pair = (words[0].strip().lower(), words[1].strip().lower())
     return Prompt(id=str(row["id"]), text=humor_prompt_text(pair), anchors=parse_anchors(row, where),
                   fields={"words": pair})
+
+
+def _native(row: dict[str, Any], index: int, cfg: DatasetConfig) -> dict[str, Any]:
+    ident = row["id"] if row["id"] is not None and str(row["id"]).strip() else f"mwahaha-{index}"
+    return {"id": str(ident).strip(), "words": [str(row["word1"]), str(row["word2"])],
+            "anchors": reference_anchors(row["anchors"], cfg)}
 
 
 def humor_quality(text: str, words: tuple[str, ...]) -> float:
@@ -80,31 +98,17 @@ class HumorTask:
     name = "humor"
 
     def __init__(self, cfg: HumorConfig) -> None:
-        root = DATA_DIR / "humor"
-        self.files = {
-            "train": Path(cfg.train_file).expanduser() if cfg.train_file else root / "train.jsonl",
-            "eval": Path(cfg.eval_file).expanduser() if cfg.eval_file else root / "eval.jsonl",
-        }
-        self.max_prompts, self.anchors_file = cfg.max_prompts, cfg.anchors_file
-        self._cache: dict[str, list[Prompt]] = {}
+        self.source = PromptSource(self.name, cfg, SCHEMA, _parse_row, _native)
 
     def prompts(self, split: str) -> list[Prompt]:
-        if split not in self.files:
-            raise ConfigError(f"Unknown split {split!r}; humor has {sorted(self.files)}.")
-        if split not in self._cache:
-            rows = read_jsonl(self.files[split], _parse_row)
-            rows = rows[: self.max_prompts] if split == "train" and self.max_prompts else rows
-            if split == "train" and self.anchors_file:
-                rows = with_anchors_file(rows, Path(self.anchors_file).expanduser())
-            self._cache[split] = rows
-        return self._cache[split]
+        return self.source.prompts(split)
 
     def vocabulary(self) -> list[str]:
         """The nouns a policy is assumed to know (shipped words.txt plus every word the prompts name, held-out
         ones included); the tiny model's warm start substitutes them into training anchors. It stands in for
         the vocabulary of a pretrained model: held-out pairings and anchors are never trained on."""
         lines = (DATA_DIR / "humor" / "words.txt").read_text().splitlines()
-        named = [w for split in self.files for p in self.prompts(split) for w in p.fields["words"]]
+        named = [w for split in self.source.files for p in self.prompts(split) for w in p.fields["words"]]
         return sorted({w.strip() for w in lines if w.strip() and not w.startswith("#")} | set(named))
 
     def quality(self, prompt: Prompt, text: str) -> float:

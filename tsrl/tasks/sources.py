@@ -1,7 +1,8 @@
 """A real dataset's rows keyed by a task's fields: the one reader behind PromptSource._from_dataset.
 
 Sources (`task.dataset`): a local .jsonl file (one object a line), .json file (a list of objects, or
-{"data": [...]}) or .parquet file (needs pyarrow); a local dataset folder (written by `save_to_disk`, or data
+{"data": [...]}), .parquet file (needs pyarrow) or .tsv/.csv file (a header row, then one row a line; every
+cell a string, as MWAHAHA distributes its inputs); a local dataset folder (written by `save_to_disk`, or data
 files that `datasets.load_dataset` reads); otherwise a Hugging Face dataset name, with `task.subset` as its
 configuration. The `datasets` package is imported only for folders and hub names.
 
@@ -14,13 +15,15 @@ by `DatasetDict.save_to_disk` has named splits; one written by `Dataset.save_to_
 
 Columns: `columns` maps task field → dataset column. A required field's column must exist; an optional
 field whose column is missing reads None (the task's own defaults apply). Rows with an empty required field
-(None, NaN, blank string) are skipped and counted. With `group_by`, rows sharing that field's value merge
+(None, NaN, blank string, or one of `blanks`: MWAHAHA writes "-" for the constraint a row does not have) are
+skipped and counted. With `group_by`, rows sharing that field's value merge
 into one, in first-seen order: field `collect` lists the group's non-empty values, other fields keep the
 first row's.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import math
@@ -30,15 +33,17 @@ from typing import Any
 
 from tsrl.errors import ConfigError, DataError
 
-FILES = (".jsonl", ".json", ".parquet")
+FILES = (".jsonl", ".json", ".parquet", ".tsv", ".csv")
+DELIMITERS = {".tsv": "\t", ".csv": ","}
 SPLIT = re.compile(r"^(?P<name>\w+(?:\.\w+)*)(?:\[(?:(?P<start>-?[\d_]+)(?P<start_pct>%)?)?:"
                    r"(?:(?P<stop>-?[\d_]+)(?P<stop_pct>%)?)?\])?$")  # datasets' own grammar, one slice
 log = logging.getLogger("tsrl")
 
 
 def load_rows(source: str, split: str, columns: dict[str, str], required: tuple[str, ...], subset: str = "",
-              group_by: str = "", collect: str = "") -> list[dict[str, Any]]:
-    """The rows of `source`'s `split` as dicts keyed by the fields of `columns` (field → dataset column)."""
+              group_by: str = "", collect: str = "", blanks: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The rows of `source`'s `split` as dicts keyed by the fields of `columns` (field → dataset column); a cell
+    whose stripped text is one of `blanks` reads None."""
     for name in (*required, group_by, collect):
         if name and name not in columns:
             raise ConfigError(f"Field {name!r} has no column in {sorted(columns)}; add it to the schema.")
@@ -48,7 +53,8 @@ def load_rows(source: str, split: str, columns: dict[str, str], required: tuple[
     rows: list[dict[str, Any]] = []
     skipped = 0
     for record in _records(table, sorted(set(present.values()))):
-        row = {field: record.get(column) if field in present else None for field, column in columns.items()}
+        row = {field: _cell(record.get(column), blanks) if field in present else None
+               for field, column in columns.items()}
         if any(_empty(row[field]) for field in required):
             skipped += 1
         else:
@@ -116,16 +122,34 @@ def _read_file(path: Path) -> list[dict[str, Any]]:
     if suffix == ".jsonl":
         lines = path.read_text(encoding="utf-8").splitlines()
         rows = [_json(line, f"{path}:{n}") for n, line in enumerate(lines, start=1) if line.strip()]
+    elif suffix in DELIMITERS:
+        rows = _read_table(path, DELIMITERS[suffix])
     elif suffix == ".json":
         loaded = _json(path.read_text(encoding="utf-8"), str(path))
         rows = loaded.get("data") if isinstance(loaded, dict) else loaded
         if not isinstance(rows, list):
             raise DataError(f"{path} must hold a list of objects or {{\"data\": [...]}}; rewrite it so.")
     else:
-        raise DataError(f"Dataset file {path} is not .jsonl, .json or .parquet; convert it to one of these.")
+        raise DataError(f"Dataset file {path} is not .jsonl, .json, .parquet, .tsv or .csv; convert it to one of "
+                        "these.")
     for n, row in enumerate(rows):
         if not isinstance(row, dict):
             raise DataError(f"{path}: row {n} is a {type(row).__name__}; every row must be a JSON object.")
+    return rows
+
+
+def _read_table(path: Path, delimiter: str) -> list[dict[str, Any]]:
+    """A delimited text file's rows keyed by its header; quoting as Python's csv module reads it."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        if not reader.fieldnames:
+            raise DataError(f"{path} has no header row; its first line must name the columns.")
+        rows = []
+        for row in reader:  # a short row reads None for the missing cells, a long one keeps the rest under None
+            if None in row or None in row.values():
+                raise DataError(f"{path}:{reader.line_num}: its cells do not match the header's columns in number; "
+                                "fix that line.")
+            rows.append(row)
     return rows
 
 
@@ -190,6 +214,10 @@ def _present(available: list[str], columns: dict[str, str], required: tuple[str,
 
 def _records(table: Any, names: list[str]) -> list[dict[str, Any]]:
     return table if isinstance(table, list) else table.select_columns(names).to_list()
+
+
+def _cell(value: Any, blanks: tuple[str, ...]) -> Any:
+    return None if blanks and isinstance(value, str) and value.strip() in blanks else value
 
 
 def _empty(value: Any) -> bool:

@@ -54,7 +54,7 @@ class RunLog:
         self.run_dir, self.cfg, self.enabled = run_dir, logger_cfg, enabled
         self.eval_judge = eval_judge or {}  # the judge every held-out number was measured with
         self.metrics_path, self.samples_path = run_dir / "metrics.jsonl", run_dir / "samples.jsonl"
-        self.eval_path = run_dir / "eval.json"
+        self.eval_path, self.heldout_path = run_dir / "eval.json", run_dir / "heldout.jsonl"
         self.evals: list[dict] = []
         self.wandb = None
         if not enabled:
@@ -62,11 +62,12 @@ class RunLog:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(config, indent=1, default=str))
         if resume_step is None:
-            for path in (self.metrics_path, self.samples_path, self.eval_path):
+            for path in (self.metrics_path, self.samples_path, self.eval_path, self.heldout_path):
                 path.unlink(missing_ok=True)
         else:
             _keep_until(self.metrics_path, resume_step)
             _keep_until(self.samples_path, resume_step)
+            _keep_until(self.heldout_path, resume_step)
             if self.eval_path.is_file():
                 self.evals = [e for e in json.loads(self.eval_path.read_text())["history"] if e["step"] <= resume_step]
         self.wandb = LOGGERS.build(logger_cfg, run_dir, config)  # an external run (wandb) or None
@@ -79,9 +80,12 @@ class RunLog:
         if self.wandb:
             self.wandb.log(metrics, step=step)
 
-    def log_eval(self, step: int, result: dict[str, float]) -> None:
+    def log_eval(self, step: int, result: dict[str, float], generations: Sequence[dict] = ()) -> None:
+        """eval.json's history gains this evaluation; its held-out generations go to heldout.jsonl."""
         if not self.enabled:
             return
+        with self.heldout_path.open("a") as handle:
+            handle.writelines(json.dumps(row) + "\n" for row in generations)
         self.evals.append({"step": step, **result})
         summary = {"judge": self.eval_judge, "start": self.evals[0], "latest": self.evals[-1], "history": self.evals}
         self.eval_path.write_text(json.dumps(summary, indent=1))

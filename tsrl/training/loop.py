@@ -39,12 +39,13 @@ from tsrl.generation import Generator, build_generator
 from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
 from tsrl.models.forward import collate
 from tsrl.rewards import RegimeContext, RewardRegime, SamplingRegime, StatefulRegime, build_regime
+from tsrl.rewards.ladder_tool import prepare_ladder
 from tsrl.tasks import Task, build_task
 from tsrl.training.checkpoint import checkpoint_dir, find_resume, load_checkpoint, save_checkpoint
 from tsrl.training.collective import AccelerateCollective
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
-from tsrl.training.offline import check_offline, offline_groups
+from tsrl.training.offline import check_offline, offline_groups, offline_ladders
 from tsrl.training.sampler import PromptSampler
 from tsrl.types import Count, Group
 
@@ -125,7 +126,8 @@ def offline_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np
     algo = run.cfg.algo
     t0 = time.perf_counter()
     rng = np.random.default_rng([run.cfg.seed, step, run.accelerator.process_index])
-    groups = offline_groups(algo, run.sampler.next_batch(), run.regime.ladders, run.learner.tokenizer, rng)
+    ladders = offline_ladders(algo, run.regime)  # the k anchors of the ladder reward, or all K (algo.anchors)
+    groups = offline_groups(algo, run.sampler.next_batch(), ladders, run.learner.tokenizer, rng)
     weights = torch.full((sum(g.size for g in groups),), 1.0 if hasattr(algo, "top_fraction") else 0.0)  # [N]
     batch = collate(groups, weights, run.learner.tokenizer.pad_token_id)
     update = run.learner.update(batch, step)
@@ -160,19 +162,27 @@ def sync_weights(run: Run) -> None:
     run.generator.load_weights(run.learner.weights_for_sync())
 
 
-def evaluate(run: Run) -> dict[str, float]:
+def evaluate(run: Run, step: int) -> tuple[dict[str, float], list[dict]]:
     """The task's held-out metric (win-rate or pass ratio@n), with its own RNG so that evaluating never changes
-    the training trajectory."""
+    the training trajectory; and every process's held-out generations as heldout.jsonl rows."""
+    from tsrl.evaluation.human_study import heldout_rows
+
     acc, cfg = run.accelerator, run.cfg.trainer.eval
     prompts = run.task.prompts("eval")
     prompts = prompts[: cfg.max_prompts] if cfg.max_prompts else prompts
+    groups: list[Group] = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed + acc.process_index)
         sums = evaluation_sums(run.task, run.generator, run.eval_judge, prompts[acc.process_index::acc.num_processes],
-                               cfg.samples)
+                               cfg.samples, groups)
     result = evaluation_summary(run.task, sum_dicts(gather(acc, sums)), cfg.samples)
     result["judge_calls"] = sum(d["calls"] for d in gather(acc, run.eval_judge.drain_metrics()))
-    return result
+    rows = heldout_rows(step, groups)
+    if acc.num_processes > 1:
+        from accelerate.utils import gather_object
+
+        rows = gather_object(rows)
+    return result, rows
 
 
 def gather(acc: Any, value: dict[str, float]) -> list[dict[str, float]]:
@@ -233,6 +243,8 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         handlers.append(InitProcessGroupKwargs(backend="nccl" if torch.cuda.is_available() else "gloo"))
     acc = Accelerator(kwargs_handlers=handlers)
     set_seed(cfg.seed, device_specific=True)
+    with acc.main_process_first():  # the ladder step: the main process writes missing anchors, the others read them
+        cfg, task = prepare_ladder(cfg, task)
     run_dir = Path(cfg.run_dir)
     learner = Learner.build(cfg, task, acc)
     fingerprint = judge_fingerprint(cfg.judge)
@@ -312,7 +324,7 @@ def run_steps(run: Run) -> None:
     if acc.is_main_process:
         (Path(run.cfg.run_dir) / DONE_FILE).unlink(missing_ok=True)  # until this run reaches its end
     if run.start_step == 0:
-        log.log_eval(0, evaluate(run))
+        log.log_eval(0, *evaluate(run, 0))
     bar = tqdm(range(run.start_step + 1, tcfg.max_steps + 1), initial=run.start_step, total=tcfg.max_steps,
                disable=not acc.is_main_process, desc="tsrl", dynamic_ncols=True)
     for step in bar:
@@ -332,7 +344,7 @@ def run_steps(run: Run) -> None:
         log.log_samples(step, groups, rewards)
         if last or (tcfg.eval.every and step % tcfg.eval.every == 0):
             try:
-                log.log_eval(step, evaluate(run))  # its own RNG: training's is untouched
+                log.log_eval(step, *evaluate(run, step))  # its own RNG: training's is untouched
             except UserError as err:
                 raise stopped_cleanly(run, trainer_state(run, step), err) from err
         if last or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):

@@ -1,0 +1,547 @@
+"""`tsrl-human-study`: TSRL §4.12's blinded human study — held-out prompts, every method's generation plus the
+task's reference anchors, randomly ordered, ranked best to worst by annotators.
+
+    tsrl-human-study export --runs runs/reproduce/tsrl_table1 --where task=stories --where seed=0 \
+        --prompts 50 --annotators 6 --out study/stories
+    # hand study/stories/sheets/ to the annotators (an offline HTML page and a CSV sheet each); keep key/ apart
+    tsrl-human-study import study/stories filled/annotator_01.csv filled/annotator_02.csv …
+    tsrl-human-study judge study/stories judge=openai judge.model=<judge> 'judge.base_urls=[http://host:8000/v1]'
+    tsrl-human-study report study/stories
+
+export: per prompt, one held-out generation of each selected run (sample 0 of the run's last evaluation, from
+its heldout.jsonl) plus every reference anchor of the prompt, shuffled with --seed under blinded item ids
+(P07-C); sheets/<annotator>.html and .csv (items in an order of their own per annotator), study.json (prompts
+and items, no labels) and key/KEY-item-to-method-DO-NOT-SHARE.json (item → method or anchor tier).
+import: each annotator's filled CSV, checked (every item of every prompt ranked once, ranks 1..n, no ties) and
+stored as rankings/<annotator>.json; a bad sheet is refused with its file, row and the fix, and nothing already
+imported changes. judge (optional): a round-robin of each prompt's items with the clean judge (both orders), in
+judge.json. report: report.md and report.json — mean rank per method and anchor tier with a percentile-bootstrap
+interval over prompts, Kendall's W per prompt and over methods, Kendall's τ_b against the judge (judge.json) and
+against the runs' held-out win-rates (eval.json). The math: tsrl.ranking.agreement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import html
+import json
+import os
+import string
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from tsrl.ranking.agreement import average_ranks, bootstrap_mean_ci, kendall_tau_b, kendalls_w
+
+HELDOUT_FILE = "heldout.jsonl"
+"""A run's held-out generations: one row per completion of each evaluation, {step, prompt_id, prompt, sample,
+completion} (written by the training loop's evaluation, see heldout_rows)."""
+STUDY_FILE, JUDGE_FILE, KEY_FILE = "study.json", "judge.json", "key/KEY-item-to-method-DO-NOT-SHARE.json"
+SHEET_COLUMNS = ["annotator", "prompt_id", "item_id", "rank", "prompt", "response"]
+ANCHOR = "anchor"
+
+
+class StudyError(Exception):
+    """A study input that cannot be used; the message names the thing and the fix."""
+
+
+def heldout_rows(step: int, groups: Sequence[Any]) -> list[dict[str, Any]]:
+    """The rows of HELDOUT_FILE for one evaluation's groups (tsrl.types.Group)."""
+    return [{"step": step, "prompt_id": g.prompt.id, "prompt": g.prompt.text, "sample": i, "completion": r.text}
+            for g in groups for i, r in enumerate(g.rollouts)]
+
+
+@dataclass
+class StudyRun:
+    """One finished run whose held-out generations enter the study under `label`."""
+
+    label: str
+    run_dir: Path
+    completions: dict[str, str]
+    """prompt id → sample 0 of the run's last evaluation."""
+    values: dict[str, str] = field(default_factory=dict)
+    """The run's grid values (.hydra/overrides.yaml)."""
+
+
+def read_heldout(run_dir: Path) -> tuple[int, dict[str, str]]:
+    """The last evaluation step in a run's heldout.jsonl and its first sample per prompt."""
+    rows = [json.loads(line) for line in (run_dir / HELDOUT_FILE).read_text().splitlines() if line.strip()]
+    if not rows:
+        raise StudyError(f"{run_dir / HELDOUT_FILE} is empty; the run has not evaluated yet (trainer.eval.every).")
+    step = max(r["step"] for r in rows)
+    first: dict[str, tuple[int, str]] = {}
+    for r in rows:
+        if r["step"] == step and (r["prompt_id"] not in first or r["sample"] < first[r["prompt_id"]][0]):
+            first[r["prompt_id"]] = (r["sample"], r["completion"])
+    return step, {pid: text for pid, (_, text) in first.items()}
+
+
+def run_values(run_dir: Path) -> dict[str, str]:
+    overrides = run_dir / ".hydra" / "overrides.yaml"
+    if not overrides.is_file():
+        return {}
+    import yaml
+
+    return dict(o.split("=", 1) for o in yaml.safe_load(overrides.read_text()) or [] if "=" in o)
+
+
+def find_runs(paths: Sequence[Path], where: Sequence[str], label_by: Sequence[str]) -> list[StudyRun]:
+    """The runs under `paths` (a run directory or a folder of them) with a heldout.jsonl whose grid values match
+    every `key=value` of `where`, labelled by their values of `label_by` (else by their folder's name)."""
+    wanted = dict(w.split("=", 1) for w in where)
+    dirs = sorted({f.parent for p in paths for f in ([p / HELDOUT_FILE] if (p / HELDOUT_FILE).is_file()
+                                                     else Path(p).rglob(HELDOUT_FILE))})
+    runs = []
+    for run_dir in dirs:
+        values = run_values(run_dir)
+        if any(values.get(k) != v for k, v in wanted.items()):
+            continue
+        label = "+".join(values[k] for k in label_by) if all(k in values for k in label_by) else run_dir.name
+        runs.append(StudyRun(label, run_dir, read_heldout(run_dir)[1], values))
+    if not runs:
+        raise StudyError(f"no run with a {HELDOUT_FILE} under {', '.join(map(str, paths))}"
+                         f"{' matching ' + ' '.join(where) if where else ''}; give finished run directories "
+                         f"(tsrl-reproduce --out or tsrl-train run_dir) trained with held-out evaluation on.")
+    labels: dict[str, Path] = {}
+    for run in runs:
+        if run.label in labels:
+            raise StudyError(f"two runs share the label {run.label!r}: {labels[run.label]} and {run.run_dir}; narrow "
+                             "the runs with --where (e.g. --where seed=0) or label by more keys (--label-by method,model).")
+        labels[run.label] = run.run_dir
+    return runs
+
+
+def compose_config(overrides: Sequence[str]) -> Any:
+    """tsrl-train's composed config (configs/config.yaml) with these overrides."""
+    from hydra import compose, initialize_config_module
+
+    from tsrl.cli import CONFIG_PACKAGE
+    from tsrl.config import register_configs
+
+    register_configs()
+    with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def load_task(overrides: Sequence[str]) -> Any:
+    from omegaconf import OmegaConf
+
+    from tsrl.tasks import build_task
+
+    return build_task(OmegaConf.to_object(compose_config(overrides).task))
+
+
+def item_ids(prompt_number: int, count: int) -> list[str]:
+    """Blinded ids P07-A, P07-B, … (two letters past Z) for one prompt's items, in sheet order."""
+    letters = string.ascii_uppercase
+    codes = list(letters) if count <= 26 else [a + b for a in letters for b in letters]
+    return [f"P{prompt_number:02d}-{code}" for code in codes[:count]]
+
+
+def study_anchors(task_name: str, prompt: Any, which: str) -> list[Any]:
+    """A prompt's anchors in the study: all of them, or those of the task's held-out reference set (the anchors
+    the headline win-rate is measured against, tsrl.evaluation.winrate.REFERENCE_SETS)."""
+    if which == "all":
+        return list(prompt.anchors)
+    from tsrl.evaluation.winrate import reference_set
+
+    return [a for a in prompt.anchors if reference_set(task_name).holds(a)]
+
+
+def build_study(task: Any, runs: list[StudyRun], prompts: int, seed: int, anchors: str = "all") -> tuple[dict, dict]:
+    """(study, key): up to `prompts` held-out prompts every run answered (a seeded draw when there are more),
+    each with its runs' generations and its anchors (`all`, or the task's `reference` set), shuffled under
+    blinded ids."""
+    rng = np.random.default_rng(seed)
+    heldout = [p for p in task.prompts("eval") if all(p.id in r.completions for r in runs)]
+    if not heldout:
+        raise StudyError("no held-out prompt of the task was answered by every run; export runs of the same task "
+                         "(--where task=…) and pass the task's settings (task=… task.eval_file=…) as the runs had.")
+    if len(heldout) > prompts:
+        heldout = [heldout[i] for i in sorted(rng.choice(len(heldout), size=prompts, replace=False))]
+    study: dict[str, Any] = {"prompts": [], "items": {}, "seed": seed, "requested_prompts": prompts}
+    key: dict[str, Any] = {"items": {}}
+    for number, prompt in enumerate(heldout, start=1):
+        entries = [(r.label, r.completions[prompt.id]) for r in runs]
+        entries += [(f"{ANCHOR}/{a.tier}" if a.tier else ANCHOR, a.text) for a in study_anchors(task.name, prompt, anchors)]
+        entries = [entries[i] for i in rng.permutation(len(entries))]
+        ids = item_ids(number, len(entries))
+        study["prompts"].append({"id": prompt.id, "number": number, "text": prompt.text, "items": ids})
+        for item, (label, text) in zip(ids, entries):
+            study["items"][item] = {"prompt_id": prompt.id, "text": text}
+            key["items"][item] = label
+    return study, key
+
+
+PAGE = """<!doctype html><html lang="en"><meta charset="utf-8"><title>Ranking sheet {annotator}</title>
+<style>body{{font:15px/1.45 system-ui,sans-serif;max-width:60rem;margin:auto;padding:1rem}}
+section{{border-top:2px solid #444;margin-top:2rem}}section.bad{{background:#fee}}
+.item{{border:1px solid #bbb;border-radius:6px;margin:.6rem 0;padding:.4rem .8rem}}
+pre{{white-space:pre-wrap;font:inherit}}blockquote{{background:#f4f4f4;padding:.5rem 1rem;margin:0}}</style>
+<h1>Ranking sheet — {annotator}</h1>
+<p>For each prompt, rank its responses from best (1) to worst ({example}): every response one rank, no ties. The
+responses come in a random order and carry codes only. Your choices are kept in this browser as you go. When
+every prompt is ranked, press <b>Download CSV</b> and send the file {annotator}.csv back.</p>
+{sections}
+<p><button id="go">Download CSV</button> <span id="status"></span></p>
+<script>
+const A={annotator_json},KEY="ranking-sheet/"+A,sel=[...document.querySelectorAll("select")];
+const saved=JSON.parse(localStorage.getItem(KEY)||"{{}}");
+sel.forEach(s=>{{if(saved[s.dataset.item])s.value=saved[s.dataset.item];s.onchange=()=>{{saved[s.dataset.item]=s.value;
+localStorage.setItem(KEY,JSON.stringify(saved))}}}});
+const q=v=>'"'+String(v).replace(/"/g,'""')+'"';
+document.getElementById("go").onclick=()=>{{const rows=[],bad=[];
+document.querySelectorAll("section").forEach(sec=>{{const ss=[...sec.querySelectorAll("select")],v=ss.map(s=>s.value);
+const ok=v.every(x=>x)&&new Set(v).size===v.length;sec.classList.toggle("bad",!ok);if(!ok)bad.push(sec.dataset.number);
+ss.forEach(s=>rows.push([A,sec.dataset.prompt,s.dataset.item,s.value].map(q).join(",")))}});
+const st=document.getElementById("status");
+if(bad.length){{st.textContent="Give every response a different rank in prompt(s) "+bad.join(", ");return}}
+const a=document.createElement("a");a.href=URL.createObjectURL(new Blob(["annotator,prompt_id,item_id,rank\\n"+
+rows.join("\\n")+"\\n"],{{type:"text/csv"}}));a.download=A+".csv";a.click();st.textContent="Saved "+A+".csv"}};
+</script></html>
+"""
+
+
+def sheet_orders(study: dict, annotator_index: int) -> list[list[str]]:
+    """Each prompt's item ids in this annotator's own random order."""
+    rng = np.random.default_rng([study["seed"], annotator_index])
+    return [[p["items"][i] for i in rng.permutation(len(p["items"]))] for p in study["prompts"]]
+
+
+def write_sheets(study: dict, out: Path, annotators: int) -> list[str]:
+    """sheets/<annotator>.html and .csv for each annotator; returns the annotator ids."""
+    (out / "sheets").mkdir(parents=True, exist_ok=True)
+    names = [f"annotator_{i:02d}" for i in range(1, annotators + 1)]
+    for index, name in enumerate(names):
+        orders, sections, rows = sheet_orders(study, index), [], []
+        for prompt, order in zip(study["prompts"], orders):
+            options = "".join(f"<option>{r}</option>" for r in range(1, len(order) + 1))
+            items = "".join(f'<div class="item"><label>Rank <select data-item="{i}"><option value=""></option>{options}'
+                            f'</select></label> <b>{i}</b><pre>{html.escape(study["items"][i]["text"])}</pre></div>'
+                            for i in order)
+            sections.append(f'<section data-prompt="{html.escape(prompt["id"])}" data-number="{prompt["number"]}">'
+                            f'<h2>Prompt {prompt["number"]} of {len(orders)}</h2><blockquote><pre>'
+                            f'{html.escape(prompt["text"])}</pre></blockquote>{items}</section>')
+            rows += [[name, prompt["id"], i, "", prompt["text"], study["items"][i]["text"]] for i in order]
+        page = PAGE.format(annotator=name, annotator_json=json.dumps(name), sections="\n".join(sections),
+                           example=len(study["prompts"][0]["items"]))
+        (out / "sheets" / f"{name}.html").write_text(page)
+        with (out / "sheets" / f"{name}.csv").open("w", newline="") as handle:
+            csv.writer(handle).writerows([SHEET_COLUMNS, *rows])
+    return names
+
+
+def export(args: argparse.Namespace) -> None:
+    if any((args.out / "rankings").glob("*.json")):
+        raise StudyError(f"{args.out} already holds imported rankings (rankings/); a new export would re-draw the "
+                         "items they rank: export into a new folder.")
+    runs = find_runs(args.runs, args.where, args.label_by.split(","))
+    tasks = {r.values.get("task") for r in runs} - {None}
+    overrides = list(args.overrides)
+    if not any(o.startswith("task=") for o in overrides):
+        if len(tasks) != 1:
+            raise StudyError(f"the runs are of tasks {sorted(tasks) or 'unknown'}; export one task at a time "
+                             "(--where task=stories) or name it (task=stories).")
+        overrides.insert(0, f"task={tasks.pop()}")
+    task = load_task(overrides)
+    study, key = build_study(task, runs, args.prompts, args.seed, args.anchors)
+    study.update(task=task.name, task_overrides=[o for o in overrides if o.startswith("task")])
+    key["runs"] = {r.label: {"run_dir": str(r.run_dir), "values": r.values, **heldout_metric(r.run_dir)} for r in runs}
+    study["annotators"] = write_sheets(study, args.out, args.annotators)
+    write_json(args.out / STUDY_FILE, study)
+    key_path = args.key or args.out / KEY_FILE
+    write_json(key_path, key)
+    used = len(study["prompts"])
+    print(f"study: {used} prompts × {len(study['prompts'][0]['items'])} items ({len(runs)} runs: "
+          f"{', '.join(r.label for r in runs)}; anchors) in {args.out}")
+    if used < args.prompts:
+        print(f"note: {used} held-out prompts, not the {args.prompts} asked for (TSRL §4.12 uses 50 per task): the "
+              "task's held-out split or the runs' evaluations have fewer (trainer.eval.max_prompts=0 evaluates all).")
+    print(f"sheets for the annotators: {args.out / 'sheets'}; the key, kept apart: {key_path}")
+
+
+def heldout_metric(run_dir: Path) -> dict[str, Any]:
+    """A run's held-out headline number at its last evaluation (eval.json), for the win-rate comparison."""
+    path = run_dir / "eval.json"
+    if not path.is_file():
+        return {}
+    from tsrl.evaluation import HEADLINE
+
+    evals = json.loads(path.read_text())
+    metric = next((k for k, _ in HEADLINE.values() if k in evals["latest"]), None)
+    return {} if metric is None else {"metric": metric, "value": evals["latest"][metric], "judge": evals.get("judge")}
+
+
+def load_study(folder: Path) -> dict:
+    if not (folder / STUDY_FILE).is_file():
+        raise StudyError(f"{folder} is not a study folder (no {STUDY_FILE}); give the --out folder of "
+                         "tsrl-human-study export.")
+    return json.loads((folder / STUDY_FILE).read_text())
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Written whole or not at all (a temporary file renamed over the target)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=1, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def read_sheet(path: Path, study: dict) -> tuple[str, dict[str, dict[str, int]]]:
+    """(annotator, prompt id → item id → rank) of one filled sheet; StudyError naming the file, row and fix."""
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    header = rows[0] if rows else []
+    missing = [c for c in SHEET_COLUMNS[:4] if c not in header]
+    if missing:
+        raise StudyError(f"{path}: the header row has no {', '.join(missing)} column; keep the exported header "
+                         f"({','.join(SHEET_COLUMNS[:4])}, …).")
+    col = {c: header.index(c) for c in SHEET_COLUMNS[:4]}
+    items, ranks, seen, annotators = study["items"], {}, {}, set()
+    for number, row in enumerate(rows[1:], start=2):  # row numbers as a spreadsheet shows them
+        if not any(cell.strip() for cell in row):
+            continue
+        annotator, prompt_id, item, raw = (row[col[c]].strip() if col[c] < len(row) else "" for c in SHEET_COLUMNS[:4])
+        where = f"{path}, row {number}"
+        if item not in items or items[item]["prompt_id"] != prompt_id:
+            raise StudyError(f"{where}: item {item!r} is not an item of prompt {prompt_id!r} in this study; restore "
+                             "the prompt_id and item_id cells as exported.")
+        count = len(next(p for p in study["prompts"] if p["id"] == prompt_id)["items"])
+        if not raw.isdigit() or not 1 <= int(raw) <= count:
+            raise StudyError(f"{where}: rank {raw!r} of item {item} is not a whole number from 1 to {count}; give each "
+                             f"of the prompt's {count} responses its own rank, 1 = best.")
+        if item in seen:
+            raise StudyError(f"{where}: item {item} is ranked again (first in row {seen[item]}); keep one row per item.")
+        seen[item] = number
+        annotators.add(annotator)
+        ranks.setdefault(prompt_id, {})[item] = int(raw)
+    check_complete(path, study, ranks, seen)
+    if len(annotators) != 1 or "" in annotators:
+        raise StudyError(f"{path}: the annotator column holds {sorted(annotators)}; one sheet is one annotator's, "
+                         "with the id it was exported with in every row.")
+    return annotators.pop(), ranks
+
+
+def check_complete(path: Path, study: dict, ranks: dict[str, dict[str, int]], seen: dict[str, int]) -> None:
+    """Every prompt's items all ranked, each rank 1..n used once."""
+    for prompt in study["prompts"]:
+        given = ranks.get(prompt["id"], {})
+        absent = [i for i in prompt["items"] if i not in given]
+        if absent:
+            raise StudyError(f"{path}: prompt {prompt['number']} ({prompt['id']}) has no rank for {', '.join(absent)}; "
+                             "rank every response of every prompt (rows missing or blank).")
+        by_rank: dict[int, list[str]] = {}
+        for item, rank in given.items():
+            by_rank.setdefault(rank, []).append(item)
+        twice = {r: items for r, items in by_rank.items() if len(items) > 1}
+        if twice:
+            rank, items = min(twice.items())
+            unused = sorted(set(range(1, len(prompt["items"]) + 1)) - set(by_rank))
+            raise StudyError(f"{path}, rows {', '.join(str(seen[i]) for i in items)}: prompt {prompt['number']} gives "
+                             f"rank {rank} to {' and '.join(items)} and rank {unused[0]} to none; ranks are a "
+                             f"best-to-worst order without ties, each of 1..{len(prompt['items'])} once.")
+
+
+def import_sheets(args: argparse.Namespace) -> None:
+    """Each sheet checked and stored on its own: a bad one is reported and skipped, the others are imported."""
+    study = load_study(args.study)
+    failures = 0
+    for path in args.sheets:
+        try:
+            annotator, ranks = read_sheet(path, study)
+            target = args.study / "rankings" / f"{annotator}.json"
+            if target.is_file() and not args.replace:
+                raise StudyError(f"{path}: {annotator} is already imported ({target}); pass --replace to replace "
+                                 "that annotator's rankings with this sheet.")
+        except StudyError as err:
+            failures += 1
+            print(f"tsrl-human-study: not imported: {err}", file=sys.stderr)
+            continue
+        write_json(target, {"annotator": annotator, "source": str(path), "ranks": ranks})
+        print(f"imported {annotator} from {path} ({len(ranks)} prompts)")
+    if failures:
+        sys.exit(2)
+
+
+def judge_items(args: argparse.Namespace) -> None:
+    """judge.json: each item's mean P(win) in a round-robin of its prompt's items, with the clean judge."""
+    from omegaconf import OmegaConf
+
+    from tsrl.judging import build_judge, clean_judge_config, close_judge, judge_identity
+    from tsrl.tasks import build_task
+    from tsrl.types import PairRequest
+
+    study = load_study(args.study)
+    cfg = compose_config([*study["task_overrides"], *args.overrides])
+    task, judge_cfg = build_task(OmegaConf.to_object(cfg.task)), clean_judge_config(OmegaConf.to_object(cfg.judge))
+    judge, prompts = build_judge(judge_cfg, task), {p.id: p for p in task.prompts("eval")}
+    pairs = [(p["id"], a, b) for p in study["prompts"] for i, a in enumerate(p["items"]) for b in p["items"][i + 1:]]
+    try:
+        verdicts = judge.compare([PairRequest(prompts[pid], study["items"][a]["text"], study["items"][b]["text"])
+                                  for pid, a, b in pairs])
+    finally:
+        close_judge(judge)
+    wins: dict[str, list[float]] = {item: [] for item in study["items"]}
+    for (_, a, b), verdict in zip(pairs, verdicts):
+        if verdict.p_first is not None:
+            wins[a].append(verdict.p_first)
+            wins[b].append(1.0 - verdict.p_first)
+    scores = {p["id"]: {i: float(np.mean(wins[i])) if wins[i] else None for i in p["items"]} for p in study["prompts"]}
+    missing = sum(v.p_first is None for v in verdicts)
+    write_json(args.study / JUDGE_FILE, {"judge": judge_identity(judge_cfg), "pairs": len(pairs),
+                                         "missing_verdicts": missing, "scores": scores})
+    print(f"judge: {len(pairs)} pairs ({missing} without a verdict) → {args.study / JUDGE_FILE}")
+
+
+def rank_tables(study: dict, key: dict, rankings: list[dict]) -> dict[str, Any]:
+    """labels [L] (runs, then anchor tiers); per_prompt [P, L] mean rank over annotators and the label's items;
+    per_annotator [A, L] mean rank over prompts; per prompt its [A, N] rankings; each item's mean rank."""
+    labels = list(key["runs"]) + sorted({v for v in key["items"].values() if v.startswith(ANCHOR)})
+    column = {label: j for j, label in enumerate(labels)}
+    per_prompt = np.full((len(study["prompts"]), len(labels)), np.nan)
+    sums, counts = np.zeros((len(rankings), len(labels))), np.zeros((len(rankings), len(labels)))
+    matrices, item_means = [], {}
+    for p, prompt in enumerate(study["prompts"]):
+        matrix = np.array([[r["ranks"][prompt["id"]][i] for i in prompt["items"]] for r in rankings], float)  # [A, N]
+        matrices.append(matrix)
+        item_means.update(zip(prompt["items"], matrix.mean(axis=0)))
+        for n, item in enumerate(prompt["items"]):
+            j = column[key["items"][item]]
+            sums[:, j] += matrix[:, n]
+            counts[:, j] += 1
+        for label, j in column.items():
+            mine = [n for n, item in enumerate(prompt["items"]) if key["items"][item] == label]
+            if mine:
+                per_prompt[p, j] = matrix[:, mine].mean()
+    return {"labels": labels, "per_prompt": per_prompt, "per_annotator": sums / np.maximum(counts, 1),
+            "matrices": matrices, "item_means": item_means}
+
+
+def summarise(study: dict, key: dict, rankings: list[dict], judge: dict | None, samples: int = 10_000,
+              level: float = 0.95) -> dict[str, Any]:
+    """The report's numbers (see the module docstring); seeded, so the same inputs give the same report."""
+    t = rank_tables(study, key, rankings)
+    mean, low, high = bootstrap_mean_ci(t["per_prompt"], samples, level, seed=study["seed"])
+    w_prompts = np.array([kendalls_w(m) for m in t["matrices"]])  # [P]
+    w_mean, w_low, w_high = bootstrap_mean_ci(w_prompts[:, None], samples, level, seed=study["seed"])
+    by_annotator = np.array([average_ranks(row) for row in t["per_annotator"]])  # [A, L]: ties possible
+    report: dict[str, Any] = {
+        "task": study["task"], "prompts": len(study["prompts"]), "annotators": [r["annotator"] for r in rankings],
+        "items_per_prompt": len(study["prompts"][0]["items"]),
+        "interval": f"{round(100 * level)} % percentile bootstrap over prompts, {samples} resamples",
+        "mean_rank": [{"label": lab, "mean": float(m), "low": float(lo), "high": float(hi)}
+                      for lab, m, lo, hi in sorted(zip(t["labels"], mean, low, high), key=lambda x: x[1])],
+        "kendalls_w": {"per_prompt": dict(zip((p["id"] for p in study["prompts"]), w_prompts.tolist())),
+                       "mean_over_prompts": float(w_mean[0]), "low": float(w_low[0]), "high": float(w_high[0]),
+                       "over_labels": kendalls_w(by_annotator)},
+        "vs_judge": None, "vs_winrate": None}
+    human = dict(zip(t["labels"], mean))
+    if judge is not None:
+        report["vs_judge"] = judge_agreement(study, key, judge, t, human)
+    runs = {label: run["value"] for label, run in key["runs"].items() if "value" in run}
+    if len(runs) >= 2:
+        labels = list(runs)
+        report["vs_winrate"] = {"metric": next(r["metric"] for r in key["runs"].values() if "metric" in r),
+                                "labels": labels, "tau_b": kendall_tau_b([-runs[x] for x in labels],
+                                                                        [human[x] for x in labels])}
+    return report
+
+
+def judge_agreement(study: dict, key: dict, judge: dict, t: dict, human: dict[str, float]) -> dict[str, Any]:
+    """τ_b between the judge's round-robin order and the human mean ranks: per prompt over its items, and over
+    labels (the judge's mean rank per label against the humans')."""
+    taus, judge_ranks = [], {label: [] for label in t["labels"]}
+    for prompt in study["prompts"]:
+        scored = [i for i in prompt["items"] if judge["scores"][prompt["id"]].get(i) is not None]
+        scores = np.array([judge["scores"][prompt["id"]][i] for i in scored])  # [N'] higher = better
+        taus.append(kendall_tau_b(-scores, [t["item_means"][i] for i in scored]) if len(scored) > 1 else np.nan)
+        for item, rank in zip(scored, average_ranks(-scores)):
+            judge_ranks[key["items"][item]].append(rank)
+    labels = [label for label in t["labels"] if judge_ranks[label]]
+    judged = [float(np.mean(judge_ranks[label])) for label in labels]
+    return {"judge": judge["judge"], "tau_b_per_prompt_mean": float(np.nanmean(taus)),
+            "tau_b_over_labels": kendall_tau_b(judged, [human[x] for x in labels]),
+            "judge_mean_rank": dict(zip(labels, judged))}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    w = report["kendalls_w"]
+    lines = [f"Blinded human ranking — task {report['task']}: {report['prompts']} prompts × "
+             f"{report['items_per_prompt']} items, {len(report['annotators'])} annotators; rank 1 = best. "
+             f"Intervals: {report['interval']}.", "", "| method / anchor | mean rank | interval |", "|---|---|---|"]
+    lines += [f"| {r['label']} | {r['mean']:.2f} | [{r['low']:.2f}, {r['high']:.2f}] |" for r in report["mean_rank"]]
+    lines += ["", f"Inter-annotator agreement, Kendall's W (no ties: a sheet ranks without ties): mean over prompts "
+              f"{w['mean_over_prompts']:.3f} [{w['low']:.3f}, {w['high']:.3f}], range "
+              f"{min(w['per_prompt'].values()):.3f}–{max(w['per_prompt'].values()):.3f}; over methods (each "
+              f"annotator's mean ranks, tie-corrected) {w['over_labels']:.3f}."]
+    judge = report["vs_judge"]
+    if judge:
+        lines.append(f"Judge ({judge['judge']['kind']} {judge['judge']['model']}, round-robin of the same items, both "
+                     f"orders) against the human mean ranks: Kendall's τ_b {judge['tau_b_over_labels']:.3f} over "
+                     f"methods and anchors, {judge['tau_b_per_prompt_mean']:.3f} per prompt (mean over prompts).")
+    winrate = report["vs_winrate"]
+    if winrate:
+        lines.append(f"The runs' held-out {winrate['metric']} (eval.json, evaluation judge) against the human mean "
+                     f"ranks: Kendall's τ_b {winrate['tau_b']:.3f} over {len(winrate['labels'])} methods.")
+    return "\n".join(lines) + "\n"
+
+
+def report_study(args: argparse.Namespace) -> None:
+    study = load_study(args.study)
+    key_path = args.key or args.study / KEY_FILE
+    if not key_path.is_file():
+        raise StudyError(f"no key at {key_path}; pass the key file export wrote with --key PATH.")
+    rankings = [json.loads(p.read_text()) for p in sorted((args.study / "rankings").glob("*.json"))]
+    if len(rankings) < 2:
+        raise StudyError(f"{len(rankings)} annotator(s) imported into {args.study / 'rankings'}; agreement needs at "
+                         "least 2: tsrl-human-study import STUDY SHEET.csv …")
+    judge_path = args.study / JUDGE_FILE
+    judge = json.loads(judge_path.read_text()) if judge_path.is_file() else None
+    report = summarise(study, json.loads(key_path.read_text()), rankings, judge, args.bootstrap)
+    write_json(args.study / "report.json", report)
+    (args.study / "report.md").write_text(markdown(report))
+    print(markdown(report), end="")
+    print(f"report: {args.study / 'report.md'} (and report.json)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="tsrl-human-study", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    ex = commands.add_parser("export", help="blinded ranking sheets from finished runs")
+    ex.add_argument("--runs", type=Path, nargs="+", required=True, help="run directories or folders of runs")
+    ex.add_argument("--out", type=Path, required=True, help="the study folder")
+    ex.add_argument("--where", action="append", default=[], help="keep runs whose grid value key=value matches")
+    ex.add_argument("--label-by", default="method", help="grid keys naming a run (comma-separated)")
+    ex.add_argument("--prompts", type=int, default=50, help="held-out prompts (TSRL §4.12: 50 per task)")
+    ex.add_argument("--annotators", type=int, default=6, help="sheets to write (TSRL §4.12: 6 annotators)")
+    ex.add_argument("--seed", type=int, default=0, help="seed of the prompt draw and every shuffle")
+    ex.add_argument("--anchors", choices=["all", "reference"], default="all",
+                    help="every anchor of a prompt, or only the task's held-out reference set")
+    ex.add_argument("--key", type=Path, default=None, help=f"where the key goes (default OUT/{KEY_FILE})")
+    ex.add_argument("overrides", nargs="*", help="task settings as the runs had them (task=… task.eval_file=…)")
+    im = commands.add_parser("import", help="the annotators' filled CSV sheets")
+    im.add_argument("study", type=Path)
+    im.add_argument("sheets", type=Path, nargs="+")
+    im.add_argument("--replace", action="store_true", help="replace an annotator imported before")
+    ju = commands.add_parser("judge", help="a round-robin of each prompt's items with the clean judge")
+    ju.add_argument("study", type=Path)
+    ju.add_argument("overrides", nargs="*", help="the judge (judge=openai judge.model=…)")
+    re = commands.add_parser("report", help="mean ranks, agreement, and the judge's agreement with the humans")
+    re.add_argument("study", type=Path)
+    re.add_argument("--key", type=Path, default=None, help=f"the key file (default STUDY/{KEY_FILE})")
+    re.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
+    args = parser.parse_args(argv)
+    run = {"export": export, "import": import_sheets, "judge": judge_items, "report": report_study}[args.command]
+    try:
+        run(args)
+    except StudyError as err:
+        print(f"tsrl-human-study: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

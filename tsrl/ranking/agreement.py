@@ -1,0 +1,102 @@
+"""Agreement between rankings: Kendall's W (raters), Kendall's τ_b (two orderings), bootstrap intervals of means.
+
+Pure functions on arrays, no I/O; the blinded human study (tsrl.evaluation.human_study) reports with them.
+Dimension letters: M raters (annotators), N items ranked (one prompt's generations and anchors), P prompts,
+L labels (methods and anchor tiers). A rank of 1 is the best item.
+
+Kendall's coefficient of concordance. M raters rank N items; R_i = Σ_j r_ij is item i's rank sum,
+S = Σ_i (R_i − R̄)² with R̄ = M(N+1)/2, and
+
+    W = 12 S / (M²(N³ − N) − M Σ_j T_j),    T_j = Σ_g (t_g³ − t_g)
+
+over the groups g of t_g items that rater j tied (tied items hold their average rank). Without ties T_j = 0
+and this is Kendall's original W; with ties it is the tie-corrected W (Kendall & Gibbons, Rank Correlation
+Methods, ch. 6). W = 1: every rater gives the same ranking; W = 0: no agreement beyond chance.
+
+Kendall's τ_b between two orderings x, y of the same N items: over all pairs, C concordant, D discordant,
+T_x pairs tied in x only, T_y pairs tied in y only (pairs tied in both count in neither):
+
+    τ_b = (C − D) / sqrt((C + D + T_x)(C + D + T_y)),
+
+the variant scipy.stats.kendalltau computes by default.
+
+Bootstrap interval of a mean over units (percentile bootstrap): resample the P units (prompts) with
+replacement B times, take the mean each time, report the (1−level)/2 and (1+level)/2 quantiles. Resampling
+prompts keeps every rating of a prompt together (the annotators' ranks of one prompt are not independent).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..N of `values` [N] in ascending order; tied values share their average rank."""
+    values = np.asarray(values, dtype=float)  # [N]
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values))  # [N]
+    sorted_values = values[order]
+    start = 0
+    while start < len(values):
+        stop = start
+        while stop + 1 < len(values) and sorted_values[stop + 1] == sorted_values[start]:
+            stop += 1
+        ranks[order[start:stop + 1]] = (start + stop) / 2 + 1
+        start = stop + 1
+    return ranks
+
+
+def tie_term(ranks: np.ndarray) -> float:
+    """Σ_g (t_g³ − t_g) over the groups of equal values in one rater's ranks [N]."""
+    _, counts = np.unique(np.asarray(ranks, dtype=float), return_counts=True)
+    return float(np.sum(counts ** 3 - counts))
+
+
+def kendalls_w(rankings: np.ndarray) -> float:
+    """Kendall's W (tie-corrected) of `rankings` [M, N]: row j = rater j's ranks of the N items (1 = best;
+    ties as average ranks). NaN when it is undefined (fewer than 2 raters or items, or every rater ties all)."""
+    rankings = np.asarray(rankings, dtype=float)  # [M, N]
+    if rankings.ndim != 2:
+        raise ValueError(f"kendalls_w needs a [raters, items] array, got shape {rankings.shape}.")
+    m, n = rankings.shape
+    if m < 2 or n < 2:
+        return float("nan")
+    rank_sums = rankings.sum(axis=0)  # [N]
+    s = float(np.sum((rank_sums - m * (n + 1) / 2) ** 2))
+    denominator = m ** 2 * (n ** 3 - n) - m * sum(tie_term(row) for row in rankings)
+    return 12 * s / denominator if denominator > 0 else float("nan")
+
+
+def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's τ_b between x [N] and y [N] (scipy.stats.kendalltau's default). NaN when either is constant."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"kendall_tau_b needs two 1-D arrays of one length, got {x.shape} and {y.shape}.")
+    i, j = np.triu_indices(len(x), k=1)
+    dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])  # [N(N-1)/2]
+    concordant_minus_discordant = float(np.sum(dx * dy))
+    untied_x, untied_y = float(np.sum(dx != 0)), float(np.sum(dy != 0))
+    denominator = np.sqrt(untied_x * untied_y)
+    return concordant_minus_discordant / denominator if denominator > 0 else float("nan")
+
+
+def bootstrap_mean_ci(per_unit: np.ndarray, samples: int = 10_000, level: float = 0.95,
+                      seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over units of `per_unit` [P, L] (NaN = the label is absent from that unit, skipped) and its
+    percentile-bootstrap interval over units: (mean [L], low [L], high [L])."""
+    per_unit = np.asarray(per_unit, dtype=float)  # [P, L]
+    if per_unit.ndim != 2 or per_unit.shape[0] < 1:
+        raise ValueError(f"bootstrap_mean_ci needs a [units, labels] array with a unit, got {per_unit.shape}.")
+    if not 0 < level < 1 or samples < 1:
+        raise ValueError(f"bootstrap_mean_ci needs 0 < level < 1 and samples >= 1, got {level}, {samples}.")
+    rng = np.random.default_rng(seed)
+    mean = np.nanmean(per_unit, axis=0)  # [L]
+    picks = rng.integers(0, per_unit.shape[0], size=(samples, per_unit.shape[0]))  # [B, P]
+    with warnings.catch_warnings():  # a resample without the label: an all-NaN mean, NaN is the answer
+        warnings.simplefilter("ignore", RuntimeWarning)
+        means = np.nanmean(per_unit[picks], axis=1)  # [B, L]
+        low, high = np.nanquantile(means, [(1 - level) / 2, (1 + level) / 2], axis=0)  # [L] each
+    return mean, low, high
+
