@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tsrl.evaluation.human_study import KEY_FILE, heldout_rows
+from tsrl.evaluation import heldout_rows
+from tsrl.evaluation.human_study import KEY_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 QUALITY = {"tsrl": 6.0, "anchor/top": 5.0, "anchor/good": 4.0, "one_anchor": 3.0, "anchor/okay": 2.0, "rubric": 1.0,

@@ -64,9 +64,10 @@ def test_an_unknown_split_is_a_one_line_error(tmp_path):
 
 @pytest.mark.slow
 def test_a_check_on_the_train_split_pays_for_the_ladder_of_the_run_that_follows(cache_dir, tmp_path):
-    """check.split=train asks exactly the ladder round-robin's questions (every anchor pair, both orders): with
-    the run's verdict cache the ladder build then costs no model call, so a run whose judge budget (200 calls
-    per step; the ladder build counts as one step) is far below the 5,760 questions still starts."""
+    """check.split=train asks every anchor pair of the ladder round-robin in both orders: with the run's verdict
+    cache the ladder build (one call per pair in a random order, the default) then costs no model call, so a run
+    whose judge budget (200 calls per step; the ladder build counts as one step) is far below its 2,880
+    questions still starts."""
     with JudgeServer() as server:
         judge = ["judge=openai", f"judge.base_urls=[{server.url}]", "judge.api_key_env="]
         cache = f"judge.cache_path={tmp_path / 'verdicts.sqlite'}"
@@ -80,4 +81,4 @@ def test_a_check_on_the_train_split_pays_for_the_ladder_of_the_run_that_follows(
         assert report["questions"] == 64 * 45 * 2
         run = run_cli([*train, cache, f"run_dir={tmp_path / 'b'}"], tmp_path)
         assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads((tmp_path / "b" / "setup.json").read_text())["judge_calls_setup"] == 64 * 45 * 2
+    assert json.loads((tmp_path / "b" / "setup.json").read_text())["judge_calls_setup"] == 64 * 45

@@ -262,7 +262,8 @@ def test_training_run_completes_at_20_percent_faults_and_never_writes_the_key(ts
     with JudgeServer(fault_rate=0.2, hang_s=1.0, seed=1) as server:
         result = tsrl("judge=openai", f"judge.base_urls=[{server.url}]", f"judge.api_key_env={KEY_ENV}",
                       "judge.retry.timeout_s=0.5", "judge.retry.backoff_s=0.01", "judge.retry.max_retries=8",
-                      f"judge.cache_path={tmp_path / 'run' / 'judge_cache.sqlite'}", "trainer.max_steps=2")
+                      f"judge.cache_path={tmp_path / 'run' / 'judge_cache.sqlite'}", "trainer.max_steps=2",
+                      "judge.order=both")  # both orders, so that swap agreement is measured too
     assert result.returncode == 0, result.stderr[-3000:]
     assert all(h == f"Bearer {KEY}" for h in server.auth_headers)  # the key did reach the server
     rows = read_metrics(tmp_path / "run")

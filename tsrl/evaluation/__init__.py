@@ -12,6 +12,10 @@ from tsrl.evaluation.winrate import (REFERENCE_SETS, ReferenceSet, check_referen
 from tsrl.tasks.base import task_metric
 from tsrl.types import Prompt
 
+HELDOUT_FILE = "heldout.jsonl"
+"""A run's held-out generations: one row per completion of each evaluation, {step, prompt_id, prompt, sample,
+completion} (the training loop's evaluation writes them; tsrl-human-study reads them)."""
+
 HEADLINE = {"winrate": ("winrate", "held-out win-rate vs reference anchors"),
             "pass": ("pass_ratio", "held-out pass ratio@n (mean accuracy over n samples)")}
 
@@ -36,10 +40,16 @@ def evaluation_sums(task: Any, generator: Any, judge: Any, prompts: Sequence[Pro
     return winrate_sums(generator, judge, prompts, samples, reference, groups_out)
 
 
+def heldout_rows(step: int, groups: Sequence[Any]) -> list[dict[str, Any]]:
+    """The HELDOUT_FILE rows of one evaluation's groups (tsrl.types.Group)."""
+    return [{"step": step, "prompt_id": g.prompt.id, "prompt": g.prompt.text, "sample": i, "completion": r.text}
+            for g in groups for i, r in enumerate(g.rollouts)]
+
+
 def evaluation_summary(task: Any, sums: dict[str, float], samples: int) -> dict[str, float]:
     return pass_summary(sums, samples) if task_metric(task) == "pass" else winrate_summary(sums)
 
 
-__all__ = ["HEADLINE", "REFERENCE_SETS", "ReferenceSet", "headline", "evaluation_sums", "evaluation_summary",
-           "check_references", "pass_at_k", "pass_sums", "pass_summary", "reference_set", "winrate_sums",
-           "winrate_summary"]
+__all__ = ["HEADLINE", "HELDOUT_FILE", "REFERENCE_SETS", "ReferenceSet", "check_references", "evaluation_sums",
+           "evaluation_summary", "headline", "heldout_rows", "pass_at_k", "pass_sums", "pass_summary",
+           "reference_set", "winrate_sums", "winrate_summary"]

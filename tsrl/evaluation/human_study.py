@@ -35,11 +35,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tsrl.evaluation import HELDOUT_FILE
 from tsrl.ranking.agreement import average_ranks, bootstrap_mean_ci, kendall_tau_b, kendalls_w
 
-HELDOUT_FILE = "heldout.jsonl"
-"""A run's held-out generations: one row per completion of each evaluation, {step, prompt_id, prompt, sample,
-completion} (written by the training loop's evaluation, see heldout_rows)."""
 STUDY_FILE, JUDGE_FILE, KEY_FILE = "study.json", "judge.json", "key/KEY-item-to-method-DO-NOT-SHARE.json"
 SHEET_COLUMNS = ["annotator", "prompt_id", "item_id", "rank", "prompt", "response"]
 ANCHOR = "anchor"
@@ -47,12 +45,6 @@ ANCHOR = "anchor"
 
 class StudyError(Exception):
     """A study input that cannot be used; the message names the thing and the fix."""
-
-
-def heldout_rows(step: int, groups: Sequence[Any]) -> list[dict[str, Any]]:
-    """The rows of HELDOUT_FILE for one evaluation's groups (tsrl.types.Group)."""
-    return [{"step": step, "prompt_id": g.prompt.id, "prompt": g.prompt.text, "sample": i, "completion": r.text}
-            for g in groups for i, r in enumerate(g.rollouts)]
 
 
 @dataclass

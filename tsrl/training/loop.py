@@ -34,7 +34,7 @@ import torch
 from tsrl.algo import group_advantages, inert_clip_warning
 from tsrl.config import RunConfig, TrainerConfig
 from tsrl.errors import UserError
-from tsrl.evaluation import evaluation_sums, evaluation_summary, headline
+from tsrl.evaluation import evaluation_sums, evaluation_summary, headline, heldout_rows
 from tsrl.generation import Generator, build_generator
 from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
 from tsrl.models.forward import collate
@@ -165,8 +165,6 @@ def sync_weights(run: Run) -> None:
 def evaluate(run: Run, step: int) -> tuple[dict[str, float], list[dict]]:
     """The task's held-out metric (win-rate or pass ratio@n), with its own RNG so that evaluating never changes
     the training trajectory; and every process's held-out generations as heldout.jsonl rows."""
-    from tsrl.evaluation.human_study import heldout_rows
-
     acc, cfg = run.accelerator, run.cfg.trainer.eval
     prompts = run.task.prompts("eval")
     prompts = prompts[: cfg.max_prompts] if cfg.max_prompts else prompts
