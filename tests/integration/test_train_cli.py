@@ -63,8 +63,9 @@ def test_resumed_run_continues_the_same_trajectory(tsrl, tmp_path):
     final = [json.loads((d / "eval.json").read_text())["latest"] for d in (whole, split)]
     assert final[0]["step"] == final[1]["step"] == 4
     assert final[0]["winrate"] == pytest.approx(final[1]["winrate"])
-    heldout = [(d / "heldout.jsonl").read_text().splitlines() for d in (whole, split)]
-    assert heldout[0] == heldout[1]  # a resumed run cuts the file back to its checkpoint and goes on the same way
+    heldout = [[json.loads(line) for line in (d / "heldout.jsonl").read_text().splitlines()] for d in (whole, split)]
+    assert [r["step"] for r in heldout[1]] == sorted(r["step"] for r in heldout[1])  # appended, never rewritten
+    assert [r for r in heldout[0] if r["step"] == 4] == [r for r in heldout[1] if r["step"] == 4]
 
 
 def test_multirun_sweeps_k(tsrl, tmp_path):
