@@ -128,6 +128,30 @@ def test_tsrl_recipes_measure_the_held_out_win_rate():
             assert task_metric(build_task(typed.task)) == "winrate", (recipe, task)
 
 
+def test_reasoning_arena_table1_is_the_papers_setup():
+    """Ministral-3-8B-Instruct-2512, fully fine-tuned, 1,400 steps, N = 8, CISPO; AIME, GPQA-Diamond and code
+    (LiveCodeBench v6) by pass ratio@16, with pass@5 on code; every method of the table."""
+    axes = grid("reasoning_arena_table1")
+    assert set(axes["method"]) == {"rlvr", "rlaif", "arenarl", "adaptive_pointwise", "reasoning_arena",
+                                   "reasoning_arena_live"}
+    assert set(axes["task"]) == {"aime", "gpqa", "code"}
+    cfg = composed(["recipes=paper/reasoning_arena_table1", "method=reasoning_arena_live", "task=code"])
+    assert cfg.model.path == "mistralai/Ministral-3-8B-Instruct-2512" and cfg.model.lora.r == 0
+    assert (cfg.trainer.max_steps, cfg.trainer.group_size, cfg.trainer.eval.samples) == (1400, 8, 16)
+    assert OmegaConf.get_type(cfg.algo).__name__ == "CISPOConfig" and cfg.reward.tournament == "live" and cfg.reward.leaderboard == "winrate"
+    assert 5 in cfg.task.report_k
+
+
+def test_model_scale_and_human_study_recipes_follow_tsrl():
+    """§4.6: Qwen2.5-3B/7B-Instruct on stories; §4.12: the Table 1 methods on stories and jokes."""
+    scale = grid("tsrl_model_scale")
+    assert set(scale["model"]) == {"qwen25_3b", "qwen25_7b"} and scale["task"] == ["stories"]
+    paths = {composed([f"model={m}"]).model.path for m in scale["model"]}
+    assert paths == {"Qwen/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-7B-Instruct"}
+    study = grid("tsrl_human_study")
+    assert set(study["task"]) == {"stories", "humor"} and "tsrl" in study["method"]
+
+
 def runs(cells: dict[tuple[str, float], tuple[float, float]]) -> list[dict]:
     return [{"method": m, NOISE_AXIS: str(p), "start": start, "final": final}
             for (m, p), (start, final) in cells.items()]
