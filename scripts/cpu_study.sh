@@ -7,9 +7,9 @@
 # Each grid resumes where it stopped (finished runs are skipped); results land in runs/reproduce/<name>_cpu/table.md.
 #   bash scripts/cpu_study.sh            (about 2 h 15 min on 2 cores: a 100-step run takes 2-3 min, a 400-step
 #                                         one about 12 min, two at a time)
-# One seed (seed=0) everywhere, plus seed 1 of the p = 0 baselines; the TSRL rows at k = 4, p = 0 are the same runs
-# in every grid (the k sweep's k = 4, the fixed ladder of the self-bootstrap comparison): run once, read from
-# noise_cpu. Humor ships 10 anchors per training prompt, so TSRL's whole k grid {1, 2, 4, 5, 6, 8, 10} fits.
+# One seed (seed=0) everywhere, plus seed 1 of the p = 0 baselines. The TSRL run at k = 4, p = 0 serves the noise
+# grid, the Table 1 comparison and the fixed ladder of the self-bootstrap comparison (read from noise_cpu); the k
+# sweep runs its own k = 4, the same configuration. Humor ships 10 anchors per training prompt, so TSRL's whole k grid {1, 2, 4, 5, 6, 8, 10} fits.
 set -euo pipefail
 BIN=$(dirname "$(readlink -f "$0")")/../.venv/bin
 export OMP_NUM_THREADS=1
@@ -19,11 +19,11 @@ run paper/tsrl_noise --out runs/reproduce/noise_cpu method=tsrl,one_anchor,rubri
 run paper/tsrl_noise --out runs/reproduce/noise_cpu method=one_anchor,rubric judge.flip_prob=0.0 seed=1
 run paper/tsrl_table1 --out runs/reproduce/table1_cpu method=sft,in_batch,reward_model,intuitor seed=0
 run paper/tsrl_dpo --out runs/reproduce/dpo_cpu method=dpo seed=0
-run paper/tsrl_k_sweep --out runs/reproduce/k_sweep_cpu method=tsrl reward.k=1,2,5,6,8,10 seed=0
+run paper/tsrl_k_sweep --out runs/reproduce/k_sweep_cpu method=tsrl reward.k=1,2,4,5,6,8,10 seed=0
 run paper/tsrl_diversity --out runs/reproduce/diversity_cpu reward.k=2 reward.select=top seed=0
 run paper/reasoning_arena_table1 --out runs/reproduce/routing_cpu method=rlvr,adaptive_pointwise,reasoning_arena_live seed=0
 run paper/tsrl_self_bootstrap --out runs/reproduce/self_bootstrap_cpu method=self_bootstrap seed=0
 # AIME-style problems, one run after another (the first builds the tiny policy for aime: a one-off warm start on
 # the worked solutions that two parallel runs would both start)
-"$BIN/tsrl-reproduce" paper/reasoning_arena_table1 --cpu --out runs/reproduce/routing_aime_cpu \
+"$BIN/tsrl-reproduce" paper/reasoning_arena_table1 --cpu --out runs/reproduce/routing_aime_cpu task=aime \
     method=rlvr,reasoning_arena_live seed=0 trainer.max_steps=40 trainer.eval.every=10
