@@ -40,7 +40,9 @@ from typing import Any
 
 import numpy as np
 
-SEED = "seed"
+from tsrl.reproduce_tables import (NOISE_AXIS, SEED, _sortable, mean_std, noise_fractions, noise_table, plot,
+                                  routing_table, side_tables)
+
 METHOD = "method"
 # --cpu: the CPU stand-ins for a GPU recipe (the tiny policy, the simulated judge, HF generation) at the sizes of
 # `make train` (recipes/cpu_demo); --smoke: the same stand-ins for a few steps.
@@ -53,7 +55,6 @@ SMOKE = list({o.split("=")[0]: o for o in [
     "trainer.eval.every=0", "trainer.eval.samples=1", "trainer.eval.max_prompts=2", "generator.max_new_tokens=12",
     "task.max_prompts=4"]}.values())  # each key once, the smoke value
 SMOKE_DROPS = ("model", "judge.model", "eval_judge.", "task.anchors_file")  # axes the CPU stand-ins replace
-NOISE_AXIS = "judge.flip_prob"
 
 
 def grid_of(recipe: str, overrides: list[str]) -> dict[str, list[str]]:
@@ -173,13 +174,6 @@ def headline_key(evals: dict) -> str:
     return next(key for key, _ in HEADLINE.values() if key in evals["latest"])
 
 
-def mean_std(values: list[float]) -> str:
-    if not values:
-        return "—"
-    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-    return f"{np.mean(values):.1f} ({std:.1f})" + ("" if len(values) > 1 else " n=1")
-
-
 def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     """table.md, table.csv, results.json and plots in `out`; returns the markdown."""
     every = [r for r in collect(out) if all(r["values"].get(a) in v for a, v in grid.items() if a in r["values"])]
@@ -248,190 +242,6 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
         for name, by_method in noise.items()}}, indent=1))
     plot(out, runs, records, key, row_axis, col_axes)
     return text
-
-
-SIDE_METRICS = {"winrate_all": "against every tier of the reference anchors",
-                "winrate_top": "against the top tier of the reference anchors"}
-
-
-def side_tables(runs: list[dict], rows: list[str], columns: list[tuple], cell: dict, key: str, label) -> str:
-    """The all-tier and top-tier held-out win-rates beside the headline (TSRL's reference set is a task's choice:
-    tsrl.evaluation.REFERENCE_SETS), in the headline table's layout; a metric the headline already is is skipped."""
-    text = ""
-    for name, what in SIDE_METRICS.items():
-        if not all(name in r["evals"]["latest"] for r in runs) or all(
-                r["evals"]["latest"][name] == r["evals"]["latest"][key] for r in runs):
-            continue
-        lines = [f"| | {' | '.join(label(c) for c in columns)} |", "|---" * (len(columns) + 1) + "|",
-                 "| Base (step 0) | " + " | ".join(f"{np.mean([r['evals']['start'][name] for r in runs]):.1f}"
-                                                  for _ in columns) + " |"]
-        for m in rows:
-            lines.append(f"| {m} | " + " | ".join(
-                mean_std([r["evals"]["latest"][name] for r in cell.get((m, c), [])]) for c in columns) + " |")
-        text += f"\nHeld-out {name} ({what}):\n\n" + "\n".join(lines) + "\n"
-    return text
-
-
-def _sortable(value: str) -> tuple:
-    try:
-        return (0, float(value), "")
-    except ValueError:
-        return (1, 0.0, value)
-
-
-NOISE_METRICS = {
-    "performance_retained": "Performance retained (TSRL's headline, §4.4/§4.5): mean held-out score at p ÷ mean "
-                            "held-out score at p = {clean}",
-    "gain_kept": "Gain kept (ours; the baselines' \"lose over 40 % of their gains\"): (mean score at p − mean base) ÷ "
-                 "(mean score at p = {clean} − mean base), base = the step-0 score",
-}
-"""The two noise-robustness metrics, by key (table.csv, results.json) and label (table.md, plots)."""
-
-
-def noise_fractions(records: list[dict], row_axis: str) -> dict[str, dict[str, dict[float, float]]]:
-    """Per metric (NOISE_METRICS), method and flip probability p, against the method's runs at the smallest p:
-    performance retained = mean final at p ÷ mean final clean; gain kept = mean (final − start) at p ÷ the same
-    clean. Pure: records in, fractions out."""
-    finals: dict[tuple, list[float]] = defaultdict(list)
-    gains: dict[tuple, list[float]] = defaultdict(list)
-    for r in records:
-        cell = (r[row_axis], float(r[NOISE_AXIS]))
-        finals[cell].append(r["final"])
-        gains[cell].append(r["final"] - r["start"])
-    flips = sorted({p for _, p in finals})
-    out: dict[str, dict[str, dict[float, float]]] = {name: {} for name in NOISE_METRICS}
-    for name, values in (("performance_retained", finals), ("gain_kept", gains)):
-        for m in dict.fromkeys(r[row_axis] for r in records):
-            clean = float(np.mean(values.get((m, flips[0]), [np.nan])))
-            out[name][m] = {p: float(np.mean(values[(m, p)])) / clean for p in flips if (m, p) in values and clean}
-    return out
-
-
-def noise_table(records: list[dict], row_axis: str) -> str:
-    """With a judge-noise axis: both noise metrics for each method at each p, each under its label."""
-    if not records or NOISE_AXIS not in records[0]:
-        return ""
-    flips = sorted({float(r[NOISE_AXIS]) for r in records})
-    lines = []
-    for name, by_method in noise_fractions(records, row_axis).items():
-        lines += ["", NOISE_METRICS[name].format(clean=flips[0]) + ":", "",
-                  f"| {row_axis} | " + " | ".join(f"p = {p}" for p in flips) + " |", "|---" * (len(flips) + 1) + "|"]
-        for m, by_flip in by_method.items():
-            lines.append(f"| {m} | " + " | ".join(f"{100 * by_flip[p]:.0f} %" if p in by_flip else "—"
-                                                  for p in flips) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def routing_table(records: list[dict], row_axis: str) -> str:
-    """With adaptive routing in the grid, per method (mean over steps and seeds): the share of groups whose final
-    rewards are all equal (no gradient), the share the verifier settled alone (no judge call), the samples per
-    step that the tournament gave a signal although the verifier could not separate them (generations plain
-    RLVR would have spent for nothing), and judge calls per run."""
-    if not any(r["route_verifier_frac"] is not None for r in records):
-        return ""
-
-    def pct(values: list) -> str:
-        values = [v for v in values if v is not None]
-        return f"{100 * np.mean(values):.0f} %" if values else "—"
-
-    lines = ["", "Routing (mean over steps and seeds):", "",
-             f"| {row_axis} | zero-variance groups | settled by the verifier | samples given a signal by the "
-             "tournament, per step | judge calls per run |", "|---|---|---|---|---|"]
-    for m in dict.fromkeys(r[row_axis] for r in records):
-        mine = [r for r in records if r[row_axis] == m]
-        rescued = [r["signal_samples_per_step"] for r in mine if r["signal_samples_per_step"] is not None]
-        lines.append(f"| {m} | {pct([r['zero_var_frac'] for r in mine])} | "
-                     f"{pct([r['route_verifier_frac'] for r in mine])} | "
-                     f"{f'{np.mean(rescued):.1f}' if rescued else '—'} | {np.mean([r['judge_calls'] for r in mine]):.0f} |")
-    return "\n".join(lines) + "\n"
-
-
-def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: str, col_axes: list[str]) -> None:
-    """curves.png (held-out metric over steps, mean over seeds, one line per method and setting) and
-    axis_<name>.png for every numeric axis (final metric against the axis value, one line per method)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    curves: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in runs:
-        name = ", ".join([r["values"].get(row_axis, "?")] + [f"{a}={r['values'].get(a, '')}" for a in col_axes])
-        for e in r["evals"]["history"]:
-            curves[name][e["step"]].append(e[key])
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, by_step in curves.items():
-        steps = sorted(by_step)
-        ax.plot(steps, [np.mean(by_step[s]) for s in steps], marker="o", ms=3, label=name)
-    ax.set(xlabel="step", ylabel=f"held-out {key}", title="training curves (mean over seeds)")
-    ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=120)
-    plt.close(fig)
-    bootstrapped = [r for r in runs if r["refresh_steps"]]
-    if bootstrapped:  # TSRL §4.10: held-out curves with the steps where the self-bootstrapped ladder was rebuilt
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for r in runs:
-            history = r["evals"]["history"]
-            line, = ax.plot([e["step"] for e in history], [e[key] for e in history], marker="o", ms=3,
-                            label=", ".join(f"{a}={r['values'][a]}" for a in (row_axis, *col_axes, SEED)
-                                            if a in r["values"]))
-            for step in r["refresh_steps"]:
-                ax.axvline(step, color=line.get_color(), ls=":", lw=1)
-        ax.set(xlabel="step (dotted: ladder rebuilt)", ylabel=f"held-out {key}", title="self-bootstrap iterations")
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(out / "self_bootstrap.png", dpi=120)
-        plt.close(fig)
-    if any(r["route_verifier_frac"] is not None for r in runs):  # adaptive routing in the grid
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for m in dict.fromkeys(r["values"].get(row_axis, "?") for r in runs):
-            by_step: dict[int, list[float]] = defaultdict(list)
-            for r in runs:
-                if r["values"].get(row_axis) == m:
-                    for step, frac in r["zero_var"]:
-                        by_step[step].append(frac)
-            steps = sorted(by_step)
-            ax.plot(steps, [np.mean(by_step[s]) for s in steps], label=m)
-        ax.set(xlabel="step", ylabel="zero-variance groups (share)", title="groups without a learning signal")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "zero_variance.png", dpi=120)
-        plt.close(fig)
-    for axis in col_axes:  # the final metric against each setting; a numeric axis to scale, any other in order
-        values = sorted({r[axis] for r in records} - {""}, key=_sortable)
-        numeric = all(_sortable(v)[0] == 0 for v in values)
-        position = {v: float(v) if numeric else i for i, v in enumerate(values)}
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for m in dict.fromkeys(r[row_axis] for r in records):
-            finals = {v: [r["final"] for r in records if r[row_axis] == m and r[axis] == v] for v in values}
-            shown = [v for v in values if finals[v]]
-            if not shown:  # a method without this setting (the rubric in the k sweep): its level as a line
-                line = [r["final"] for r in records if r[row_axis] == m and r[axis] == ""]
-                ax.axhline(float(np.mean(line)), ls="--", lw=1, color="grey", label=f"{m} (no {axis})")
-                continue
-            ax.errorbar([position[v] for v in shown], [np.mean(finals[v]) for v in shown],
-                        yerr=[np.std(finals[v]) for v in shown], marker="o", capsize=3, label=m)
-        if not numeric:
-            ax.set_xticks(range(len(values)), values)
-        ax.set(xlabel=axis, ylabel=f"held-out {key} (final)", title=f"{key} against {axis}")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / f"axis_{axis.replace('.', '_')}.png", dpi=120)
-        plt.close(fig)
-    if records and NOISE_AXIS in records[0]:  # TSRL §4.4/§4.5: both noise metrics, per method
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, (name, by_method) in zip(axes, noise_fractions(records, row_axis).items()):
-            for m, frac in by_method.items():
-                ax.plot(list(frac), [100 * f for f in frac.values()], marker="o", label=m)
-            ax.axhline(80, color="grey", ls=":", lw=1)
-            ax.set(xlabel="judge flip probability p", ylabel=f"{name.replace('_', ' ')} (%)",
-                   title="performance retained (TSRL's headline)" if name == "performance_retained"
-                   else "gain kept (ours)")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "noise_kept.png", dpi=120)
-        plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> None:
