@@ -80,6 +80,7 @@ class Verdict:
     tokens: int = 0
     latency_s: float = 0.0
     cached: bool = False
+    form: str = ""  # how a model judge was asked: "<form>/<constraint>" (judge.form / judge.constrain), "+soft"
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Score:
     tokens: int = 0
     latency_s: float = 0.0
     cached: bool = False
+    form: str = ""  # as Verdict.form
 
 
 class Count(float):

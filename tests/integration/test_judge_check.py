@@ -46,11 +46,12 @@ def test_min_accuracy_gates_the_exit_status(tmp_path):
 
 
 def test_an_openai_compatible_judge_reports_latency_and_tokens(tmp_path):
-    with JudgeServer(latency_s=0.01) as server:
+    with JudgeServer(latency_s=0.01, dialect="structured_outputs") as server:  # as vLLM: constraints honoured
         done, report = check(tmp_path, "judge=openai", f"judge.base_urls=[{server.url}]", "judge.api_key_env=",
                              "judge.price_in_per_m=1.0", "judge.order=both", "judge.flip_prob=0.5")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert server.stats["requests"] == report["questions"] == 120  # fixed order: no doubling, no noise
+    # one probe (judge.constrain=auto), then the questions: fixed order, no doubling, no noise, every one constrained
+    assert server.stats["requests"] - 1 == report["questions"] == server.stats["constrained/regex"] - 1 == 120
     assert report["answered"] == 120 and report["latency_p50_s"] >= 0.01
     assert report["tokens_per_1k"] > 0 and report["cost_usd_per_1k"] > 0
     assert report["judge"] == "openai (model judge)"

@@ -100,7 +100,7 @@ def test_an_unreadable_answer_is_asked_again_with_a_fresh_fence(transport):
     transport retry), every verdict right; with retry.reask=0 every one fails as unparseable."""
     requests = word_pairs(30)
     with JudgeServer(first_unreadable=True, keep_bodies=True) as server:
-        judge = judge_for(server, transport=transport, logprobs=False)
+        judge = judge_for(server, transport=transport, logprobs=False, retry=replace(FAST, first_answers=0))
         verdicts = judge.compare(requests)
         metrics = judge.drain_metrics()
         bodies = list(server.bodies)
@@ -115,7 +115,7 @@ def test_an_unreadable_answer_is_asked_again_with_a_fresh_fence(transport):
 
     with JudgeServer(first_unreadable=True) as server:
         judge = judge_for(server, transport=transport, logprobs=False,
-                          retry=replace(FAST, reask=0, max_consecutive_failures=100))
+                          retry=replace(FAST, reask=0, max_consecutive_failures=100, first_answers=0))
         verdicts = judge.compare(requests)
         metrics = judge.drain_metrics()
     assert all(v.p_first is None and v.error.startswith("unparseable_verdict") for v in verdicts)
@@ -208,7 +208,8 @@ def test_a_judge_dead_during_the_ladder_build_stops_the_run_with_its_session_clo
     with JudgeServer(fault_rate=1.0, fault_kinds=("server_error",)) as server:
         done = run_cli([*tiny_overrides(cache_dir), f"reward.ladder_dir={tmp_path / 'ladders'}",
                         f"run_dir={tmp_path / 'run'}", "judge=openai", f"judge.base_urls=[{server.url}]",
-                        "judge.api_key_env=", "judge.retry.backoff_s=0.001", "judge.retry.max_retries=1"], tmp_path)
+                        "judge.api_key_env=", "judge.retry.backoff_s=0.001", "judge.retry.max_retries=1",
+                        "judge.constrain=off"], tmp_path)  # dead after the start: no probe answers 500 first
     assert done.returncode == 2, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"tsrl: error: The judge at {server.url} failed 20 requests in a row")

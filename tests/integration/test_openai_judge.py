@@ -44,7 +44,7 @@ def api_key(monkeypatch):
 
 def judge_for(server: JudgeServer, **overrides):
     settings = {"base_urls": [server.url], "api_key_env": KEY_ENV, "order": "fixed", "concurrency": 16,
-                "retry": FAST, **overrides}
+                "retry": FAST, "constrain": "off", **overrides}  # the loopback server constrains nothing by default
     OPENED.append(build_judge(OpenAIJudgeConfig(**settings), NumberTask()))
     return OPENED[-1]
 
@@ -91,7 +91,7 @@ def test_tie_and_random_policies_replace_failures_and_count_them():
     requests = word_pairs(40)
     with JudgeServer() as server:
         server.queue = ["empty"] * 10
-        judge = judge_for(server, failure="tie", logprobs=False, retry=replace(FAST, reask=0))
+        judge = judge_for(server, failure="tie", logprobs=False, retry=replace(FAST, reask=0, first_answers=0))
         verdicts = judge.compare(requests)
         metrics = judge.drain_metrics()
     assert metrics["fallbacks/tie"] == 10 and metrics["errors/empty_content"] == 10
@@ -225,7 +225,7 @@ from tests.conftest import NumberTask
 from tests.integration.test_openai_judge import word_pairs, FAST
 from tsrl.judging import OpenAIJudgeConfig, build_judge
 cfg = OpenAIJudgeConfig(base_urls=[sys.argv[1]], api_key_env="TSRL_TEST_JUDGE_KEY", order="both",
-                        cache_path=sys.argv[2], concurrency=8, retry=FAST)
+                        cache_path=sys.argv[2], concurrency=8, retry=FAST, constrain="off")
 verdicts = build_judge(cfg, NumberTask()).compare(word_pairs(200))
 print(sum(v.p_first is not None for v in verdicts))
 """
@@ -263,7 +263,7 @@ def test_training_run_completes_at_20_percent_faults_and_never_writes_the_key(ts
         result = tsrl("judge=openai", f"judge.base_urls=[{server.url}]", f"judge.api_key_env={KEY_ENV}",
                       "judge.retry.timeout_s=0.5", "judge.retry.backoff_s=0.01", "judge.retry.max_retries=8",
                       f"judge.cache_path={tmp_path / 'run' / 'judge_cache.sqlite'}", "trainer.max_steps=2",
-                      "judge.order=both")  # both orders, so that swap agreement is measured too
+                      "judge.order=both", "judge.constrain=off")  # both orders: swap agreement is measured too
     assert result.returncode == 0, result.stderr[-3000:]
     assert all(h == f"Bearer {KEY}" for h in server.auth_headers)  # the key did reach the server
     rows = read_metrics(tmp_path / "run")
@@ -292,7 +292,7 @@ def test_sigkilled_training_run_restarts_without_repaying_cached_verdicts(cache_
 
     with JudgeServer(latency_s=0.01) as server:
         args = [*tiny_overrides(cache_dir), "judge=openai", f"judge.base_urls=[{server.url}]",
-                f"judge.api_key_env={KEY_ENV}", f"judge.cache_path={cache}", "judge.concurrency=4",
+                f"judge.api_key_env={KEY_ENV}", f"judge.cache_path={cache}", "judge.concurrency=4", "judge.constrain=off",
                 f"reward.ladder_dir={tmp_path / 'ladders'}", "trainer.max_steps=2"]
         killed = subprocess.Popen([TRAIN, *args, f"run_dir={tmp_path / 'killed'}"], env=cli_env(), cwd=tmp_path,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

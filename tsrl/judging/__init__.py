@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, fields, is_dataclass, replace
 from typing import Any
 
-from tsrl.judging.base import Judge, JudgeCounters, JudgeUnavailable, close_judge, stable_uniform
+from tsrl.judging.base import Judge, JudgeCounters, JudgeUnavailable, JudgeUnreadable, close_judge, stable_uniform
 from tsrl.judging.cache import VerdictCache
 from tsrl.judging.hf_local import HFLocalJudgeConfig
 from tsrl.judging.hedging import HedgeConfig
@@ -95,7 +95,7 @@ def judge_identity(cfg: Any) -> dict[str, Any]:
     return {"kind": JUDGES.of(cfg).name, "model": model, "fingerprint": judge_fingerprint(cfg)}
 
 
-__all__ = ["Judge", "JudgeCounters", "JudgeUnavailable", "close_judge", "stable_uniform", "RubricSimConfig",
+__all__ = ["Judge", "JudgeCounters", "JudgeUnavailable", "JudgeUnreadable", "close_judge", "stable_uniform", "RubricSimConfig",
            "SimulatedJudge", "BothOrders", "RandomOrder", "Noise", "Fallback", "Budget", "BudgetConfig",
            "BudgetExceeded", "VerdictCache", "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HedgeConfig",
            "HFLocalJudgeConfig", "build_judge", "judge_fingerprint", "wrap", "order_and_noise", "clean_judge_config",

@@ -22,6 +22,10 @@ class JudgeUnavailable(UserError):
     """The judge cannot answer: its endpoint is unreachable or failed too many requests in a row."""
 
 
+class JudgeUnreadable(JudgeUnavailable):
+    """The judge answers, but its answers hold no readable verdict (a model that does not follow the format)."""
+
+
 class Judge(Protocol):
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]: ...
 

@@ -33,13 +33,16 @@ import os
 import random
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
 from tsrl.errors import ConfigError
-from tsrl.judging.base import JudgeCounters, JudgeUnavailable
+from tsrl.judging.base import JudgeCounters, JudgeUnavailable, JudgeUnreadable
+from tsrl.judging.constrain import (DIALECTS, KINDS, PARSE_KINDS, AnswerSpec, FormatWatch, advice, answer_spec,
+                                    check_form, direct_template, probe, probe_order, resolve)
 from tsrl.judging.hedging import HedgeConfig, Hedger
 from tsrl.judging.preflight import check_urls, preflight
 from tsrl.judging.prompting import (ParseError, load_template, new_fence, parse_score, parse_verdict, render,
@@ -49,8 +52,9 @@ from tsrl.judging.wrappers import JudgePolicyConfig
 from tsrl.registry import JUDGES
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
-Job = tuple[list, str, Callable[[str, str], float]]  # (chat messages, fence, answer parser)
-Reply = tuple[str, int, list, int]  # (answer text, tokens, per-token top log-probs, index of the endpoint)
+Job = tuple[list, str, str]  # (chat messages, fence, kind of answer: verdict | score)
+Reply = tuple[str, int, list, str, int]  # (answer text, tokens, per-token top log-probs, finish reason, endpoint)
+DIRECT_TOP_LOGPROBS = 20  # the alternatives at the verdict token: wide, so that both A and B are among them
 PREFLIGHT_TIMEOUT_S = 10.0  # longest wait for GET /models at start (at most retry.timeout_s)
 
 
@@ -74,11 +78,15 @@ class RetryConfig:
     reask: int = 1
     """Ask again, with a fresh fence, after an answer with no readable verdict (no verdict line, empty, an
     echo of the prompt), at most this many times per request; then the failure policy applies."""
+    first_answers: int = 8
+    """Fail fast on a judge that does not follow the format: the first this-many requests of a run go out alone
+    (the rest wait for one readable answer), and if their first answers are all unreadable the run stops at once
+    with JudgeUnreadable saying what the answers looked like (0 = off)."""
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
             raise ConfigError(f"judge.retry.timeout_s must be > 0, got {self.timeout_s}.")
-        for name in ("max_retries", "backoff_s", "backoff_max_s", "endpoint_cooldown_s", "reask"):
+        for name in ("max_retries", "backoff_s", "backoff_max_s", "endpoint_cooldown_s", "reask", "first_answers"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"judge.retry.{name} must be >= 0, got {getattr(self, name)}.")
         if self.max_consecutive_failures < 1:
@@ -110,6 +118,12 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     """Sampling temperature of the judge."""
     logprobs: bool = True
     """Ask for top log-probs to turn the verdict token into a soft probability (if the server supports it)."""
+    form: str = "reasoning"
+    """reasoning (brief reasoning, then a final VERDICT:/SCORE: line) | direct (the verdict or grade alone, a few
+    tokens; with logprobs its first token gives P(A)); see tsrl/judging/constrain.py."""
+    constrain: str = "auto"
+    """Have the server constrain answers to the form: auto (the best each endpoint honours, probed once at start) |
+    regex | choice (direct form) | json (response_format JSON schema) | off (the template alone)."""
     vision: bool = False
     """Send PairRequest images (first_image/second_image) as image parts, for vision judges."""
     extra_body: dict[str, Any] = field(default_factory=dict)
@@ -137,6 +151,9 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
         check_urls(self.base_urls)
         if self.concurrency < 1:
             raise ConfigError(f"judge.concurrency must be at least 1, got {self.concurrency}.")
+        check_form(self.form, self.constrain)
+        if self.max_tokens < 1:
+            raise ConfigError(f"judge.max_tokens must be at least 1, got {self.max_tokens}.")
 
 
 def read_api_key(env_name: str) -> str:
@@ -185,8 +202,11 @@ class OpenAIJudge:
         self.cfg = cfg
         self.template = load_template(resolve_template(cfg.template, task_name))
         self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
+        if cfg.form == "direct":
+            self.template, self.score_template = direct_template(self.template), direct_template(self.score_template)
         # cache keys: the model, the template (name + hash) and every request setting that can change an answer
-        settings = json.dumps([cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body, cfg.vision], sort_keys=True)
+        settings = json.dumps([cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body, cfg.vision, cfg.form,
+                               cfg.constrain], sort_keys=True)
         generation = hashlib.sha256(settings.encode()).hexdigest()[:12]
         self.identity = f"{cfg.model}|{self.template.identity}|{generation}"
         self.score_identity = f"{cfg.model}|{self.score_template.identity}|{generation}"
@@ -209,17 +229,24 @@ class OpenAIJudge:
         self.jitter = random.Random(cfg.seed)
         self.consecutive_failures = 0
         self.last_failure = ("", "")
-        if cfg.preflight:
-            try:
+        self.watch = FormatWatch(cfg.retry.first_answers)
+        self.tasks: list[asyncio.Task] = []  # the running batch's workers (cancelled when the watch stops the run)
+        try:
+            if cfg.preflight:
                 self._call(preflight(self.transport, cfg.base_urls, cfg.model, cfg.api_key_env,
                                      min(PREFLIGHT_TIMEOUT_S, cfg.retry.timeout_s)))
-            except BaseException:
-                self.close()
-                raise
+            dialects = self._call(self._probe_all()) if cfg.constrain != "off" else [None] * len(cfg.base_urls)
+        except BaseException:
+            self.close()
+            raise
+        self.dialects = dialects
+        # per endpoint, per kind of answer: how it is asked (form, constraint, body fields)
+        self.specs = [{kind: answer_spec(kind, cfg.form, resolve(cfg.constrain, cfg.form, dialect), dialect,
+                                         cfg.max_tokens) for kind in KINDS} for dialect in dialects]
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         answers = self._run(requests, self._pair_job)
-        verdicts = [Verdict(a.value, a.raw, a.error, a.tokens, a.latency_s) for a in answers]
+        verdicts = [Verdict(a.value, a.raw, a.error, a.tokens, a.latency_s, form=a.form) for a in answers]
         self.counters.record(verdicts)
         self._raise_if_dead()
         return verdicts
@@ -242,18 +269,54 @@ class OpenAIJudge:
         """Close the connections and stop the judge's event loop (the judge is unusable afterwards)."""
         self.closer()
 
+    async def _probe_all(self) -> list[str | None]:
+        """Each endpoint's constraint dialect (constrain.probe), all endpoints at once; warns or fails on none."""
+        cfg = self.cfg
+
+        async def ask(index: int, extra: dict[str, Any]) -> str | None:
+            body = {"model": cfg.model, "temperature": 0.0, "max_tokens": 64, **cfg.extra_body, **extra,
+                    "messages": [{"role": "user", "content": "Reply with the single word zqx-probe."}]}
+            for attempt in range(cfg.retry.max_retries + 1):
+                try:
+                    return self._read(await self.transport.post(index, body))[0]
+                except AttemptError as err:
+                    if not err.retryable:  # a 4xx: the server refuses the field
+                        return None
+                    if attempt == cfg.retry.max_retries:
+                        raise JudgeUnavailable(
+                            f"The judge endpoint {cfg.base_urls[index]} failed the structured-output probe of "
+                            f"judge.constrain={cfg.constrain} {attempt + 1} times ({err.kind}: {str(err)[:160]}); "
+                            "check the server, or set judge.constrain=off to skip the probe.") from None
+                    await asyncio.sleep(self._backoff(attempt, err.wait))
+            raise AssertionError("unreachable")
+
+        found = await asyncio.gather(*(probe(lambda extra, i=i: ask(i, extra), cfg.constrain)
+                                       for i in range(len(cfg.base_urls))))
+        for url, dialect in zip(cfg.base_urls, found):
+            if dialect is not None:
+                continue
+            if cfg.constrain != "auto":
+                raise ConfigError(f"judge.constrain={cfg.constrain}: the judge endpoint {url} ignored a "
+                                  f"{cfg.constrain} constraint in every form tsrl knows ({', '.join(probe_order(cfg.constrain))}); "
+                                  "use judge.constrain=auto to take what it honours, or judge.constrain=off.")
+            warnings.warn(f"judge.constrain=auto: the judge endpoint {url} honours no structured-output field tsrl "
+                          f"knows ({', '.join(DIALECTS)}); its answers are not constrained, so a model that does not "
+                          "follow the template's format will fail (judge.retry.first_answers stops such a run early).",
+                          stacklevel=2)
+        return list(found)
+
     def _score_job(self, request: ScoreRequest) -> Job:
         fence = new_fence()
         rubric = request.prompt.fields.get("rubric", "")
         messages = render(self.score_template, request.prompt.text, rubric, (request.response,), fence)
-        return self._with_images(messages, [("A", request.image)]), fence, parse_score
+        return self._with_images(messages, [("A", request.image)]), fence, "score"
 
     def _pair_job(self, request: PairRequest) -> Job:
         fence = new_fence()
         criteria = request.prompt.fields.get("rubric", "")
         messages = render(self.template, request.prompt.text, criteria, (request.first, request.second), fence)
         images = [("A", request.first_image), ("B", request.second_image)]
-        return self._with_images(messages, images), fence, parse_verdict
+        return self._with_images(messages, images), fence, "verdict"
 
     def _with_images(self, messages: list[dict[str, Any]], images: list[tuple[str, str | None]]) -> list:
         """The user turn with each response's rendering as an image part (judge.vision=true), else unchanged."""
@@ -275,9 +338,16 @@ class OpenAIJudge:
                 answers[i] = await self._ask(requests[i], make_job)
 
         async def run_all() -> None:
-            await asyncio.gather(*(worker() for _ in range(min(self.cfg.concurrency, len(requests)))))
+            self.tasks = [asyncio.ensure_future(worker()) for _ in range(min(self.cfg.concurrency, len(requests)))]
+            done = await asyncio.gather(*self.tasks, return_exceptions=True)
+            failed = [err for err in done if isinstance(err, BaseException) and not isinstance(err, asyncio.CancelledError)]
+            if failed:
+                raise failed[0]
 
-        self._call(run_all())
+        if self.watch.error is None:
+            self._call(run_all())
+        if self.watch.error is not None:
+            raise self.watch.error
         return answers
 
     def _call(self, coroutine: Any) -> Any:
@@ -290,10 +360,16 @@ class OpenAIJudge:
             raise
 
     async def _ask(self, request: Any, make_job: Callable[[Any], Job]) -> Score:
-        async with self.semaphore:
-            start = time.perf_counter()
-            answer = await self._readable_answer(request, make_job)
-            answer.latency_s = time.perf_counter() - start
+        go, held = await self.watch.admit()
+        if not go:
+            return Score(None, error="judge_unreadable: the run stopped on unreadable answers")
+        try:
+            async with self.semaphore:
+                start = time.perf_counter()
+                answer = await self._readable_answer(request, make_job)
+                answer.latency_s = time.perf_counter() - start
+        finally:
+            self.watch.settle(held)
         if answer.error is None:
             self.consecutive_failures = 0
         else:
@@ -306,25 +382,26 @@ class OpenAIJudge:
         tokens = 0
         for ask in range(self.cfg.retry.reask + 1):
             self.counters.add("reasks", ask > 0)
-            messages, fence, parse = make_job(request)
-            reply = await self._attempts(messages)
+            messages, fence, kind = make_job(request)
+            reply = await self._attempts(messages, kind)
             if isinstance(reply, Score):  # the transport gave up: retries are spent
                 reply.tokens += tokens
                 return reply
-            text, used, top, index = reply
+            text, used, top, finished, index = reply
             tokens += used
-            answer = self._parse(text, tokens, top, fence, parse, index)
+            answer = self._parse(text, tokens, top, fence, self.specs[index][kind], finished, index)
             if answer.error is None:
+                self.counters.add("reasked_requests", ask > 0)
                 return answer
         return answer
 
-    async def _attempts(self, messages: list) -> Reply | Score:
+    async def _attempts(self, messages: list, kind: str) -> Reply | Score:
         """The endpoint's reply to one question, or a failed Score once retries are spent."""
         retry = self.cfg.retry
-        body = self._request_args(messages)
+        bodies = [self._request_args(messages, specs[kind]) for specs in self.specs]  # each endpoint's constraint
 
         def post(index: int) -> Any:
-            return self.transport.post(index, body)
+            return self.transport.post(index, bodies[index])
 
         for attempt in range(retry.max_retries + 1):
             if self.consecutive_failures >= retry.max_consecutive_failures:
@@ -334,7 +411,7 @@ class OpenAIJudge:
             try:
                 response, index = await self.hedger.send(post, index, self.endpoints.other, retry.timeout_s,
                                                          self._attempt_failed)
-                text, tokens, top = self._read(response)
+                text, tokens, top, finished = self._read(response)
             except AttemptError as err:
                 error = self._attempt_failed(err, index)
                 if not err.retryable or attempt == retry.max_retries:
@@ -343,7 +420,7 @@ class OpenAIJudge:
                 await asyncio.sleep(self._backoff(attempt, err.wait))
                 continue
             self.endpoints.succeeded(index)
-            return text, tokens, top, index
+            return text, tokens, top, finished, index
         raise AssertionError("unreachable")
 
     def _attempt_failed(self, err: AttemptError, index: int) -> str:
@@ -355,31 +432,52 @@ class OpenAIJudge:
         self.last_failure = (self.cfg.base_urls[index], error)
         return error
 
-    def _parse(self, text: str, tokens: int, top: list, fence: str, parse: Callable, index: int) -> Score:
+    def _parse(self, text: str, tokens: int, top: list, fence: str, spec: AnswerSpec, finished: str,
+               index: int) -> Score:
+        """The value of one answer (ParseError → a failed Score of that kind); every answer goes to the watch."""
+        url = self.cfg.base_urls[index]
+        self.counters.add("answers")
         try:
-            value = parse(text, fence)
+            # a constrained answer's last line is the grammar's, so quoting a fence in it cannot forge a verdict
+            fence = fence if spec.constraint == "off" else "\0"  # "\0": a token no answer holds
+            if fence in (text or ""):
+                raise ParseError("echoed_prompt", "the judge's answer repeats the fenced prompt")
+            if spec.form == "reasoning" and spec.constraint != "json":
+                value = (parse_verdict if spec.kind == "verdict" else parse_score)(text, fence)
+            else:
+                value = spec.parse(text)
         except ParseError as err:
+            self.counters.add("unreadable_answers")
             self.counters.add(f"attempt_errors/{err.kind}")
-            self.last_failure = (self.cfg.base_urls[index], f"{err.kind}: {err}")
-            return Score(None, text, f"{err.kind}: {err}", tokens)
-        soft = soft_verdict(top) if top and parse is parse_verdict else None
+            self.last_failure = (url, f"{err.kind}: {err}")
+            self.watch.answered(err.kind, text or "", finished, f"{url} (model {self.cfg.model!r})", spec)
+            if self.watch.error is not None:
+                for task in self.tasks:
+                    task.cancel()
+            return Score(None, text, f"{err.kind}: {err}", tokens, form=spec.label)
+        self.watch.answered(None, text, finished, url, spec)
+        soft = soft_verdict(top) if top and spec.kind == "verdict" else None
         self.counters.add("soft_verdicts", soft is not None)
-        return Score(value if soft is None else soft, text, None, tokens)
+        self.counters.add(f"answers/{spec.label}")
+        form = spec.label + ("+soft" if soft is not None else "")
+        return Score(value if soft is None else soft, text, None, tokens, form=form)
 
-    def _request_args(self, messages: list) -> dict[str, Any]:
-        args: dict[str, Any] = {"model": self.cfg.model, "messages": messages, "temperature": self.cfg.temperature,
-                                "max_tokens": self.cfg.max_tokens}
+    def _request_args(self, messages: list, spec: AnswerSpec) -> dict[str, Any]:
+        """The request body: messages, sampling, log-probs, the spec's constraint and max_tokens, then extra_body."""
+        args: dict[str, Any] = {"model": self.cfg.model, "messages": messages, "temperature": self.cfg.temperature}
         if self.cfg.logprobs:
-            args.update(logprobs=True, top_logprobs=5)
+            args.update(logprobs=True, top_logprobs=DIRECT_TOP_LOGPROBS if spec.form == "direct" else 5)
+        args.update(spec.body)
         args.update(self.cfg.extra_body)
         return {key: value for key, value in args.items() if value is not None}
 
-    def _read(self, response: Any) -> tuple[str, int, list[dict[str, float]]]:
-        """(answer text, total tokens, per-token top log-probs) of a chat-completion JSON body; a body of any
-        other shape raises AttemptError malformed_response (retried)."""
+    def _read(self, response: Any) -> tuple[str, int, list[dict[str, float]], str]:
+        """(answer text, total tokens, per-token top log-probs, finish reason) of a chat-completion JSON body; a
+        body of any other shape raises AttemptError malformed_response (retried)."""
         try:
             choice = response["choices"][0]
             content = choice["message"].get("content") or ""
+            finished = str(choice.get("finish_reason") or "")
             usage = response.get("usage") or {}
             prompt_tokens, completion_tokens = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
             items = (choice.get("logprobs") or {}).get("content") or []
@@ -391,7 +489,7 @@ class OpenAIJudge:
             raise AttemptError("malformed_response", "the message content is not text", True)
         cost = self.cfg.price_in_per_m * prompt_tokens + self.cfg.price_out_per_m * completion_tokens
         self.counters.add("cost_usd", cost / 1e6)
-        return content, prompt_tokens + completion_tokens, top
+        return content, prompt_tokens + completion_tokens, top, finished
 
     def _backoff(self, attempt: int, server_wait: float | None) -> float:
         retry = self.cfg.retry
@@ -402,6 +500,10 @@ class OpenAIJudge:
         limit = self.cfg.retry.max_consecutive_failures
         if self.consecutive_failures >= limit:
             url, error = self.last_failure
+            if error.split(":", 1)[0] in PARSE_KINDS:  # it answers: the answers are the problem, not the server
+                spec = self.specs[self.cfg.base_urls.index(url)]["verdict"]
+                raise JudgeUnreadable(f"The judge at {url} answered {limit} requests in a row without a readable "
+                                      f"answer (last: {error[:160]}). " + advice(spec, False))
             raise JudgeUnavailable(f"The judge at {url} failed {limit} requests in a row (last error: {error}); "
                                    "check that the server is up and judge.base_urls/judge.model are right.")
 

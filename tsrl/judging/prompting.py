@@ -147,7 +147,7 @@ def soft_verdict(top_logprobs: list[dict[str, float]]) -> float | None:
     for alternatives in reversed(top_logprobs):
         mass = {"a": 0.0, "b": 0.0, "tie": 0.0}
         for token, logprob in alternatives.items():
-            key = token.strip(" *`_:").lower()
+            key = token.strip(" *`_:\"'{}").lower()
             if key in ("t", "ti"):
                 key = "tie"  # tokenisers often split TIE; its first piece stands for it
             if key in mass:

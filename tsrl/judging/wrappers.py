@@ -124,6 +124,7 @@ class BothOrders:
             tokens=fwd.tokens + rev.tokens,
             latency_s=max(fwd.latency_s, rev.latency_s),
             cached=fwd.cached and rev.cached,
+            form=fwd.form if fwd.form == rev.form else f"{fwd.form}|{rev.form}",
         )
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
