@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: setup train test test-vllm test-fast bench mutate clean chromium
+.PHONY: setup train test test-vllm test-judge-server test-fast bench mutate clean chromium
 
 setup: $(STAMP)
 
@@ -25,8 +25,9 @@ train: $(STAMP)
 	$(BIN)/tsrl-train recipes=cpu_demo $(ARGS)
 
 test: $(STAMP) chromium
-	TSRL_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -m "not vllm" tests
+	TSRL_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -m "not vllm and not judge_server" tests
 	$(MAKE) --no-print-directory test-vllm
+	$(MAKE) --no-print-directory test-judge-server
 
 # task=web renders pages in headless Chromium (Debian's chromium); installed here when no browser is on PATH.
 chromium:
@@ -55,6 +56,11 @@ $(VLLM_STAMP): pyproject.toml constraints.txt constraints-vllm.txt
 
 test-vllm: $(VLLM_STAMP)
 	TSRL_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_BIN)/python -m pytest -q -m vllm tests
+
+# A real judge: SmolLM2 served by vLLM's OpenAI-compatible server on CPU (from .venv-vllm, started and stopped by
+# tsrl-serve-judge), against which tsrl-judge-check and 2-step tsrl-train runs go (tests/integration/test_real_judge_server.py).
+test-judge-server: $(STAMP) $(VLLM_STAMP)
+	TSRL_REQUIRE_JUDGE_SERVER=1 TSRL_VLLM_PYTHON=$(abspath $(VLLM_BIN))/python $(BIN)/python -m pytest -q -m judge_server tests
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" tests

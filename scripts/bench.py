@@ -6,7 +6,8 @@ Runs each benchmark script in its own process (this interpreter), in the order b
 JSON results under --out/NAME/, with its output in stdout.txt and stderr.txt beside them. This script then reads
 those files and rewrites --out/bench.md and --out/bench.json after every benchmark, so a later failure loses
 nothing already measured. A benchmark that fails shows as failed, with the last line of its stderr, and the
-others still run. Columns: benchmark | measured | peer / bound | ratio | target | command to reproduce.
+others still run. Columns: benchmark | measured | peer / bound | ratio | target | command to reproduce; a
+row's note (what its numbers do and do not show) goes under the table.
 
 - trainer: scripts/trainer_bench.py, tsrl's RL step against TRL's GRPOTrainer at equal work, per model size.
   Rows: wall and CPU s/step (target ≤ 0.8× TRL; the ratio is the script's median of paired steps), peak RSS,
@@ -14,13 +15,17 @@ others still run. Columns: benchmark | measured | peer / bound | ratio | target 
   and time/update_s (the update holds advantages, batching, forward/backward and the optimizer step), median
   over steady steps. What the ratio counts above 1 is scoring, weight sync and the step's bookkeeping.
 - judge: scripts/judge_bench.py, wall time of n comparisons against the local fake server's latency bound
-  ⌈n/concurrency⌉ × latency, per scenario and transport. Target ≤ 1.15× for fault-free aiohttp (README).
+  ⌈n/concurrency⌉ × latency, per scenario and transport. Target ≤ 1.15× for fault-free aiohttp (README). Then
+  the direct answer form against the reasoning form (judge.form), both constrained by the same server: judge
+  calls/s, tokens per verdict (prompt + completion, and completion alone) and client CPU per call, as direct /
+  reasoning. The server's answers take a fixed latency plus a modelled decode time per completion token; the
+  row's note says what that means for the ratios.
 - bt: scripts/bt_bench.py, batched Bradley–Terry against the per-group scipy loop: speed-up. Target: batched
   ≤ 0.5 s.
 - topology: scripts/topology_fidelity.py, Kendall τ with the latent order per judge match (per sample), one
   row per topology, at the largest N and the middle τ that were run (N = 16, τ = 1 by default).
 
-Run time, on the idle 2-core machine: ≈ 9 min (trainer ≈ 6, judge ≈ 2, topology 16 s, bt a few seconds).
+Run time, on the idle 2-core machine: ≈ 9.5 min (trainer ≈ 6, judge ≈ 2.5, topology 16 s, bt a few seconds).
 `--quick` gives each script its smallest sensible sizes. It is a smoke run of the whole chain; its numbers
 mean little. Not run here: scripts/generation_bench.py (hf against vLLM generation; it needs vLLM, so run it with
 .venv-vllm/bin/python) and scripts/scale_memory.py.
@@ -44,6 +49,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER_TARGET = 0.8  # tsrl ≤ 0.8× TRL's seconds per step (trainer_bench.py)
 JUDGE_TARGET = 1.15  # fault-free aiohttp ≤ 1.15× the latency bound (README, "Throughput, and under faults")
+FORM_METRICS = (  # judge_bench.py's form rows: (what, key, format), each as direct / reasoning
+    ("judge calls/s", "calls_per_s", "{:.0f}/s"),
+    ("tokens/verdict (prompt + completion)", "tokens", "{:.1f}"),
+    ("completion tokens/verdict", "completion_tokens", "{:.1f}"),
+    ("client CPU/call", "cpu_ms", "{:.3f} ms"),
+)
 
 
 @dataclass
@@ -61,6 +72,8 @@ class Row:
     met: bool | None = None
     """Whether the target is met; None when there is none."""
     command: str = ""
+    note: str = ""
+    """What the numbers do and do not show, printed under the table."""
 
 
 # ----- each script's JSON → rows (pure) -----------------------------------------------------------------------------
@@ -96,6 +109,32 @@ def judge_rows(results: dict[str, Any], command: str) -> list[Row]:
                         f"bound ⌈{results['n']}/{results['concurrency']}⌉ × {results['latency_s'] * 1e3:.0f} ms "
                         f"= {bound:.3f} s", ratio, "× bound", f"≤ {JUDGE_TARGET}× bound" if targeted else "—",
                         ratio <= JUDGE_TARGET if targeted else None, command))
+    return rows + judge_form_rows(results, command)
+
+
+def judge_form_rows(results: dict[str, Any], command: str) -> list[Row]:
+    """The direct form against the reasoning form on the same server, per FORM_METRICS, as direct / reasoning;
+    none when the run compared no forms."""
+    forms = results.get("forms") or {}
+    by_form = {r["form"]: r for r in forms.get("rows", [])}
+    if not {"direct", "reasoning"} <= by_form.keys():
+        return []
+    direct, reasoning = by_form["direct"], by_form["reasoning"]
+    rows = [Row(f"judge form direct vs reasoning: {what}",
+                f"direct ({direct['asked_as']}) {fmt.format(direct[key])}",
+                f"reasoning ({reasoning['asked_as']}) {fmt.format(reasoning[key])}", direct[key] / reasoning[key],
+                "× reasoning", command=command) for what, key, fmt in FORM_METRICS]
+    rows[0].note = (
+        f"{results['n']} comparisons, fault-free, concurrency {results['concurrency']}, against the loopback server "
+        f"({forms['dialect']}, so judge.constrain=auto constrains both forms), which answers after "
+        f"{results['latency_s'] * 1e3:.0f} ms + {forms['latency_per_token_s'] * 1e3:g} ms per completion token "
+        "(a model's decode time). With a fixed latency alone, calls/s is bounded by concurrency / latency for both "
+        "forms alike, so the calls/s ratio is the modelled decode time saved. Tokens/verdict is what a real server "
+        "spends; CPU/call what the client spends, though part of it grows with the wall time (the client's loop "
+        "waits longer for reasoning answers): for the cost per answer alone, compare CPU/call with judge_bench.py "
+        "--latency-per-token 0. The loopback's reasoning is one short line "
+        f"({reasoning['completion_tokens']:.0f} tokens); a real judge's usually runs longer (up to judge.max_tokens), "
+        "so the real gap in completion tokens and time is larger.")
     return rows
 
 
@@ -149,10 +188,11 @@ def table(rows: list[Row]) -> str:
 
 
 def report(rows: list[Row], quick: bool) -> str:
-    """bench.md: a heading, the table, and what was not run."""
+    """bench.md: a heading, the table, the rows' notes, and what was not run."""
     note = ("\n_Quick mode: every script at its smallest sizes, a smoke run; the numbers mean little._\n"
             if quick else "")
-    return (f"# Benchmarks\n{note}\n{table(rows)}\n\n"
+    notes = "".join(f"- {r.benchmark}: {r.note}\n" for r in rows if r.note)
+    return (f"# Benchmarks\n{note}\n{table(rows)}\n\n" + (f"Notes:\n\n{notes}\n" if notes else "") +
             "Not run here: `scripts/generation_bench.py` (hf against vLLM; run it with `.venv-vllm/bin/python`) "
             "and `scripts/scale_memory.py`.\n")
 

@@ -8,6 +8,7 @@ answers (the connection stays open until the client gives up on it). With `first
 answer to each distinct pair (its two fenced texts) has no verdict line and every later one is proper. Every
 request and every injected fault is counted in `stats`. Each answer leaves exactly `latency` after its
 request arrived. `GET /models` lists `model` (not counted as a request; with `serve_models=False` it is a 404).
+With `latency_per_token_s` an answer leaves that much later per completion token (a model's decode time).
 
 Constrained answers, as real servers give them: `dialect` names the request fields the server obeys —
 `structured_outputs` (vLLM ≥ 0.10: `structured_outputs: {choice|regex|json}`), `guided` (older vLLM: top-level
@@ -33,6 +34,7 @@ Run as a script for use from another process:
 
     python tests/integration/judge_server.py --port-file PATH [--latency 0.05] [--fault-rate 0.2]
         [--fault-kinds blackhole] [--hang 8] [--seed 0] [--dialect structured_outputs] [--free-text]
+        [--latency-per-token 0.01]
 """
 from __future__ import annotations
 
@@ -209,7 +211,8 @@ class JudgeServer:
     def __init__(self, fault_rate: float = 0.0, fault_kinds: tuple[str, ...] = FAULTS, latency_s: float = 0.0,
                  hang_s: float = 3.0, seed: int = 0, logprobs: bool = True, keep_bodies: bool = False,
                  retry_after_s: float = 0.05, model: str = "judge", serve_models: bool = True,
-                 first_unreadable: bool = False, dialect: str = "none", free_text: bool = False) -> None:
+                 first_unreadable: bool = False, dialect: str = "none", free_text: bool = False,
+                 latency_per_token_s: float = 0.0) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"dialect={dialect!r} is unknown; choose one of {list(DIALECTS)}.")
         self.fault_rate, self.fault_kinds, self.latency_s, self.hang_s = fault_rate, fault_kinds, latency_s, hang_s
@@ -217,6 +220,7 @@ class JudgeServer:
         self.model, self.serve_models = model, serve_models
         self.first_unreadable, self.seen_pairs = first_unreadable, set()
         self.dialect, self.free_text = dialect, free_text
+        self.latency_per_token_s = latency_per_token_s  # added to `latency` per completion token of the answer
         self.rng, self.logprobs = random.Random(seed), logprobs
         self.stats: Counter[str] = Counter()
         self.queue: list[str] = []
@@ -345,6 +349,7 @@ class JudgeServer:
                 else:
                     status, reply = self.completion(body, fault)
                     extra, payload = {}, json.dumps(reply).encode()
+                    due += self.latency_per_token_s * (reply.get("usage") or {}).get("completion_tokens", 0)
                 await asyncio.sleep(due - self.loop.time())  # the answer is ready; it leaves at arrival + latency
                 if fault == "drop":
                     writer.transport.abort()
@@ -385,9 +390,12 @@ def main() -> None:
     parser.add_argument("--stats-file", default="")
     parser.add_argument("--dialect", default="none", choices=DIALECTS, help="the constraint fields obeyed")
     parser.add_argument("--free-text", action="store_true", help="unconstrained answers ramble without a verdict")
+    parser.add_argument("--latency-per-token", type=float, default=0.0,
+                        help="seconds added to --latency per completion token (models decode time)")
     args = parser.parse_args()
     with JudgeServer(fault_rate=args.fault_rate, fault_kinds=tuple(args.fault_kinds), latency_s=args.latency,
-                     hang_s=args.hang, seed=args.seed, dialect=args.dialect, free_text=args.free_text) as server:
+                     hang_s=args.hang, seed=args.seed, dialect=args.dialect, free_text=args.free_text,
+                     latency_per_token_s=args.latency_per_token) as server:
         Path(args.port_file).write_text(server.url)
         try:
             while True:

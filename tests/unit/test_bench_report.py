@@ -53,6 +53,37 @@ def test_judge_ratio_is_wall_over_bound_and_only_fault_free_aiohttp_has_the_targ
     assert mixed.ratio == pytest.approx(5.0) and mixed.met is None
 
 
+def form_row(form: str, asked_as: str, calls_per_s: float, tokens: float, completion: float, cpu_ms: float) -> dict:
+    return {"form": form, "asked_as": asked_as, "calls_per_s": calls_per_s, "tokens": tokens,
+            "completion_tokens": completion, "cpu_ms": cpu_ms}
+
+
+def test_judge_form_rows_are_direct_over_reasoning_with_a_note_under_the_table():
+    results = {"n": 256, "concurrency": 64, "latency_s": 0.05, "bound_s": 0.2, "rows": [],
+               "forms": {"dialect": "structured_outputs", "latency_per_token_s": 0.01, "rows": [
+                   form_row("reasoning", "reasoning/regex", 250.0, 240.0, 16.0, 0.30),
+                   form_row("direct", "direct/choice", 800.0, 216.0, 1.0, 0.24)]}}
+    rows = bench.judge_rows(results, "cmd")
+    calls, tokens, completion, cpu = rows
+    assert calls.ratio == pytest.approx(3.2) and calls.met is None
+    assert "direct (direct/choice) 800/s" in calls.measured and "reasoning (reasoning/regex)" in calls.peer
+    assert tokens.ratio == pytest.approx(0.9)
+    assert completion.ratio == pytest.approx(1 / 16)
+    assert cpu.ratio == pytest.approx(0.8)
+    assert all(r.command == "cmd" for r in rows)
+    assert "50 ms + 10 ms per completion token" in calls.note and "bounded" in calls.note
+    text = bench.report(rows, quick=False)
+    assert text.count(calls.note) == 1 and text.index(calls.note) > text.index(bench.table(rows))
+
+
+def test_judge_form_rows_need_both_forms():
+    results = {"n": 256, "concurrency": 64, "latency_s": 0.05, "bound_s": 0.2, "rows": [],
+               "forms": {"dialect": "structured_outputs", "latency_per_token_s": 0.0,
+                         "rows": [form_row("direct", "direct/choice", 800.0, 216.0, 1.0, 0.24)]}}
+    assert bench.judge_rows(results, "cmd") == []
+    assert "Notes:" not in bench.report([bench.Row("a", "1 s")], quick=False)
+
+
 @pytest.mark.parametrize("batched, met", [(0.05, True), (0.6, False)])
 def test_bt_ratio_is_the_speed_up_and_the_target_is_on_the_batched_time(batched, met):
     results = {"groups": 1024, "n": 16, "batched_s_best": batched, "scipy_loop_s": 1.2, "target_s": 0.5}

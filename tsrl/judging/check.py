@@ -10,7 +10,12 @@ injection (`flip_prob`) turned off, so what is measured is the model's own behav
 - position bias: mean P(first shown wins) — 0.5 is none; the gap to 0.5 is what `judge.order=both` cancels;
 - swap consistency: share of pairs whose two orders pick the same anchor (a judge that follows position
   rather than content scores low);
-- tie rate, errors by kind, latency p50/p95, tokens and cost per 1,000 comparisons (from the judge's metrics).
+- tie rate, errors by kind, latency p50/p95, tokens and cost per 1,000 comparisons (from the judge's metrics);
+- for a model judge: format following (share of its answers that held a readable verdict), the share of
+  questions answered only after a re-ask, how the verdicts were asked (judge.form / judge.constrain, per answer)
+  and, where the verdicts are soft (P(A) from log-probs, e.g. judge.form=direct), their calibration against the
+  ladder order: expected calibration error over CALIBRATION_BINS equal-width bins of P(first is better) and the
+  Brier score.
 
 With `check.min_accuracy` set, a judge below it makes the command exit with status 1 (a gate for scripts).
 """
@@ -29,6 +34,8 @@ from omegaconf import MISSING
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, close_judge
 from tsrl.types import PairRequest, Prompt, Verdict
+
+CALIBRATION_BINS = 10
 
 
 @dataclass
@@ -75,6 +82,33 @@ def anchor_questions(prompts: Sequence[Prompt]) -> tuple[list[PairRequest], list
     return requests, meta
 
 
+def calibration(predicted: Sequence[float], outcome: Sequence[float]) -> dict[str, float]:
+    """Expected calibration error (CALIBRATION_BINS equal-width bins, weighted by count) and Brier score of
+    probabilities `predicted` for binary `outcome`s."""
+    p, y = np.asarray(predicted, float), np.asarray(outcome, float)
+    bins = np.minimum((p * CALIBRATION_BINS).astype(int), CALIBRATION_BINS - 1)
+    ece = sum(abs(p[bins == b].mean() - y[bins == b].mean()) * (bins == b).sum() for b in np.unique(bins)) / len(p)
+    return {"ece": float(ece), "brier": float(np.mean((p - y) ** 2)), "n": float(len(p))}
+
+
+def model_answers(verdicts: Sequence[Verdict], meta: Sequence[tuple[int, bool]], metrics: dict[str, float]) -> dict:
+    """Format following, re-asks, forms and soft-verdict calibration; empty for judges that are not models."""
+    if not metrics.get("answers"):
+        return {}
+    answered = [v for v in verdicts if v.p_first is not None]
+    forms: dict[str, int] = defaultdict(int)
+    for v in answered:
+        forms[v.form or "unknown"] += 1
+    soft = [(v.p_first, float(better_first)) for v, (_, better_first) in zip(verdicts, meta)
+            if v.p_first is not None and v.form.endswith("+soft")]
+    return {
+        "format_following": 1.0 - metrics.get("unreadable_answers", 0.0) / metrics["answers"],
+        "reask_share": metrics.get("reasked_requests", 0.0) / len(answered) if answered else float("nan"),
+        "forms": dict(forms),
+        "calibration": calibration(*zip(*soft)) if soft else None,
+    }
+
+
 def summarise(verdicts: Sequence[Verdict], meta: Sequence[tuple[int, bool]], judge_metrics: dict[str, float]) -> dict:
     """The report of a check from its verdicts (in anchor_questions order) and the judge's drained metrics."""
     correct: list[float] = []
@@ -109,6 +143,7 @@ def summarise(verdicts: Sequence[Verdict], meta: Sequence[tuple[int, bool]], jud
         "tokens_per_1k": 1000.0 * judge_metrics.get("tokens", 0.0) / calls,
         "cost_usd_per_1k": 1000.0 * judge_metrics.get("cost_usd", 0.0) / calls,
         "cache_hits": judge_metrics.get("cache_hits", 0.0),
+        **model_answers(verdicts, meta, judge_metrics),
     }
 
 
@@ -167,4 +202,20 @@ def format_report(report: dict) -> str:
         f"  errors                             {errors}",
         f"  latency                            {latency}",
         f"  tokens / cost per 1k comparisons   {report['tokens_per_1k']:.0f} / ${report['cost_usd_per_1k']:.4f}",
+        *model_lines(report),
     ])
+
+
+def model_lines(report: dict) -> list[str]:
+    if "format_following" not in report:
+        return []
+    forms = ", ".join(f"{form} {count}" for form, count in sorted(report["forms"].items())) or "none"
+    cal = report["calibration"]
+    calibrated = ("n/a (no soft verdicts: ask for log-probs, e.g. judge.form=direct)" if cal is None else
+                  f"ECE {cal['ece']:.3f}, Brier {cal['brier']:.3f} over {cal['n']:.0f} soft verdicts")
+    return [
+        f"  format following                   {100 * report['format_following']:.1f}% of answers readable",
+        f"  answered after a re-ask            {100 * report['reask_share']:.1f}%",
+        f"  asked as                           {forms}",
+        f"  calibration of P(first better)     {calibrated}",
+    ]

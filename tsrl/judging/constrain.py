@@ -189,7 +189,7 @@ def parse_json(text: str, kind: str) -> float:
             from None
     if kind == "verdict" and str(value).upper() in VERDICTS:
         return VERDICT_P[str(value).lower()]
-    if kind == "score" and isinstance(value, (int, float)) and 0 <= value <= 10:
+    if kind == "score" and isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 10:
         return float(value)
     raise ParseError(f"unparseable_{kind}", f"the {kind} {value!r} is not one of the allowed answers")
 
@@ -232,18 +232,20 @@ PARSE_KINDS = ("unparseable_verdict", "unparseable_score", "empty_content", "ech
 
 
 def advice(spec: AnswerSpec, cut: bool) -> str:
-    """Why answers of `spec` were unreadable and what to do, as two sentences."""
+    """Why answers of `spec` were unreadable and what to do (`cut`: they all ran to max_tokens)."""
     line = "'VERDICT: A|B|TIE'" if spec.kind == "verdict" else "'SCORE: <0-10>'"
-    if cut and spec.form == "reasoning":
-        return (f"The answers were cut off at judge.max_tokens={spec.body['max_tokens']} before the {spec.kind}. "
-                "Raise judge.max_tokens, or use judge.form=direct.")
-    if spec.constraint != "off":
-        return (f"The server was asked to constrain the answers ({spec.label}) but they do not conform, so it does "
-                "not apply that constraint. Check its structured-output support, or try judge.constrain=json or off.")
-    what = f"end its answer with a line {line}" if spec.form == "reasoning" else f"answer with the {spec.kind} alone"
-    return (f"The server is up; with judge.constrain=off the model must {what}, and this one does not. Use "
-            "judge.constrain=auto (vLLM, SGLang and most hosted APIs can constrain the answer), a stronger judge "
-            "model, or a template it follows (judge.template=…).")
+    limit = spec.body.get("max_tokens")
+    if spec.constraint == "off":
+        what = f"end its answer with a line {line}" if spec.form == "reasoning" else f"answer with the {spec.kind} alone"
+        ran = f" (these ran to judge.max_tokens={limit} without one)" if cut else ""
+        return (f"The server is up; with judge.constrain=off the model must {what}, and this one does not{ran}. Use "
+                "judge.constrain=auto (vLLM, SGLang and most hosted APIs can constrain the answer), a stronger judge "
+                "model, or a template it follows (judge.template=…).")
+    if cut:
+        return (f"The answers were cut off at max_tokens={limit} before the {spec.kind}. Raise judge.max_tokens"
+                + (", or use judge.form=direct." if spec.form == "reasoning" else "."))
+    return (f"The server was asked to constrain the answers ({spec.label}) but they do not conform, so it does "
+            "not apply that constraint. Check its structured-output support, or try judge.constrain=json or off.")
 
 
 class FormatWatch:

@@ -78,10 +78,11 @@ class RetryConfig:
     reask: int = 1
     """Ask again, with a fresh fence, after an answer with no readable verdict (no verdict line, empty, an
     echo of the prompt), at most this many times per request; then the failure policy applies."""
-    first_answers: int = 8
+    first_answers: int = 4
     """Fail fast on a judge that does not follow the format: the first this-many requests of a run go out alone
     (the rest wait for one readable answer), and if their first answers are all unreadable the run stops at once
-    with JudgeUnreadable saying what the answers looked like (0 = off)."""
+    with JudgeUnreadable saying what the answers looked like (0 = off). A judge that follows the format 80 % of
+    the time is stopped by mistake with probability 0.2⁴ = 0.16 %."""
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -276,6 +277,7 @@ class OpenAIJudge:
         async def ask(index: int, extra: dict[str, Any]) -> str | None:
             body = {"model": cfg.model, "temperature": 0.0, "max_tokens": 64, **cfg.extra_body, **extra,
                     "messages": [{"role": "user", "content": "Reply with the single word zqx-probe."}]}
+            body = {key: value for key, value in body.items() if value is not None}  # a null removes a field
             for attempt in range(cfg.retry.max_retries + 1):
                 try:
                     return self._read(await self.transport.post(index, body))[0]
