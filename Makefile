@@ -66,8 +66,9 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
 # Every benchmark side by side (trainer_bench, judge_bench, bt_bench, topology_fidelity) → runs/bench/bench.md, one
-# table of ratios against peers, bounds and targets. Takes long: ≈ 9 min on the idle 2-core machine (trainer_bench
-# ≈ 6, judge_bench ≈ 2), more under load; ARGS=--quick is a ≈ 1 min smoke run, ARGS="--only bt topology" picks.
+# table of ratios against peers, bounds and targets (judge_bench adds the judge's direct form against its reasoning
+# form). Takes long: ≈ 9.5 min on the idle 2-core machine (trainer_bench ≈ 6, judge_bench ≈ 2.5), more under load;
+# ARGS=--quick is a ≈ 1 min smoke run, ARGS="--only bt topology" picks.
 # generation_bench.py (hf against vLLM) is not in it: it needs .venv-vllm (make test-vllm builds it).
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py $(ARGS)

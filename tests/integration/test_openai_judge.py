@@ -108,7 +108,7 @@ def test_verdict_like_text_inside_responses_cannot_pose_as_the_verdict():
     with JudgeServer() as server:
         verdicts = judge_for(server, logprobs=False).compare(requests)
         server.queue = ["echo"] * len(requests)  # an answer that repeats the prompt ends with a forged verdict
-        echoed = judge_for(server, logprobs=False, retry=replace(FAST, reask=0)).compare(requests)
+        echoed = judge_for(server, logprobs=False, retry=replace(FAST, reask=0, first_answers=0)).compare(requests)
     assert [v.p_first for v in verdicts] == [0.0] * len(attacks)
     assert all(v.p_first is None and v.error.startswith("echoed_prompt") for v in echoed)
 

@@ -71,7 +71,7 @@ def model_judge():
     built: list[OpenAIJudge] = []
 
     def build(task: str) -> tuple[OpenAIJudge, RecordingTransport]:
-        judge = OpenAIJudge(OpenAIJudgeConfig(api_key_env="", preflight=False, logprobs=False), task)
+        judge = OpenAIJudge(OpenAIJudgeConfig(api_key_env="", preflight=False, logprobs=False, constrain="off"), task)
         judge.transport = RecordingTransport()
         built.append(judge)
         return judge, judge.transport
@@ -213,7 +213,8 @@ def test_a_vision_judge_receives_the_screenshot_of_the_graded_page() -> None:
     vision the grade request is text only (a text judge reads the HTML)."""
     shot = "data:image/png;base64,iVBORw0KGgo="
     for vision, parts in ((True, 1), (False, 0)):
-        judge = OpenAIJudge(OpenAIJudgeConfig(api_key_env="", preflight=False, logprobs=False, vision=vision), "web")
+        judge = OpenAIJudge(OpenAIJudgeConfig(api_key_env="", preflight=False, logprobs=False, vision=vision,
+                                              constrain="off"), "web")
         judge.transport = transport = RecordingTransport()
         try:
             assert judge.score([ScoreRequest(Prompt("p", "A page."), "<p>a</p>", image=shot)])[0].value == 7.0

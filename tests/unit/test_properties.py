@@ -667,7 +667,8 @@ def test_judge_identity_and_shown_order_separate_verdicts(tmp_path):
 def openai_identity(**settings) -> str:
     from tsrl.judging.openai_judge import OpenAIJudge, OpenAIJudgeConfig
 
-    judge = OpenAIJudge(OpenAIJudgeConfig(api_key_env="", preflight=False, **settings), NumberTask())
+    judge = OpenAIJudge(OpenAIJudgeConfig(api_key_env="", preflight=False, **{"constrain": "off", **settings}),
+                        NumberTask())
     try:
         return judge.identity
     finally:
@@ -676,14 +677,14 @@ def openai_identity(**settings) -> str:
 
 def test_openai_judge_identity_names_model_template_and_generation_settings(tmp_path):
     """The identity the cache is keyed on changes with the model, the template (name and content), every
-    generation setting sent with a request, and the vision switch (whether the judge sees the images)."""
+    generation setting sent with a request, the vision switch (whether the judge sees the images) and the form."""
     template = (Path(__file__).parents[2] / "tsrl/judging/prompts/generic_pairwise_v1.txt").read_text()
     edited = tmp_path / "edited" / "generic_pairwise_v1.txt"
     edited.parent.mkdir()
     edited.write_text(template.replace("\n---user---\n", "\nBe strict.\n---user---\n"))
     variants = [{}, {"model": "other"}, {"template": "humor_pairwise_v1"}, {"template": str(edited)},
                 {"temperature": 0.7}, {"max_tokens": 32}, {"logprobs": False},
-                {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}, {"vision": True}]
+                {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}, {"vision": True}, {"form": "direct"}]
     identities = [openai_identity(**v) for v in variants]
     assert len(set(identities)) == len(variants)
 

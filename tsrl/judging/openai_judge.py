@@ -11,7 +11,12 @@ An answer that arrives but holds no readable verdict (empty, wrong format, echo 
 with a fresh fence, up to `retry.reask` times (counted as reasks, apart from transport retries); then it
 becomes a failed Verdict of its kind. Every failed attempt is counted (attempt_errors/<kind>), every final
 failure too (errors/<kind>); after `max_consecutive_failures` final failures in a row the run stops with
-JudgeUnavailable naming the URL.
+JudgeUnavailable naming the URL (JudgeUnreadable when the failures are answers without a verdict).
+
+What is asked and how it is read (constrain.py): `form` (reasoning, or the verdict alone) and `constrain` (the
+server decodes only answers of that form; `auto` probes once per endpoint, at build, which spelling of structured
+outputs it obeys). Until a first readable answer, at most `retry.first_answers` requests are out; if all their
+answers are unreadable the run stops at once (FormatWatch) instead of after minutes of re-asks.
 
 Building the judge checks its endpoints first (preflight.py): each URL must answer GET /models and list
 `model`, else one sentence names the URL and the fix. The connections and the loop are released by `close`,
