@@ -81,9 +81,13 @@ def build_judge(cfg: Any, task: Any) -> Judge:
 
 def clean_judge_config(cfg: Any) -> Any:
     """The held-out evaluation judge derived from a training judge: the same model and prompt, with the
-    training-side injections off — no verdict flips, no position bias (both orders asked), no budget."""
+    training-side injections off — no verdict flips, no position bias (both orders asked), no budget; for the
+    simulated judge also no length bias, tie band or reference frame."""
     clean = replace(cfg, flip_prob=0.0, order="both", budget=BudgetConfig())
-    return replace(clean, position_bias=0.0) if isinstance(cfg, RubricSimConfig) else clean
+    if not isinstance(cfg, RubricSimConfig):
+        return clean
+    return replace(clean, position_bias=0.0, length_weight_pair=0.0, length_weight_grade=0.0, tie_band=0.0,
+                   frame_noise=0.0)  # the simulated judge's biases and reference frame (docs/judge_simulator.md)
 
 
 def judge_identity(cfg: Any) -> dict[str, Any]:

@@ -1,5 +1,14 @@
 """`judge=rubric_sim`: an offline *simulated* judge for tests, demos and noise sweeps.
 
+One perception model behind both protocols (docs/judge_simulator.md has the equations). The item c shown in
+call j is perceived as u_j(c) = q(c) + t(c) + γ_m·h(c) + η_j + ε_{j,c}: the task's latent quality q, a fixed
+per-text taste offset t, a surface feature h (log length) weighted per protocol m (γ_pair, γ_grade), an offset
+η_j ~ N(0, σ_η²) shared by everything shown in one call (the grade's reference frame; it cancels in a verdict),
+and per-item perception noise ε. A verdict is a Bradley–Terry draw on the two items of one call, with a
+position bias β and a tie band δ; a grade maps u through a compressive logistic scale onto the range
+[grade_lo, grade_hi] and rounds it to one of grade_levels values, so ties and discrimination collapse arise from
+the parameters. The defaults are the earlier simulator exactly (γ = σ_η = δ = 0, range 0–10, 11 levels):
+
 It is not an LLM. Each task supplies a latent quality q(c) computed from observable properties of the
 response (for humor: both words present, length band, repetition, punchline shape). A verdict on
 (first, second) is a Bradley–Terry draw P(first ≻ second) = σ((q₁ + bias − q₂)/τ), where bias is an
@@ -54,15 +63,34 @@ class RubricSimConfig(JudgePolicyConfig):
     """Latent-quality units per logistic unit of the pointwise score."""
     rubric_noise: float = 1.5
     """σ_rub: std of the Gaussian error ε added to q before grading (TSRL §2.1; project default 1.5)."""
+    frame_noise: float = 0.0
+    """σ_η: std of the offset shared by everything shown in one call (a grade's reference frame; cancels in a
+    verdict, where both items share the call)."""
+    length_weight_pair: float = 0.0
+    """γ_pair: latent units per unit of h = log(1 + words) the verdicts add (a length bias)."""
+    length_weight_grade: float = 0.0
+    """γ_grade: the same for grades."""
+    tie_band: float = 0.0
+    """δ: a verdict is TIE when the two perceived qualities (position bias included) differ by at most δ."""
+    grade_lo: float = 0.0
+    """Lowest grade the judge gives (of the rubric's 0–10)."""
+    grade_hi: float = 10.0
+    """Highest grade the judge gives; a narrow [grade_lo, grade_hi] compresses a group's grades."""
+    grade_levels: int = 11
+    """Distinct grades within [grade_lo, grade_hi], evenly spaced (11 over 0–10: the integers)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.tau <= 0:
             raise ConfigError(f"judge.tau must be > 0, got {self.tau}.")
-        if self.rubric_noise < 0:
-            raise ConfigError(f"judge.rubric_noise (σ_rub) must be >= 0, got {self.rubric_noise}.")
+        if self.rubric_noise < 0 or self.frame_noise < 0 or self.tie_band < 0:
+            raise ConfigError(f"judge.rubric_noise, judge.frame_noise and judge.tie_band must be >= 0, got "
+                              f"{self.rubric_noise}, {self.frame_noise}, {self.tie_band}.")
         if self.score_scale <= 0:
             raise ConfigError(f"judge.score_scale must be > 0, got {self.score_scale}.")
+        if not 0.0 <= self.grade_lo < self.grade_hi <= 10.0 or self.grade_levels < 2:
+            raise ConfigError(f"judge.grade_lo/grade_hi must satisfy 0 <= lo < hi <= 10 and judge.grade_levels >= 2, "
+                              f"got {self.grade_lo}, {self.grade_hi}, {self.grade_levels}.")
 
 
 class SimulatedJudge:
@@ -76,16 +104,23 @@ class SimulatedJudge:
         self.identity = f"rubric_sim|tau={cfg.tau}|bias={cfg.position_bias}|taste={cfg.taste}|seed={cfg.seed}"
         self.score_identity = (f"rubric_sim|centre={cfg.score_centre}|scale={cfg.score_scale}|"
                                f"sigma_rub={cfg.rubric_noise}|taste={cfg.taste}|seed={cfg.seed}")
+        extra = perception_extras(cfg)
+        if extra:  # the earlier identities stand for the defaults, so caches built with them stay valid
+            self.identity += f"|{extra}"
+            self.score_identity += f"|{extra}"
 
-    def latent(self, request: PairRequest, text: str) -> float:
+    def latent(self, request: PairRequest, text: str, length_weight: float = 0.0) -> float:
+        """q(c) + t(c) + γ·h(c): what every call perceives of a text before its own offset and noise."""
         taste = self.cfg.taste * (2.0 * stable_uniform(self.cfg.seed, "taste", text) - 1.0)
-        return self.quality(request.prompt, text) + taste
+        surface = length_weight * surface_feature(text) if length_weight else 0.0
+        return self.quality(request.prompt, text) + taste + surface
 
     def _verdict(self, request: PairRequest) -> Verdict:
-        q1 = self.latent(request, request.first) + self.cfg.position_bias
-        q2 = self.latent(request, request.second)
+        weight = self.cfg.length_weight_pair
+        q1 = self.latent(request, request.first, weight) + self.cfg.position_bias
+        q2 = self.latent(request, request.second, weight)
         key = (self.cfg.seed, request.prompt.id, request.first, request.second)
-        if q1 == q2:
+        if abs(q1 - q2) <= self.cfg.tie_band:  # δ = 0: only equal qualities tie
             p = 0.5
         else:
             p_first = 1.0 / (1.0 + math.exp(-(q1 - q2) / self.cfg.tau))
@@ -98,12 +133,14 @@ class SimulatedJudge:
         return verdicts
 
     def _score(self, request: ScoreRequest) -> Score:
+        cfg = self.cfg
         pair = PairRequest(request.prompt, request.response, "")
-        q = self.latent(pair, request.response)
-        key = (self.cfg.seed, request.prompt.id, request.response)
-        u = min(max(stable_uniform(*key, "rubric-noise"), 1e-12), 1 - 1e-12)
-        q += self.cfg.rubric_noise * NormalDist().inv_cdf(u)  # ε ~ N(0, σ_rub²), fixed per text
-        grade = float(round(10.0 / (1.0 + math.exp(-(q - self.cfg.score_centre) / self.cfg.score_scale))))
+        q = self.latent(pair, request.response, cfg.length_weight_grade)
+        key = (cfg.seed, request.prompt.id, request.response)
+        q += cfg.rubric_noise * normal(*key, "rubric-noise")  # ε ~ N(0, σ_rub²), fixed per text
+        if cfg.frame_noise:
+            q += cfg.frame_noise * normal(*key, "frame")  # η: this call's reference frame (one item per call)
+        grade = to_grade(q, cfg)
         return Score(value=grade, raw=f"simulated score: q={q:.3f} -> {grade}")
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
@@ -113,6 +150,33 @@ class SimulatedJudge:
 
     def drain_metrics(self) -> dict[str, float]:
         return self.counters.drain()
+
+
+def normal(*key: object) -> float:
+    """A standard normal draw fixed by `key` (a stable hash: the same question, the same draw)."""
+    u = min(max(stable_uniform(*key), 1e-12), 1 - 1e-12)
+    return NormalDist().inv_cdf(u)
+
+
+def surface_feature(text: str) -> float:
+    """h(c) = log(1 + words): the surface feature a length-biased judge rewards."""
+    return math.log1p(len(text.split()))
+
+
+def to_grade(u: float, cfg: RubricSimConfig) -> float:
+    """The grade of perceived quality u: grade_lo + (grade_hi − grade_lo)·σ((u − centre)/scale), rounded to the
+    nearest of grade_levels evenly spaced values (over 0–10 with 11 levels: the integer, as `round` gives it)."""
+    step = (cfg.grade_hi - cfg.grade_lo) / (cfg.grade_levels - 1)
+    x = cfg.grade_lo + (cfg.grade_hi - cfg.grade_lo) / (1.0 + math.exp(-(u - cfg.score_centre) / cfg.score_scale))
+    return float(cfg.grade_lo + step * round((x - cfg.grade_lo) / step))
+
+
+def perception_extras(cfg: RubricSimConfig) -> str:
+    """The perception settings away from their defaults, as text for the cache identity ('' at the defaults)."""
+    defaults = RubricSimConfig()
+    names = ("frame_noise", "length_weight_pair", "length_weight_grade", "tie_band", "grade_lo", "grade_hi",
+             "grade_levels")
+    return "|".join(f"{name}={getattr(cfg, name)}" for name in names if getattr(cfg, name) != getattr(defaults, name))
 
 
 def simulated_judge(cfg: RubricSimConfig, task: Any) -> SimulatedJudge:
