@@ -419,7 +419,8 @@ def test_parse_json_reads_the_verdict_field_and_nothing_else():
     assert parse_json('{"reasoning": "x", "verdict": "TIE"}', "verdict") == 0.5
     assert parse_json('{"reasoning": "x", "score": 7}', "score") == 7.0
     for text, kind in [('{"verdict":"C"}', "verdict"), ("VERDICT: A", "verdict"), ('["A"]', "verdict"),
-                       ('{"reasoning": "A"}', "verdict"), ('{"score": 11}', "score"), ('{"score": "7"}', "score"), ('{"score": true}', "score")]:
+                       ('{"reasoning": "A"}', "verdict"), ('{"score": 11}', "score"), ('{"score": "7"}', "score"),
+                       ('{"score": true}', "score")]:
         with pytest.raises(ParseError) as err:
             parse_json(text, kind)
         assert err.value.kind == f"unparseable_{kind}", text
