@@ -109,8 +109,12 @@ def test_bad_gpu_splits_are_one_sentence(gpus, replicas, says):
 
 def test_replica_env_pins_gpus_or_sizes_the_cpu_kv_cache():
     assert replica_env("2,3", {"PATH": "/bin"}) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "2,3"}
-    assert replica_env("cpu", {}) == {"VLLM_CPU_KVCACHE_SPACE": "1"}
-    assert replica_env("cpu", {"VLLM_CPU_KVCACHE_SPACE": "8"}) == {"VLLM_CPU_KVCACHE_SPACE": "8"}
+    assert replica_env("cpu", {}, cpu_cores=[2, 3]) == {
+        "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "2", "VLLM_CPU_OMP_THREADS_BIND": "2-3",
+        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}  # its share of the cores, none kept back for the front end
+    assert replica_env("cpu", {"VLLM_CPU_KVCACHE_SPACE": "8", "OMP_NUM_THREADS": "4"}, cpu_cores=[0]) == {
+        "VLLM_CPU_KVCACHE_SPACE": "8", "OMP_NUM_THREADS": "4", "VLLM_CPU_OMP_THREADS_BIND": "0-0",
+        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}  # the user's settings win
     assert replica_env(None, {"CUDA_VISIBLE_DEVICES": "1"}) == {"CUDA_VISIBLE_DEVICES": "1"}
 
 

