@@ -34,26 +34,24 @@ import base64
 import hashlib
 import json
 import mimetypes
-import os
 import random
 import threading
 import time
 import warnings
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, Sequence
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, JudgeUnavailable, JudgeUnreadable
 from tsrl.judging.constrain import (DIALECTS, KINDS, PARSE_KINDS, AnswerSpec, FormatWatch, advice, answer_spec,
-                                    check_form, direct_template, probe, probe_order, resolve)
-from tsrl.judging.hedging import HedgeConfig, Hedger
-from tsrl.judging.preflight import check_urls, preflight
+                                    direct_template, probe, probe_order, resolve)
+from tsrl.judging.hedging import Hedger
+from tsrl.judging.openai_config import OpenAIJudgeConfig, RetryConfig, read_api_key  # noqa: F401 (RetryConfig: re-exported)
+from tsrl.judging.preflight import preflight
 from tsrl.judging.prompting import (ParseError, load_template, new_fence, parse_score, parse_verdict, render,
                                     resolve_template, soft_verdict)
-from tsrl.judging.transport import TRANSPORTS, AttemptError, Endpoints, build_transport
-from tsrl.judging.wrappers import JudgePolicyConfig
+from tsrl.judging.transport import AttemptError, Endpoints, build_transport
 from tsrl.registry import JUDGES
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
@@ -61,115 +59,6 @@ Job = tuple[list, str, str]  # (chat messages, fence, kind of answer: verdict | 
 Reply = tuple[str, int, list, str, int]  # (answer text, tokens, per-token top log-probs, finish reason, endpoint)
 DIRECT_TOP_LOGPROBS = 20  # the alternatives at the verdict token: wide, so that both A and B are among them
 PREFLIGHT_TIMEOUT_S = 10.0  # longest wait for GET /models at start (at most retry.timeout_s)
-
-
-@dataclass
-class RetryConfig:
-    """Timeouts, retries and re-asks of each judge request."""
-
-    timeout_s: float = 60.0
-    """Per-attempt timeout in seconds (a hard cap: a hedged attempt's copies are cancelled at it too)."""
-    max_retries: int = 5
-    """Retries after the first attempt (429, 5xx, timeout, connection error, malformed body)."""
-    backoff_s: float = 0.5
-    """First backoff; doubles each retry, times a jitter factor in [0.5, 1]."""
-    backoff_max_s: float = 30.0
-    """Longest wait between attempts (also caps Retry-After)."""
-    max_consecutive_failures: int = 20
-    """Stop the run after this many requests in a row failed for good."""
-    endpoint_cooldown_s: float = 2.0
-    """With several base_urls: an endpoint whose attempt failed (timeout, connection, 429, 5xx, malformed body)
-    rests this long, doubling with each failure in a row (at most backoff_max_s), while the others serve."""
-    reask: int = 1
-    """Ask again, with a fresh fence, after an answer with no readable verdict (no verdict line, empty, an
-    echo of the prompt), at most this many times per request; then the failure policy applies."""
-    first_answers: int = 4
-    """Fail fast on a judge that does not follow the format: the first this-many requests of a run go out alone
-    (the rest wait for one readable answer), and if their first answers are all unreadable the run stops at once
-    with JudgeUnreadable saying what the answers looked like (0 = off). A judge that follows the format 80 % of
-    the time is stopped by mistake with probability 0.2⁴ = 0.16 %."""
-
-    def __post_init__(self) -> None:
-        if self.timeout_s <= 0:
-            raise ConfigError(f"judge.retry.timeout_s must be > 0, got {self.timeout_s}.")
-        for name in ("max_retries", "backoff_s", "backoff_max_s", "endpoint_cooldown_s", "reask", "first_answers"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"judge.retry.{name} must be >= 0, got {getattr(self, name)}.")
-        if self.max_consecutive_failures < 1:
-            raise ConfigError("judge.retry.max_consecutive_failures must be >= 1, "
-                              f"got {self.max_consecutive_failures}.")
-
-
-@dataclass
-class OpenAIJudgeConfig(JudgePolicyConfig):
-    """Judge `openai`: an LLM judge behind OpenAI-compatible endpoints."""
-
-    OPERATIONAL: ClassVar[tuple[str, ...]] = (*JudgePolicyConfig.OPERATIONAL, "base_urls", "api_key_env", "concurrency",
-                                              "transport", "retry", "hedge", "preflight", "price_in_per_m",
-                                              "price_out_per_m")
-
-    base_urls: list[str] = field(default_factory=lambda: ["http://127.0.0.1:8000/v1"])
-    """Endpoints serving the same judge model; requests are spread round-robin."""
-    model: str = "judge"
-    """Model name sent with each request (vLLM: the served model name)."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the API key ('' = no key, for local servers without auth)."""
-    template: str = "auto"
-    """Prompt template: auto (<task>_pairwise_v1 or generic_pairwise_v1), a shipped name, or a .txt path."""
-    concurrency: int = 32
-    """Most requests in flight at once (over all base_urls)."""
-    max_tokens: int = 256
-    """Most tokens the judge may generate per answer."""
-    temperature: float = 0.0
-    """Sampling temperature of the judge."""
-    logprobs: bool = True
-    """Ask for top log-probs to turn the verdict token into a soft probability (if the server supports it)."""
-    form: str = "reasoning"
-    """reasoning (brief reasoning, then a final VERDICT:/SCORE: line) | direct (the verdict or grade alone, a few
-    tokens; with logprobs its first token gives P(A)); see tsrl/judging/constrain.py."""
-    constrain: str = "auto"
-    """Have the server constrain answers to the form: auto (the best each endpoint honours, probed once at start) |
-    regex | choice (direct form) | json (response_format JSON schema) | off (the template alone)."""
-    vision: bool = False
-    """Send PairRequest images (first_image/second_image) as image parts, for vision judges."""
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    """Fields merged into every request body; a null value removes a field. On the command line add them one
-    by one: '+judge.extra_body.chat_template_kwargs={enable_thinking:false}' (a Qwen3 judge on vLLM without
-    thinking), +judge.extra_body.max_tokens=null +judge.extra_body.max_completion_tokens=1024."""
-    price_in_per_m: float = 0.0
-    """Price per 1M prompt tokens, for the judge/cost_usd metric."""
-    price_out_per_m: float = 0.0
-    """Price per 1M completion tokens."""
-    transport: str = "aiohttp"
-    """aiohttp (lean client, default) | openai (the openai SDK's AsyncOpenAI); see tsrl/judging/transport.py."""
-    preflight: bool = True
-    """At start, check that every base URL answers GET /models and serves `model` (false: servers without /models)."""
-    retry: RetryConfig = field(default_factory=RetryConfig)
-    hedge: HedgeConfig = field(default_factory=HedgeConfig)
-    """Duplicates of requests outstanding far longer than the running p95 latency (tsrl/judging/hedging.py)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.transport not in TRANSPORTS:
-            raise ConfigError(f"judge.transport={self.transport!r} is unknown; choose one of {list(TRANSPORTS)}.")
-        if not self.base_urls:
-            raise ConfigError("judge.base_urls is empty; give at least one URL such as http://127.0.0.1:8000/v1.")
-        check_urls(self.base_urls)
-        if self.concurrency < 1:
-            raise ConfigError(f"judge.concurrency must be at least 1, got {self.concurrency}.")
-        check_form(self.form, self.constrain)
-        if self.max_tokens < 1:
-            raise ConfigError(f"judge.max_tokens must be at least 1, got {self.max_tokens}.")
-
-
-def read_api_key(env_name: str) -> str:
-    if not env_name:
-        return "EMPTY"
-    key = os.environ.get(env_name)
-    if not key:
-        raise ConfigError(f"The judge API key variable {env_name} is not set; export it (any value for a local "
-                          "server without --api-key) or set judge.api_key_env='' for no key.")
-    return key
 
 
 def image_part(source: str) -> dict[str, Any]:
