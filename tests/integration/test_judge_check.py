@@ -83,3 +83,31 @@ def test_a_check_on_the_train_split_pays_for_the_ladder_of_the_run_that_follows(
         run = run_cli([*train, cache, f"run_dir={tmp_path / 'b'}"], tmp_path)
         assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads((tmp_path / "b" / "setup.json").read_text())["judge_calls_setup"] == 64 * 45
+
+
+def test_a_fit_writes_a_profile_that_the_simulated_judge_then_answers_with(tmp_path):
+    """check.fit=true on a judge with a known position bias: the report and the written profile carry it with an
+    interval that excludes none, and judge.profile=<that file> makes the simulated judge show it again."""
+    done, report = check(tmp_path, "check.split=train", "check.prompts=24", "check.fit=true", "judge.position_bias=1.5")
+    assert done.returncode == 0, done.stderr[-2000:]
+    fit = report["fit"]
+    assert fit["data"]["verdicts"] == 24 * 45 * 2 and fit["data"]["grades"] == 24 * 10  # 10 anchors per prompt
+    low, high = fit["estimates"]["position_bias"]["ci95"]
+    assert 0.5 < low <= 1.5 <= high and fit["signal_test"]["p_value"] < 1e-6
+    assert "perception model fit" in done.stdout and "judge.profile=<this path>" in done.stdout
+    profile = Path(fit["profile"])
+    assert profile.is_file() and "position_bias" in profile.read_text()
+
+    replay_dir = tmp_path / "replay"
+    replay_dir.mkdir()
+    done, replay = check(replay_dir, "check.split=train", "check.prompts=24", f"judge.profile={profile}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert replay["position_bias_p_first"] > 0.6  # the bias travelled through the profile: the same questions
+    assert abs(replay["accuracy"] - report["accuracy"]) < 0.03  # get the first position's and quality's shares
+    assert abs(replay["position_bias_p_first"] - report["position_bias_p_first"]) < 0.03
+
+    refit_dir = tmp_path / "refit"
+    refit_dir.mkdir()
+    done, again = check(refit_dir, f"check.refit={tmp_path / 'check'}")  # the saved answers, no judge asked
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert again["fit"]["estimates"] == fit["estimates"] and again["questions"] == report["questions"]

@@ -48,10 +48,24 @@ class CheckConfig:
     """Prompts to use (the first ones of the split; 0 = all)."""
     min_accuracy: float = 0.0
     """Exit with status 1 when the accuracy is below this (0 = report only)."""
+    fit: bool = False
+    """Also grade every anchor and fit the simulated judge's perception model to the answers by maximum
+    likelihood (tsrl/judging/fit.py): parameters with 95 % intervals in the report, the profile written to
+    run_dir/judge_profile.yaml for `judge=rubric_sim judge.profile=<that path>`."""
+    repeats: int = 1
+    """With fit: times each verdict and grade is asked (> 1 only helps a judge that samples; a temperature-0
+    judge repeats its answer, and the fit would count it as new evidence)."""
+    profile_name: str = "fitted"
+    """With fit: the name written into the profile."""
+    refit: str = ""
+    """The run_dir of an earlier `check.fit=true`: fit its saved answers (judge_answers.json) again without asking
+    any judge, e.g. after a fit failed or to compare settings; the report and profile go to this run_dir."""
 
     def __post_init__(self) -> None:
         if self.prompts < 0:
             raise ConfigError(f"check.prompts must be ≥ 0, got {self.prompts}.")
+        if self.repeats < 1:
+            raise ConfigError(f"check.repeats must be ≥ 1, got {self.repeats}.")
         if not 0.0 <= self.min_accuracy <= 1.0:
             raise ConfigError(f"check.min_accuracy must lie in [0, 1], got {self.min_accuracy}.")
 
@@ -156,11 +170,64 @@ def judge_label(cfg: Any) -> str:
     return f"{name} (model {model})" if model else name
 
 
-def check_judge(judge: Judge, prompts: Sequence[Prompt]) -> dict:
+def check_judge(judge: Judge, prompts: Sequence[Prompt]) -> tuple[dict, list[Verdict]]:
+    """The report of the anchor pairs' verdicts, and the verdicts (in anchor_questions order)."""
     requests, meta = anchor_questions(prompts)
     judge.drain_metrics()
     verdicts = judge.compare(requests)
-    return summarise(verdicts, meta, judge.drain_metrics())
+    return summarise(verdicts, meta, judge.drain_metrics()), verdicts
+
+
+def fit_judge(judge: Judge, judge_cfg: Any, task: Any, prompts: Sequence[Prompt], verdicts: Sequence[Verdict],
+              cfg: CheckConfig, label: str, out: Path) -> dict:
+    """Grade the anchors, fit the perception model to grades and verdicts, write out/judge_profile.yaml."""
+    from tsrl.judging.fit import collect_answers
+    from tsrl.tasks import SimulatedQuality
+
+    if isinstance(task, SimulatedQuality):
+        latent, kind = (lambda p, rank, text: task.quality(p, text)), "quality"
+    else:
+        latent, kind = (lambda p, rank, text: -float(rank)), "rank"
+    answers = collect_answers(judge, prompts, latent, cfg.repeats, verdicts=verdicts)
+    answers.latent = kind
+    scale = [getattr(judge_cfg, name, default) for name, default in
+             (("grade_lo", 0.0), ("grade_hi", 10.0), ("grade_levels", 11))]  # a model judge: the rubric's 0–10
+    command = (f"tsrl-judge-check task={task.name} check.fit=true check.prompts={len(prompts)} "
+               f"check.repeats={cfg.repeats}")
+    saved = {"judge": label, "command": command, "scale": scale, **answers.to_json()}
+    (out / "judge_answers.json").write_text(json.dumps(saved))  # a failed fit loses no answer: check.refit
+    return fit_saved(saved, cfg.profile_name, out)
+
+
+def fit_saved(saved: dict, name: str, out: Path) -> dict:
+    """Fit saved answers (judge_answers.json's content) and write out/judge_profile.yaml."""
+    from tsrl.judging.fit import Answers, fit_answers, profile_from_fit
+    from tsrl.judging.profile import write_profile
+
+    fit = fit_answers(Answers.from_json(saved), *saved["scale"])
+    profile = profile_from_fit(fit, name, saved["judge"], saved["command"])
+    path = out / "judge_profile.yaml"
+    write_profile(profile, path)
+    return {**profile.fit, "profile": str(path), "parameters": profile.parameters}
+
+
+def refit(cfg: JudgeCheckRunConfig) -> dict:
+    """check.refit: the earlier check's report with a new fit of its saved answers; no judge is asked."""
+    source = Path(cfg.check.refit)
+    files = source / "judge_check.json", source / "judge_answers.json"
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise ConfigError(f"check.refit={source}: {', '.join(missing)} missing; refit needs the run_dir of an earlier "
+                          "`tsrl-judge-check check.fit=true` that got as far as asking its questions.")
+    try:
+        report, saved = (json.loads(f.read_text()) for f in files)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"check.refit={source}: its saved check is unreadable ({err}); run the check again.") from None
+    out = Path(cfg.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    report["fit"] = fit_saved(saved, cfg.check.profile_name, out)
+    (out / "judge_check.json").write_text(json.dumps(report, indent=1))
+    return report
 
 
 def run_check(cfg: JudgeCheckRunConfig) -> dict:
@@ -168,6 +235,8 @@ def run_check(cfg: JudgeCheckRunConfig) -> dict:
     from tsrl.judging import build_judge
     from tsrl.tasks import build_task
 
+    if cfg.check.refit:
+        return refit(cfg)
     task = build_task(cfg.task)
     prompts = [p for p in task.prompts(cfg.check.split) if len(p.anchors) >= 2]
     if not prompts:
@@ -175,13 +244,17 @@ def run_check(cfg: JudgeCheckRunConfig) -> dict:
                           "or more; the judge check needs reference anchors (choose another check.split).")
     prompts = prompts[: cfg.check.prompts] if cfg.check.prompts else prompts
     judge = build_judge(raw_positions(cfg.judge), task)
-    try:
-        report = {"judge": judge_label(cfg.judge), "task": task.name, "split": cfg.check.split,
-                  "prompts": len(prompts), **check_judge(judge, prompts)}
-    finally:
-        close_judge(judge)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
+    label = judge_label(cfg.judge)
+    try:
+        summary, verdicts = check_judge(judge, prompts)
+        report = {"judge": label, "task": task.name, "split": cfg.check.split, "prompts": len(prompts), **summary}
+        if cfg.check.fit:
+            (out / "judge_check.json").write_text(json.dumps(report, indent=1))  # kept if the fit fails
+            report["fit"] = fit_judge(judge, cfg.judge, task, prompts, verdicts, cfg.check, label, out)
+    finally:
+        close_judge(judge)
     (out / "judge_check.json").write_text(json.dumps(report, indent=1))
     return report
 
@@ -203,7 +276,31 @@ def format_report(report: dict) -> str:
         f"  latency                            {latency}",
         f"  tokens / cost per 1k comparisons   {report['tokens_per_1k']:.0f} / ${report['cost_usd_per_1k']:.4f}",
         *model_lines(report),
+        *fit_lines(report),
     ])
+
+
+def fit_lines(report: dict) -> list[str]:
+    """The fitted perception model: each parameter with its 95 % interval, the signal test, the profile."""
+    if "fit" not in report:
+        return []
+    fit = report["fit"]
+    rows = []
+    for name, e in fit["estimates"].items():
+        low, high = e["ci95"]
+        note = f"   ({e['fixed']})" if "fixed" in e else ""
+        rows.append(f"    {name:<22} {e['value']:>8.3f}   95% CI [{low:.3f}, {high:.3f}]{note}")
+    test, data = fit["signal_test"], fit["data"]
+    used = ", ".join(f"{g}: {n}" for g, n in data["grades_used"].items())
+    return [
+        f"  perception model fit               {data['verdicts']} verdicts, {data['grades']} grades "
+        f"({data['unanswered']} unanswered), latent = the task's {data['latent']}",
+        *rows,
+        f"    verdicts follow the latent quality: likelihood ratio {test['lr']:.1f}, p = {test['p_value']:.3g} "
+        "(against a judge blind to it)",
+        f"    grades used                      {used}",
+        f"  profile                            {fit['profile']}  (judge=rubric_sim judge.profile=<this path>)",
+    ]
 
 
 def model_lines(report: dict) -> list[str]:

@@ -78,9 +78,16 @@ class RubricSimConfig(JudgePolicyConfig):
     """Highest grade the judge gives; a narrow [grade_lo, grade_hi] compresses a group's grades."""
     grade_levels: int = 11
     """Distinct grades within [grade_lo, grade_hi], evenly spaced (11 over 0–10: the integers)."""
+    profile: str = ""
+    """A judge profile (tsrl/judging/profile.py): a shipped name (`ideal`, …; docs/judge_simulator.md lists them
+    with their sources) or the path of a .yaml that `tsrl-judge-check check.fit=true` wrote. Its parameters
+    replace the fields still at their defaults (a field set away from its default wins). Applied once: the field
+    then reads 'applied:<profile>'."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.profile and not self.profile.startswith("applied:"):
+            apply_profile(self)
         if self.tau <= 0:
             raise ConfigError(f"judge.tau must be > 0, got {self.tau}.")
         if self.rubric_noise < 0 or self.frame_noise < 0 or self.tie_band < 0:
@@ -120,11 +127,7 @@ class SimulatedJudge:
         q1 = self.latent(request, request.first, weight) + self.cfg.position_bias
         q2 = self.latent(request, request.second, weight)
         key = (self.cfg.seed, request.prompt.id, request.first, request.second)
-        if abs(q1 - q2) <= self.cfg.tie_band:  # δ = 0: only equal qualities tie
-            p = 0.5
-        else:
-            p_first = 1.0 / (1.0 + math.exp(-(q1 - q2) / self.cfg.tau))
-            p = 1.0 if stable_uniform(*key, "draw") < p_first else 0.0
+        p = verdict_outcome(q1 - q2, self.cfg.tau, self.cfg.tie_band, stable_uniform(*key, "draw"))
         return Verdict(p_first=p, raw=f"simulated verdict: q_first={q1:.3f} q_second={q2:.3f} -> {p}")
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
@@ -152,6 +155,27 @@ class SimulatedJudge:
         return self.counters.drain()
 
 
+def verdict_probabilities(delta: float, tau: float, tie_band: float) -> tuple[float, float]:
+    """(P(first wins), P(second wins)) for a perceived difference Δ (position bias included), Rao–Kupper's ties:
+    P(first) = σ((Δ − δ)/τ), P(second) = σ((−Δ − δ)/τ), P(TIE) = the rest (none at δ = 0)."""
+    return _sigmoid((delta - tie_band) / tau), _sigmoid((-delta - tie_band) / tau)
+
+
+def verdict_outcome(delta: float, tau: float, tie_band: float, u: float) -> float:
+    """The verdict (1 first, 0 second, ½ TIE) that the uniform draw u gives; at δ = 0 exactly equal qualities
+    tie, as the earlier simulator's did."""
+    if delta == 0.0 and tie_band == 0.0:
+        return 0.5
+    p_first, p_second = verdict_probabilities(delta, tau, tie_band)
+    if u < p_first:
+        return 1.0
+    return 0.0 if u >= 1.0 - p_second else 0.5
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
 def normal(*key: object) -> float:
     """A standard normal draw fixed by `key` (a stable hash: the same question, the same draw)."""
     u = min(max(stable_uniform(*key), 1e-12), 1 - 1e-12)
@@ -177,6 +201,17 @@ def perception_extras(cfg: RubricSimConfig) -> str:
     names = ("frame_noise", "length_weight_pair", "length_weight_grade", "tie_band", "grade_lo", "grade_hi",
              "grade_levels")
     return "|".join(f"{name}={getattr(cfg, name)}" for name in names if getattr(cfg, name) != getattr(defaults, name))
+
+
+def apply_profile(cfg: RubricSimConfig) -> None:
+    """Set the fields of `cfg` still at their defaults to its profile's values (see RubricSimConfig.profile)."""
+    from tsrl.judging.profile import load_profile
+
+    profile, defaults = load_profile(cfg.profile), RubricSimConfig()
+    for name, value in profile.parameters.items():
+        if getattr(cfg, name) == getattr(defaults, name):
+            setattr(cfg, name, value)
+    cfg.profile = f"applied:{cfg.profile}"
 
 
 def simulated_judge(cfg: RubricSimConfig, task: Any) -> SimulatedJudge:
