@@ -72,14 +72,18 @@ def pair_scores(rewards: np.ndarray, quality: np.ndarray) -> float:
     return float(np.mean((sign + 1) / 2))
 
 
-def score_cell(groups, quality, overrides: list[str], seeds: int, run_root: Path) -> dict[str, np.ndarray]:
-    """Per method, P_g of every group averaged over the judge seeds ([n_groups])."""
+def score_cell(groups, quality, overrides: list[str], seeds: int, run_root: Path,
+               known: dict | None = None) -> dict[str, np.ndarray]:
+    """Per method, P_g of every group averaged over the judge seeds ([n_groups]). `known`: methods already
+    scored for this cell's verdicts (σ_η and L change only grades, so the verdict methods are shared by τ)."""
     from tsrl import build_scorer
 
     prompts = [p for p, _ in groups]
     completions = [c for _, c in groups]
-    out = {}
+    out = dict(known or {})
     for method, (regime, _) in METHODS.items():
+        if method in out:
+            continue
         per_seed = []
         for seed in range(seeds):
             scorer = build_scorer(regime, "rubric_sim", "humor", prompts=sorted(set(prompts)),
@@ -171,10 +175,13 @@ def main() -> None:
     if args.only != "grid":
         cells += [(f"profile {name}", [f"judge.profile={name}"], {"profile": name}) for name in PROFILES]
     rng = np.random.default_rng(0)
-    rows = []
+    rows, verdicts = [], {}
     with (args.out / "cells.jsonl").open("w") as sink:
         for name, overrides, meta in cells:
-            p = score_cell(groups, quality, overrides, args.seeds, args.out / "scratch")
+            shared = verdicts.get(meta.get("tau"), {})
+            p = score_cell(groups, quality, overrides, args.seeds, args.out / "scratch", known=shared)
+            if "tau" in meta:
+                verdicts[meta["tau"]] = {m: p[m] for m in ("tsrl", "one_anchor")}
             row = {"cell": name, **meta, "overrides": overrides, **summarise(p, rng)}
             rows.append(row)
             sink.write(json.dumps(row) + "\n")

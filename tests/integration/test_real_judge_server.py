@@ -6,7 +6,8 @@ the end. SmolLM2 is a poor judge and does not end its answers with `VERDICT: A` 
 stage is for: with judge.constrain=auto every question is answered (the server constrains the answer), with
 judge.constrain=off the run stops within seconds naming unreadable verdicts; verdicts, soft probabilities and the
 token accounting are checked against the server's own counters; and a 2-step tsrl-train runs the ladder, rubric and
-adaptive regimes against it. Measured here: the server starts in ~1.75 min, the module takes ~6 min.
+adaptive regimes against it, and the perception model is fitted to it. Measured here: the server starts in
+~1.5 min, the module takes ~8 min.
 """
 
 from __future__ import annotations
@@ -97,6 +98,29 @@ def test_constrained_verdicts_answer_every_question(served, tmp_path, form, cons
     assert 0.0 < report["position_bias_p_first"] < 1.0  # soft: not all-or-nothing
     assert report["calibration"]["n"] == 40 and 0.0 <= report["calibration"]["ece"] <= 1.0
     assert "format following                   100.0% of answers readable" in done.stdout
+
+
+def test_the_fit_of_smollm2_says_it_is_a_poor_judge(served, tmp_path):
+    """check.fit=true against the served SmolLM2 (direct form): every verdict and grade answered, and the fit
+    finds what the model is — verdicts with no detectable dependence on quality and a strong first-position bias
+    (measured on 16 prompts: likelihood ratio 0.0, p = 0.98; the first shown wins 91 % [87, 93] of equal pairs;
+    every anchor graded 10) — and writes a profile the simulated judge loads."""
+    from tsrl.judging import RubricSimConfig
+
+    _, judge = served
+    done, report, elapsed = judge_check(tmp_path, judge, "judge.form=direct", "check.prompts=8", "check.fit=true")
+    assert done.returncode == 0, done.stderr[-3000:]
+    fit = report["fit"]
+    assert fit["data"]["verdicts"] == 160 and fit["data"]["grades"] == 40 and fit["data"]["unanswered"] == 0
+    assert fit["signal_test"]["p_value"] > 0.01  # no evidence that its verdicts follow the ladder
+    assert fit["estimates"]["p_first_if_equal"]["ci95"][0] > 0.7  # the first shown wins, whatever it is
+    assert "perception model fit" in done.stdout
+    low, high = fit["estimates"]["signal_per_tau"]["ci95"]
+    assert low < 0.0 < high  # 1/τ: zero signal is inside its interval
+    cfg = RubricSimConfig(profile=fit["profile"])
+    assert cfg.profile == f"applied:{fit['profile']}" and cfg.taste == 0.0
+    print(f"fit of SmolLM2 in {elapsed:.0f} s: LR p = {fit['signal_test']['p_value']:.2f}, "
+          f"P(first | equal) = {fit['estimates']['p_first_if_equal']['value']:.3f}, grades {fit['data']['grades_used']}")
 
 
 def test_an_unconstrained_judge_that_ignores_the_format_stops_within_seconds(served, tmp_path):

@@ -150,3 +150,19 @@ def test_a_bad_profile_is_one_sentence_naming_the_file(tmp_path, body, message):
 def test_an_unknown_profile_lists_the_shipped_ones():
     with pytest.raises(ConfigError, match="Shipped profiles: .*ideal"):
         RubricSimConfig(profile="nonesuch")
+
+
+def test_the_shipped_smollm2_profile_is_the_fit_of_its_recorded_answers(tmp_path):
+    """tests/data/smollm2_judge_answers.json holds the answers SmolLM2 (vLLM, CPU, direct form) gave to
+    `tsrl-judge-check task=humor check.fit=true check.prompts=16`; fitting them again gives the shipped profile."""
+    import json
+    from pathlib import Path
+
+    from tsrl.judging.check import fit_saved
+
+    saved = json.loads((Path(__file__).parents[1] / "data" / "smollm2_judge_answers.json").read_text())
+    fit = fit_saved(saved, "smollm2-135m-vllm", tmp_path)
+    shipped = load_profile("smollm2-135m-vllm")
+    assert fit["parameters"] == shipped.parameters
+    assert fit["signal_test"]["p_value"] > 0.5 and fit["data"]["grades_used"] == {"10": 80}
+    assert 0.85 < fit["estimates"]["p_first_if_equal"]["value"] < 0.95

@@ -5,9 +5,10 @@ call j is perceived as u_j(c) = q(c) + t(c) + γ_m·h(c) + η_j + ε_{j,c}: the 
 per-text taste offset t, a surface feature h (log length) weighted per protocol m (γ_pair, γ_grade), an offset
 η_j ~ N(0, σ_η²) shared by everything shown in one call (the grade's reference frame; it cancels in a verdict),
 and per-item perception noise ε. A verdict is a Bradley–Terry draw on the two items of one call, with a
-position bias β and a tie band δ; a grade maps u through a compressive logistic scale onto the range
+position bias β and Rao–Kupper ties of band δ; a grade maps u through a compressive logistic scale onto the range
 [grade_lo, grade_hi] and rounds it to one of grade_levels values, so ties and discrimination collapse arise from
-the parameters. The defaults are the earlier simulator exactly (γ = σ_η = δ = 0, range 0–10, 11 levels):
+the parameters. The defaults are the earlier simulator exactly (γ = σ_η = δ = 0, range 0–10, 11 levels), and
+`judge.profile` sets the parameters from a sourced file (tsrl/judging/profile.py). The earlier description:
 
 It is not an LLM. Each task supplies a latent quality q(c) computed from observable properties of the
 response (for humor: both words present, length band, repetition, punchline shape). A verdict on
