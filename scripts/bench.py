@@ -1,6 +1,6 @@
 """Every benchmark side by side in one run, as one markdown table of ratios (`make bench`).
 
-    .venv/bin/python scripts/bench.py [--quick] [--only trainer judge bt topology] [--out runs/bench]
+    .venv/bin/python scripts/bench.py [--quick] [--only trainer judge bt topology pipeline] [--out runs/bench]
 
 Runs each benchmark script in its own process (this interpreter), in the order below. Each script writes its
 JSON results under --out/NAME/, with its output in stdout.txt and stderr.txt beside them. This script then reads
@@ -24,8 +24,11 @@ row's note (what its numbers do and do not show) goes under the table.
   ≤ 0.5 s.
 - topology: scripts/topology_fidelity.py, Kendall τ with the latent order per judge match (per sample), one
   row per topology, at the largest N and the middle τ that were run (N = 16, τ = 1 by default).
+- pipeline: scripts/pipeline_bench.py, trainer.pipeline=overlap against sync in one run per policy size and
+  judge latency (loopback judge): the overlapped step over its bound max(generate + update, score), target
+  ≤ 1.1×, and the speed-up over sync, target ≥ 1.3× where score and generate + update are within 25 %.
 
-Run time, on the idle 2-core machine: ≈ 9.5 min (trainer ≈ 6, judge ≈ 2.5, topology 16 s, bt a few seconds).
+Run time, on the idle 2-core machine: ≈ 9.5 min without the pipeline benchmark (trainer ≈ 6, judge ≈ 2.5, topology 16 s, bt a few seconds); the pipeline benchmark adds about 15 min (mostly the 26.7M policy).
 `--quick` gives each script its smallest sensible sizes. It is a smoke run of the whole chain; its numbers
 mean little. Not run here: scripts/generation_bench.py (hf against vLLM generation; it needs vLLM, so run it with
 .venv-vllm/bin/python) and scripts/scale_memory.py.
@@ -48,6 +51,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER_TARGET = 0.8  # tsrl ≤ 0.8× TRL's seconds per step (trainer_bench.py)
+PIPELINE_BOUND, PIPELINE_SPEEDUP = 1.1, 1.3  # pipeline_bench.py's targets
 JUDGE_TARGET = 1.15  # fault-free aiohttp ≤ 1.15× the latency bound (README, "Throughput, and under faults")
 FORM_METRICS = (  # judge_bench.py's form rows: (what, key, format), each as direct / reasoning
     ("judge calls/s", "calls_per_s", "{:.0f}/s"),
@@ -158,6 +162,23 @@ def topology_rows(results: dict[str, Any], command: str) -> list[Row]:
             for c in cells if c["n"] == n and c["tau"] == tau]
 
 
+def pipeline_rows(results: dict[str, Any], command: str) -> list[Row]:
+    """Per (policy, judge latency): the overlapped step against its bound max(generate + update, score), and the
+    speed-up over sync; the speed-up's target applies where score and generate + update are within 25 %."""
+    rows = []
+    for r in results["rows"]:
+        name = f"pipeline overlap, {r['size']}, judge latency {r['latency_s']:g} s"
+        rows.append(Row(f"{name}: step / bound", f"{r['overlap_step_s']:.2f} s",
+                        f"max(gen + update {r['generate_update_s']:.2f}, score {r['score_s']:.2f}) s",
+                        r["overlap_over_bound"], "× bound", f"≤ {PIPELINE_BOUND}×",
+                        r["overlap_over_bound"] <= PIPELINE_BOUND, command))
+        balanced = abs(r["score_s"] - r["generate_update_s"]) <= 0.25 * max(r["score_s"], r["generate_update_s"])
+        rows.append(Row(f"{name}: speed-up", f"sync {r['sync_step_s']:.2f} s/step", f"overlap {r['overlap_step_s']:.2f}",
+                        r["speedup"], "× faster", f"≥ {PIPELINE_SPEEDUP}× (score ≈ gen + update)" if balanced else "—",
+                        (r["speedup"] >= PIPELINE_SPEEDUP) if balanced else None, command))
+    return rows
+
+
 def failed_row(name: str, returncode: int, stderr: str, command: str) -> Row:
     """A benchmark that failed: its exit status and the last line of its stderr."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
@@ -217,6 +238,8 @@ BENCHMARKS = {
     "bt": Benchmark("bt_bench.py", ("--groups", "64", "--repeats", "1"), bt_rows),
     "topology": Benchmark("topology_fidelity.py", ("--groups", "20", "--sizes", "8", "--taus", "1.0"), topology_rows,
                           out_is_folder=True),
+    "pipeline": Benchmark("pipeline_bench.py", ("--sizes", "tiny", "--latencies", "0.3", "--blocks", "1",
+                                                "--block-steps", "3"), pipeline_rows, out_is_folder=True),
 }
 
 

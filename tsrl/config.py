@@ -56,6 +56,9 @@ class CheckpointConfig:
                               f"keep={self.keep}.")
 
 
+PIPELINES, FILLS = ("sync", "overlap"), ("none", "resample")
+
+
 @dataclass
 class TrainerConfig:
     """The RL loop: batch shape, optimisation and schedule."""
@@ -91,10 +94,32 @@ class TrainerConfig:
     """Run each distinct prompt of a micro-batch once and share its keys/values with the group's completions:
     the same log-probs and gradients up to rounding, the prompt's FLOPs divided by G (tsrl/models/forward.py).
     false = one full forward per sequence."""
+    pipeline: str = "sync"
+    """sync: each step generates, scores, then updates | overlap: the judge scores one step's groups while the
+    policy updates on the step before's and generates the next's (tsrl/training/pipeline.py), so a step costs
+    max(generate + update, score) instead of their sum; samples are then one policy version stale and the loss
+    takes its ratio against their sampling log-probs."""
+    fill: str = "none"
+    """none: train on the step's groups as they come | resample (DAPO's dynamic sampling): a group whose rewards
+    are all equal carries no advantage, so it is set aside and further batches are generated and scored until the
+    step has prompts_per_step groups with a signal on every process, or fill_max_batches batches were drawn; the
+    groups beyond it are not used. fill/generations_per_step counts the completions a step drew (Reasoning Arena's
+    'samples per step')."""
+    fill_max_batches: int = 8
+    """With fill=resample: batches (of prompts_per_step prompts) a step may draw at most; a step that still lacks
+    groups trains on those it has."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def __post_init__(self) -> None:
+        if self.pipeline not in PIPELINES:
+            raise ConfigError(f"trainer.pipeline={self.pipeline!r} is unknown; use {' or '.join(PIPELINES)}.")
+        if self.fill not in FILLS or self.fill_max_batches < 1:
+            raise ConfigError(f"trainer.fill={self.fill!r} / fill_max_batches={self.fill_max_batches}: use fill "
+                              f"{' or '.join(FILLS)} and fill_max_batches >= 1.")
+        if self.fill == "resample" and self.pipeline == "overlap":
+            raise ConfigError("trainer.fill=resample runs with trainer.pipeline=sync only (an overlapped step cannot "
+                              "yet draw more batches while the judge scores); pick one of the two.")
         if self.step_multiplier < 1:
             raise ConfigError(f"trainer.step_multiplier={self.step_multiplier} must be >= 1 (1 = train max_steps).")
         self.max_steps, self.step_multiplier = self.max_steps * self.step_multiplier, 1

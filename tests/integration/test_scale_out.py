@@ -167,3 +167,20 @@ def test_offline_baselines_take_the_step_one_process_takes_under_zero3(cache_dir
         assert [r[key] for r in runs["zero3"]] == pytest.approx([r[key] for r in runs[None]], rel=1e-4, abs=1e-6), key
     assert all(r["judge/calls"] == 0 for rows in runs.values() for r in rows)
     assert runs[None][-1]["train/loss"] < runs[None][0]["train/loss"]
+
+
+def test_an_overlapped_zero3_run_killed_after_a_checkpoint_resumes_onto_the_same_trajectory(cache_dir, tmp_path):
+    """trainer.pipeline=overlap on 2 ZeRO-3 processes: each scores its own groups in its worker while the
+    collectives of the update stay in step; a run directory holding only the step-2 checkpoint (its groups in
+    flight included) resumes onto the uninterrupted run's steps 3 and 4."""
+    import shutil
+
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    common = ["trainer.pipeline=overlap", "trainer.max_steps=4"]
+    launch("zero3", train_overrides(cache_dir, whole, *common, "trainer.checkpoint.every=2"), cache_dir)
+    shutil.copytree(whole / "checkpoints" / "step_000002", killed / "checkpoints" / "step_000002")
+    launch("zero3", train_overrides(cache_dir, killed, *common, "trainer.checkpoint.resume=auto"), cache_dir)
+    a, b = read_metrics(whole), read_metrics(killed)
+    assert [r["pipeline/staleness"] for r in a] == [0.0, 1.0, 1.0, 1.0] and [r["step"] for r in b] == [3, 4]
+    for key in ("reward/mean", "train/loss", "completion/length_mean", "train/grad_norm", "judge/calls"):
+        assert [r[key] for r in a[2:]] == pytest.approx([r[key] for r in b], rel=1e-5, abs=1e-9), key

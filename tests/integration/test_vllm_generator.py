@@ -210,3 +210,32 @@ def test_two_processes_each_run_their_own_engine(tmp_path):
     assert [(r["rank"], r["world"], r["groups"], r["sizes"]) for r in results] == [(0, 2, 3, [4] * 3), (1, 2, 4, [4] * 4)]
     assert all(r["max_gap"] < TOLERANCE for r in results), results
     assert "Invalid process group" not in run.stderr
+
+
+def test_an_overlapped_run_trains_on_samples_from_the_weights_it_reports(cache_dir, tmp_path):
+    """tsrl-train generator=vllm trainer.pipeline=overlap, end to end: the engine generates step t+1's groups
+    before step t's update and is synced after it, in sync's order. Step 1's samples come from the weights the
+    learner holds (the ratio against their sampling log-probs is 1 to float32 round-off); later steps' from one
+    version earlier (it moves), never two."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.integration.conftest import cli_env, read_metrics
+
+    run_dir = tmp_path / "run"
+    overrides = [f"model.cache_dir={cache_dir / 'models'}", "model.warmstart_steps=30", "model.hidden_size=64",
+                 "model.num_layers=2", "model.num_heads=2", "model.vocab_size=600", "trainer.prompts_per_step=2",
+                 "trainer.group_size=4", "trainer.eval.samples=1", "trainer.eval.max_prompts=2", "trainer.max_steps=3",
+                 f"reward.ladder_dir={cache_dir / 'ladders'}", "generator=vllm", "generator.max_new_tokens=12",
+                 "generator.enforce_eager=true", "generator.max_model_len=512", "trainer.pipeline=overlap",
+                 f"run_dir={run_dir}"]
+    done = subprocess.run([str(Path(sys.executable).parent / "tsrl-train"), *overrides], capture_output=True,
+                          text=True, env=cli_env(), cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_metrics(run_dir)
+    assert [r["pipeline/staleness"] for r in rows] == [0.0, 1.0, 1.0]
+    assert rows[0]["train/approx_kl_old"] < 1e-8  # fresh samples: the engine held the learner's weights
+    assert all(r["train/approx_kl_old"] > 1e-6 for r in rows[1:])  # one update behind
+    assert json.loads((run_dir / "eval.json").read_text())["latest"]["step"] == 3

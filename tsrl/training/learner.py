@@ -152,8 +152,10 @@ class Learner:
             return torch.cat([completion_logprobs(self.model, batch.select(index), temperature, share_prompt=share)[0]
                               for index in torch.arange(len(batch)).split(micro)])
 
-    def update(self, batch: RolloutBatch, step: int, empty: bool = False) -> dict[str, float]:
+    def update(self, batch: RolloutBatch, step: int, empty: bool = False, stale: bool = False) -> dict[str, float]:
         """algo.epochs passes × algo.minibatches optimizer steps over the rollouts, with gradient accumulation.
+        `stale`: the rollouts were sampled from an earlier policy (trainer.pipeline=overlap), so the "old"
+        log-probs of the ratio are their sampling log-probs, not the current ones.
 
         Every process runs the same number of minibatches (torch.tensor_split), so collectives stay in step. A
         minibatch with no rows here — or a step whose groups were all dropped (`empty`) — is skipped alone, and
@@ -167,7 +169,8 @@ class Learner:
                 warnings.simplefilter("ignore", UserWarning)
                 self.scheduler.step()
             return {"train/lr": lr}
-        old = None if on_policy else self.logprobs(batch, temperature)
+        on_policy = on_policy and not stale
+        old = batch.sampler_logprobs if stale else None if on_policy else self.logprobs(batch, temperature)
         needs_reference = algo.kl_beta > 0 or getattr(algo, "NEEDS_REFERENCE", False)  # KL term, or DPO
         ref = self.logprobs(batch, temperature, reference=True) if needs_reference else None
         offline = getattr(algo, "OFFLINE", False)  # anchors, not samples: no sampler log-probs to compare with

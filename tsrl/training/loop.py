@@ -12,7 +12,10 @@ Where it departs from textbook GRPO (all configurable, defaults in configs/):
   position bias or budget), named in eval.json;
 - a stop that needs the user (judge budget spent, judge down) checkpoints the last finished step first;
 - the offline baselines (algo=sft | dpo) replace generate → score by the ladder's anchors (offline_step) and
-  share the rest: the update, logging, evaluation and checkpoints.
+  share the rest: the update, logging, evaluation and checkpoints;
+- trainer.pipeline=overlap (overlap_step, tsrl/training/pipeline.py) scores one step's groups in a worker while
+  the next are generated and the step's update runs; trainer.fill=resample (fill_batch) draws further batches
+  until every group of the step carries a signal.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from tsrl.evaluation import evaluation_sums, evaluation_summary, headline, heldo
 from tsrl.generation import Generator, build_generator
 from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
 from tsrl.models.forward import collate
+from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, SamplingRegime, StatefulRegime, build_regime
 from tsrl.rewards.ladder_tool import prepare_ladder
 from tsrl.tasks import Task, build_task
@@ -46,8 +50,9 @@ from tsrl.training.collective import AccelerateCollective
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
 from tsrl.training.offline import check_offline, offline_groups, offline_ladders
+from tsrl.training.pipeline import Overlap, check_overlap, decode_groups, encode_groups
 from tsrl.training.sampler import PromptSampler
-from tsrl.types import Count, Group
+from tsrl.types import Count, Group, RewardBatch
 
 
 @dataclass
@@ -67,16 +72,67 @@ class Run:
     start_step: int
     judge_calls_total: float  # every judge call of the run so far, ladder building included
     training_calls: float = 0.0  # the judge calls of the training steps alone (trainer.max_judge_calls)
+    pipeline: Overlap | None = None  # trainer.pipeline=overlap: the scoring worker
 
 
 def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
     """One RL step on this process's prompts; returns (metrics, groups, rewards [B, G])."""
-    cfg, algo = run.cfg.trainer, run.cfg.algo
     t0 = time.perf_counter()
-    greedy_first = isinstance(run.regime, SamplingRegime) and run.regime.greedy_first  # ArenaRL's greedy anchor
-    groups = run.generator.generate(run.sampler.next_batch(), cfg.group_size, greedy_first=greedy_first)
+    groups = generate_groups(run)
     t1 = time.perf_counter()
     scored = run.regime.score(groups)
+    t2 = time.perf_counter()
+    times = {"time/generate_s": t1 - t0, "time/score_s": t2 - t1}
+    if run.cfg.trainer.fill == "resample":
+        groups, scored = fill_batch(run, groups, scored, times)
+    return learn(run, step, groups, scored, t0, times)
+
+
+def fill_batch(run: Run, groups: list[Group], scored: RewardBatch, times: dict[str, float]) -> tuple[list[Group],
+                                                                                                    RewardBatch]:
+    """trainer.fill=resample (DAPO's dynamic sampling): keep the groups whose rewards differ, draw and score
+    further batches until prompts_per_step such groups are in hand on every process (all processes draw the same
+    number of batches, so generation's collectives stay in step) or fill_max_batches were drawn. Returns the
+    kept groups (the first prompts_per_step) and their rewards; the regime's metrics are the first batch's."""
+    cfg = run.cfg.trainer
+    want, kept, rows, drawn = cfg.prompts_per_step, [], [], 1
+
+    def keep(batch: list[Group], rewards: np.ndarray) -> None:
+        for group, row in zip(batch, rewards):
+            if not np.isnan(row).any() and np.ptp(row) > 0:
+                kept.append(group)
+                rows.append(row)
+
+    keep(groups, scored.rewards)
+    while drawn < cfg.fill_max_batches and max(d["short"] for d in gather(run.accelerator,
+                                                                         {"short": float(len(kept) < want)})):
+        t0 = time.perf_counter()
+        more = generate_groups(run)
+        t1 = time.perf_counter()
+        extra = run.regime.score(more)
+        times["time/generate_s"] += t1 - t0
+        times["time/score_s"] += time.perf_counter() - t1
+        keep(more, extra.rewards)
+        drawn += 1
+    metrics = {**scored.metrics, "fill/batches": float(drawn), "fill/kept_groups": Count(min(len(kept), want)),
+               "fill/generations_per_step": Count(drawn * want * cfg.group_size)}
+    if not kept:  # nothing with a signal: the first batch, which the update then skips as it would without fill
+        return groups, RewardBatch(scored.rewards, metrics)
+    return kept[:want], RewardBatch(np.stack(rows[:want]), metrics)
+
+
+def generate_groups(run: Run) -> list[Group]:
+    """G completions of each of this process's next prompts, from the current weights."""
+    greedy_first = isinstance(run.regime, SamplingRegime) and run.regime.greedy_first  # ArenaRL's greedy anchor
+    return run.generator.generate(run.sampler.next_batch(), run.cfg.trainer.group_size, greedy_first=greedy_first)
+
+
+def learn(run: Run, step: int, groups: list[Group], scored: RewardBatch, t0: float, times: dict[str, float],
+          judge_metrics: dict[str, float] | None = None, staleness: int = 0) -> tuple[dict[str, float], list[Group],
+                                                                                   np.ndarray]:
+    """Advantages, update and weight sync for scored groups, and the step's metrics. `judge_metrics`: the judge's
+    drained metrics when scoring ran elsewhere (the overlap worker); `staleness`: policy versions since sampling."""
+    algo = run.cfg.algo
     t2 = time.perf_counter()
     rewards = torch.tensor(scored.rewards, dtype=torch.float32)  # [B, G], NaN rows = dropped groups
     kept = ~torch.isnan(rewards).any(dim=1)  # [B]
@@ -92,13 +148,14 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
     asleep = getattr(run.generator, "sleep", None)  # a colocated engine frees its memory for the update
     if asleep is not None:
         asleep()
-    update = run.learner.update(batch, step, empty=not kept_groups)
+    update = run.learner.update(batch, step, empty=not kept_groups, stale=staleness > 0)
     t3 = time.perf_counter()
     sync_weights(run)
     t4 = time.perf_counter()
     kept_rewards = rewards[kept]  # [B', G]
     lengths = torch.tensor([float(len(r.token_ids)) for g in groups for r in g.rollouts])  # [N]
-    judge_metrics = {f"judge/{k}": v for k, v in run.judge.drain_metrics().items()}
+    judge_metrics = {f"judge/{k}": v for k, v in (run.judge.drain_metrics() if judge_metrics is None
+                                                  else judge_metrics).items()}
     samples = len(lengths)
     comparisons = scored.metrics.get("reward/comparisons_per_sample", 0.0) * samples
     calls = judge_metrics.get("judge/calls", 0.0)
@@ -113,11 +170,40 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
         "train/dropped_groups": Count((~kept).sum()), "train/samples_in_update": Count(kept.sum() * groups[0].size),
         "judge/calls_per_sample": calls / samples,
         "judge/calls_per_comparison": calls / comparisons if comparisons else 0.0,
-        "time/generate_s": t1 - t0, "time/score_s": t2 - t1, "time/update_s": t3 - t2, "time/sync_s": t4 - t3,
+        **times, "time/update_s": t3 - t2, "time/sync_s": t4 - t3,
         "time/step_s": t4 - t0, "throughput/tokens_per_s": float(lengths.sum()) / (t4 - t0),
         "memory/peak_gib": peak_memory_gib(),
     }
+    if run.pipeline is not None:
+        metrics["pipeline/staleness"] = float(staleness)
     return metrics, groups, scored.rewards
+
+
+def overlap_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
+    """One step of trainer.pipeline=overlap (tsrl/training/pipeline.py): generate the next groups while the
+    judge scores this step's, hand the next to the judge, then update on this step's."""
+    pipe, last = run.pipeline, step == run.cfg.trainer.max_steps
+    t0 = time.perf_counter()
+    if pipe.in_flight is None:  # the first step (or a resume without groups in flight): nothing scored ahead
+        pipe.submit(generate_groups(run), version=step - 1)
+    upcoming = None if last else generate_groups(run)  # from θ_{step−1}, trained on at step + 1 from θ_step
+    t1 = time.perf_counter()
+    done = pipe.collect()
+    t2 = time.perf_counter()
+    if upcoming is not None and budget_left(run, done.judge_metrics.get("calls", 0.0)):
+        pipe.submit(upcoming, version=step - 1)
+    times = {"time/generate_s": t1 - t0, "time/score_s": done.score_s, "time/score_wait_s": t2 - t1}
+    return learn(run, step, done.groups, done.batch, t0, times, done.judge_metrics, (step - 1) - done.version)
+
+
+def budget_left(run: Run, calls_now: float) -> bool:
+    """Whether the run's training calls, this step's included (over every process), leave trainer.max_judge_calls
+    unspent: the next groups are only handed to the judge while they do."""
+    cap = run.cfg.trainer.max_judge_calls
+    if not cap:
+        return True
+    calls = sum(d["calls"] for d in gather(run.accelerator, {"calls": calls_now}))
+    return run.training_calls + calls < cap
 
 
 def offline_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
@@ -255,6 +341,10 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
                                                     collective=AccelerateCollective(acc)))
     if getattr(cfg.algo, "OFFLINE", False):
         check_offline(cfg.algo, regime, cfg.trainer.micro_batch_size)
+    pipeline = None
+    if cfg.trainer.pipeline == "overlap":
+        check_overlap(REWARDS.of(cfg.reward).name, getattr(cfg.algo, "OFFLINE", False))
+        pipeline = Overlap(regime.score, judge.drain_metrics)
     setup_calls = sum(d["calls"] for d in gather(acc, judge.drain_metrics()))  # e.g. the ladder round-robin
     sampler = PromptSampler(task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index,
                             acc.num_processes)
@@ -267,6 +357,8 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         sampler.load_state_dict(state["sampler"])
         if isinstance(regime, StatefulRegime) and state.get("regime") is not None:  # step counts, sampled ladders
             regime.load_state_dict(state["regime"])
+        if pipeline is not None and state.get("pending"):  # the groups that were being scored: scored again
+            pipeline.submit(*decode_groups(state["pending"], task.prompts("train")))
         generator.load_weights(learner.weights_for_sync())  # the resumed weights
     log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process,
                  eval_judge=judge_identity(eval_judge_config(cfg)))
@@ -274,7 +366,7 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         (run_dir / "setup.json").write_text(json.dumps({"judge_calls_setup": setup_calls, "resumed_from":
                                                         str(resume_from) if resume_from else None}))
     return Run(cfg, acc, task, learner, generator, judge, eval_judge, regime, sampler, log, start_step, calls_total,
-               training_calls)
+               training_calls, pipeline)
 
 
 def quiet_libraries() -> None:
@@ -301,7 +393,11 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     judge, eval_judge = open_judges(cfg, task)  # first: an unusable judge stops the run before any model is built
     try:
         run = setup(cfg, task, judge, eval_judge)
-        run_steps(run)
+        try:
+            run_steps(run)
+        finally:  # before the judges close: the scoring worker may still hold a batch
+            if run.pipeline is not None:
+                run.pipeline.close()
         close = getattr(run.generator, "close", None)  # last: vLLM's shutdown also ends the process group
         if close is not None:
             close()
@@ -328,7 +424,8 @@ def run_steps(run: Run) -> None:
     for step in bar:
         before = capture_rng(), trainer_state(run, step - 1)  # what a checkpoint of the last finished step holds
         try:
-            metrics, groups, rewards = (offline_step if offline else train_step)(run, step)
+            step_fn = offline_step if offline else overlap_step if run.pipeline is not None else train_step
+            metrics, groups, rewards = step_fn(run, step)
         except UserError as err:  # e.g. the judge budget is spent or the judge is down: keep every finished step
             restore_rng(before[0])
             raise stopped_cleanly(run, before[1], err) from err
@@ -383,9 +480,11 @@ def finished_run(run_dir: Path, tcfg: TrainerConfig) -> dict | None:
 def trainer_state(run: Run, step: int) -> dict[str, Any]:
     """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
     regime = run.regime.state_dict() if isinstance(run.regime, StatefulRegime) else None
+    in_flight = run.pipeline.in_flight if run.pipeline is not None else None
     return json.loads(json.dumps({"step": step, "sampler": run.sampler.state_dict(),
                                   "judge_calls_total": run.judge_calls_total,
-                                  "judge_calls_training": run.training_calls, "regime": regime}))
+                                  "judge_calls_training": run.training_calls, "regime": regime,
+                                  "pending": encode_groups(*in_flight) if in_flight else None}))
 
 
 def capture_rng() -> tuple:
