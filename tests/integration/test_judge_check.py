@@ -111,3 +111,14 @@ def test_a_fit_writes_a_profile_that_the_simulated_judge_then_answers_with(tmp_p
     done, again = check(refit_dir, f"check.refit={tmp_path / 'check'}")  # the saved answers, no judge asked
     assert done.returncode == 0, done.stderr[-2000:]
     assert again["fit"]["estimates"] == fit["estimates"] and again["questions"] == report["questions"]
+
+
+def test_refit_of_a_folder_without_usable_answers_is_one_sentence(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done, _ = check(tmp_path, f"check.refit={empty}")
+    assert done.returncode != 0 and "missing; refit needs the run_dir" in done.stderr, done.stderr[-1000:]
+    (empty / "judge_check.json").write_text("{}")
+    (empty / "judge_answers.json").write_text('{"judge": "x"}')
+    done, _ = check(tmp_path, f"check.refit={empty}")
+    assert done.returncode != 0 and "judge_answers.json lacks" in done.stderr and "Traceback" not in done.stderr

@@ -11,7 +11,7 @@ from dataclasses import asdict
 import pytest
 
 from tsrl.errors import ConfigError
-from tsrl.judging import RubricSimConfig, SimulatedJudge
+from tsrl.judging import RubricSimConfig, SimulatedJudge, judge_fingerprint
 from tsrl.judging.fit import GUMBEL_STD, collect_answers, fit_answers, profile_from_fit
 from tsrl.judging.profile import PROFILE_FIELDS, load_profile, shipped_profiles, write_profile
 from tsrl.types import Anchor, PairRequest, Prompt, ScoreRequest
@@ -121,6 +121,7 @@ def test_the_ideal_profile_is_the_default_simulator_answer_for_answer():
     assert [v.p_first for v in judged[0].compare(pairs)] == [v.p_first for v in judged[1].compare(pairs)]
     assert [s.value for s in judged[0].score(grades)] == [s.value for s in judged[1].score(grades)]
     assert judged[0].identity == judged[1].identity and judged[0].score_identity == judged[1].score_identity
+    assert judge_fingerprint(defaults) == judge_fingerprint(RubricSimConfig(profile="ideal"))  # stored ladders too
 
 
 @pytest.mark.parametrize("name", shipped_profiles())

@@ -213,6 +213,8 @@ def fit_saved(saved: dict, name: str, out: Path) -> dict:
 
 def refit(cfg: JudgeCheckRunConfig) -> dict:
     """check.refit: the earlier check's report with a new fit of its saved answers; no judge is asked."""
+    from tsrl.judging.fit import Answers
+
     source = Path(cfg.check.refit)
     files = source / "judge_check.json", source / "judge_answers.json"
     missing = [str(f) for f in files if not f.is_file()]
@@ -221,8 +223,12 @@ def refit(cfg: JudgeCheckRunConfig) -> dict:
                           "`tsrl-judge-check check.fit=true` that got as far as asking its questions.")
     try:
         report, saved = (json.loads(f.read_text()) for f in files)
-    except (OSError, ValueError) as err:
+        missing_keys = sorted({"judge", "command", "scale", *Answers.ARRAYS, "unanswered", "latent"} - set(saved))
+    except (OSError, ValueError, TypeError) as err:
         raise ConfigError(f"check.refit={source}: its saved check is unreadable ({err}); run the check again.") from None
+    if missing_keys:
+        raise ConfigError(f"check.refit={source}: judge_answers.json lacks {', '.join(missing_keys)}; it was not "
+                          "written by `tsrl-judge-check check.fit=true`, or was cut short: run the check again.")
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     report["fit"] = fit_saved(saved, cfg.check.profile_name, out)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, stable_uniform
@@ -51,6 +51,9 @@ Quality = Callable[[Prompt, str], float]
 class RubricSimConfig(JudgePolicyConfig):
     """Judge `rubric_sim`: simulated Bradley–Terry judge over the task's latent quality. It goes through the
     same wrappers as the model judges (order, noise, failure policy, cache, budget: JudgePolicyConfig)."""
+
+    OPERATIONAL: ClassVar[tuple[str, ...]] = (*JudgePolicyConfig.OPERATIONAL, "profile")
+    """`profile` names where the parameters came from; the parameters themselves are in the fingerprint."""
 
     tau: float = 1.0
     """Temperature of the Bradley–Terry verdicts (lower = more decisive)."""
