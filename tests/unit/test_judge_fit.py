@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+
 import pytest
 
 from tsrl.errors import ConfigError
