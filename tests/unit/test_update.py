@@ -94,7 +94,7 @@ def test_a_step_with_every_group_dropped_leaves_the_policy_alone(policy, groups)
 def test_processes_add_counters_and_average_everything_else():
     """Whoever emits a metric declares a counter by wrapping it in Count; the loop lists no metric names, so a
     regime's own counter (here constitutional/random_fallbacks) is summed like judge/calls."""
-    from tsrl.training.loop import combine_metrics
+    from tsrl.training.collective import combine_metrics
     from tsrl.types import Count
 
     ranks = [{"judge/calls": Count(64), "constitutional/random_fallbacks": Count(1), "reward/mean": 0.25,

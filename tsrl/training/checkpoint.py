@@ -2,15 +2,24 @@
 own checkpoint, each process writing its partitions) + the policy as one consolidated Hugging Face folder
 (`policy/`, merged under LoRA, with the adapter alone in `policy/adapter/`) + the trainer's own position (step,
 data sampler). `trainer_state.json` is written
-last, so a checkpoint without it is incomplete and never resumed from."""
+last, so a checkpoint without it is incomplete and never resumed from. Also the run's `done.json` (it reached its
+end under these limits) and the process RNG states a stopped step restores."""
 
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
 
 from tsrl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tsrl.config import TrainerConfig
 
 STATE_FILE = "trainer_state.json"
 
@@ -52,3 +61,39 @@ def save_checkpoint(accelerator, learner, path: Path, trainer_state: dict, keep:
 def load_checkpoint(accelerator, path: Path) -> dict:
     accelerator.load_state(str(path))
     return json.loads((path / STATE_FILE).read_text())
+
+
+DONE_FILE = "done.json"
+
+
+def mark_finished(run_dir: Path, tcfg: TrainerConfig, step: int, reason: str) -> None:
+    """done.json: the run reached its end under these limits (see finished_run)."""
+    (run_dir / DONE_FILE).write_text(json.dumps({"step": step, "reason": reason, "max_steps": tcfg.max_steps,
+                                                 "max_judge_calls": tcfg.max_judge_calls}))
+
+
+def finished_run(run_dir: Path, tcfg: TrainerConfig) -> dict | None:
+    """eval.json of a run that already reached its end under the same limits, when trainer.checkpoint.resume=auto
+    (raising max_steps or max_judge_calls continues it instead); None otherwise."""
+    done, evals = run_dir / DONE_FILE, run_dir / "eval.json"
+    if tcfg.checkpoint.resume != "auto" or not done.is_file() or not evals.is_file():
+        return None
+    mark = json.loads(done.read_text())
+    if (mark["max_steps"], mark["max_judge_calls"]) != (tcfg.max_steps, tcfg.max_judge_calls):
+        return None
+    summary = json.loads(evals.read_text())
+    return summary if summary["latest"]["step"] == mark["step"] else None
+
+
+def capture_rng() -> tuple:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    return random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda
+
+
+def restore_rng(states: tuple) -> None:
+    python, numpy_state, torch_state, cuda = states
+    random.setstate(python)
+    np.random.set_state(numpy_state)
+    torch.set_rng_state(torch_state)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections import Counter, defaultdict
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
+
+from tsrl.types import Count
 
 T = TypeVar("T")
 
@@ -37,3 +40,33 @@ class AccelerateCollective:
 
     def main_first(self) -> AbstractContextManager:
         return self.acc.main_process_first()
+
+
+# Metrics and values across processes (the trainer's own; regimes use the Collective above).
+
+def gather(acc: Any, value: dict[str, float]) -> list[dict[str, float]]:
+    if acc.num_processes == 1:
+        return [value]
+    from accelerate.utils import gather_object
+
+    return gather_object([value])
+
+
+def sum_dicts(dicts: list[dict[str, float]]) -> dict[str, float]:
+    total: dict[str, float] = defaultdict(float)
+    for d in dicts:
+        for key, value in d.items():
+            total[key] += value
+    return dict(total)
+
+
+def reduce_metrics(acc: Any, metrics: dict[str, float]) -> dict[str, float]:
+    return combine_metrics(gather(acc, metrics))
+
+
+def combine_metrics(every: list[dict[str, float]]) -> dict[str, float]:
+    """Every process's metrics as one: the sum for a Count (its emitter declared it a counter), the mean for
+    anything else; a metric only some processes report is averaged over those that do."""
+    total, seen = sum_dicts(every), Counter(key for d in every for key in d)
+    counters = {key for d in every for key, value in d.items() if isinstance(value, Count)}
+    return {k: Count(v) if k in counters else v / seen[k] for k, v in total.items()}

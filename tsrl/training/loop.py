@@ -23,10 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import time
 import warnings
-from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ import numpy as np
 import torch
 
 from tsrl.algo import group_advantages, inert_clip_warning
-from tsrl.config import RunConfig, TrainerConfig
+from tsrl.config import RunConfig
 from tsrl.errors import UserError
 from tsrl.evaluation import evaluation_sums, evaluation_summary, headline, heldout_rows
 from tsrl.generation import Generator, build_generator
@@ -45,8 +43,9 @@ from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, SamplingRegime, StatefulRegime, build_regime
 from tsrl.rewards.ladder_tool import prepare_ladder
 from tsrl.tasks import Task, build_task
-from tsrl.training.checkpoint import checkpoint_dir, find_resume, load_checkpoint, save_checkpoint
-from tsrl.training.collective import AccelerateCollective
+from tsrl.training.checkpoint import (DONE_FILE, capture_rng, checkpoint_dir, find_resume, finished_run,
+                                      load_checkpoint, mark_finished, restore_rng, save_checkpoint)
+from tsrl.training.collective import AccelerateCollective, gather, reduce_metrics, sum_dicts
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
 from tsrl.training.offline import check_offline, offline_groups, offline_ladders
@@ -269,34 +268,6 @@ def evaluate(run: Run, step: int) -> tuple[dict[str, float], list[dict]]:
     return result, rows
 
 
-def gather(acc: Any, value: dict[str, float]) -> list[dict[str, float]]:
-    if acc.num_processes == 1:
-        return [value]
-    from accelerate.utils import gather_object
-
-    return gather_object([value])
-
-
-def sum_dicts(dicts: list[dict[str, float]]) -> dict[str, float]:
-    total: dict[str, float] = defaultdict(float)
-    for d in dicts:
-        for key, value in d.items():
-            total[key] += value
-    return dict(total)
-
-
-def reduce_metrics(acc: Any, metrics: dict[str, float]) -> dict[str, float]:
-    return combine_metrics(gather(acc, metrics))
-
-
-def combine_metrics(every: list[dict[str, float]]) -> dict[str, float]:
-    """Every process's metrics as one: the sum for a Count (its emitter declared it a counter), the mean for
-    anything else; a metric only some processes report is averaged over those that do."""
-    total, seen = sum_dicts(every), Counter(key for d in every for key in d)
-    counters = {key for d in every for key, value in d.items() if isinstance(value, Count)}
-    return {k: Count(v) if k in counters else v / seen[k] for k, v in total.items()}
-
-
 def open_judges(cfg: RunConfig, task: Task) -> tuple[Judge, Judge]:
     """The training and evaluation judges. Built before anything else of the run: a judge that cannot answer
     (openai: an endpoint that is unreachable or does not serve the model) stops the run here, with one sentence."""
@@ -455,28 +426,6 @@ def run_steps(run: Run) -> None:
     log.close()
 
 
-DONE_FILE = "done.json"
-
-
-def mark_finished(run_dir: Path, tcfg: TrainerConfig, step: int, reason: str) -> None:
-    """done.json: the run reached its end under these limits (see finished_run)."""
-    (run_dir / DONE_FILE).write_text(json.dumps({"step": step, "reason": reason, "max_steps": tcfg.max_steps,
-                                                 "max_judge_calls": tcfg.max_judge_calls}))
-
-
-def finished_run(run_dir: Path, tcfg: TrainerConfig) -> dict | None:
-    """eval.json of a run that already reached its end under the same limits, when trainer.checkpoint.resume=auto
-    (raising max_steps or max_judge_calls continues it instead); None otherwise."""
-    done, evals = run_dir / DONE_FILE, run_dir / "eval.json"
-    if tcfg.checkpoint.resume != "auto" or not done.is_file() or not evals.is_file():
-        return None
-    mark = json.loads(done.read_text())
-    if (mark["max_steps"], mark["max_judge_calls"]) != (tcfg.max_steps, tcfg.max_judge_calls):
-        return None
-    summary = json.loads(evals.read_text())
-    return summary if summary["latest"]["step"] == mark["step"] else None
-
-
 def trainer_state(run: Run, step: int) -> dict[str, Any]:
     """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
     regime = run.regime.state_dict() if isinstance(run.regime, StatefulRegime) else None
@@ -485,20 +434,6 @@ def trainer_state(run: Run, step: int) -> dict[str, Any]:
                                   "judge_calls_total": run.judge_calls_total,
                                   "judge_calls_training": run.training_calls, "regime": regime,
                                   "pending": encode_groups(*in_flight) if in_flight else None}))
-
-
-def capture_rng() -> tuple:
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-    return random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda
-
-
-def restore_rng(states: tuple) -> None:
-    python, numpy_state, torch_state, cuda = states
-    random.setstate(python)
-    np.random.set_state(numpy_state)
-    torch.set_rng_state(torch_state)
-    if cuda is not None:
-        torch.cuda.set_rng_state_all(cuda)
 
 
 def stopped_cleanly(run: Run, state: dict[str, Any], err: UserError) -> UserError:
