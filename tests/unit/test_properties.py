@@ -2,7 +2,7 @@
 
 Schedules. Every schedule in tsrl.ranking is played to the end over sizes N = 1 … 17, seeds, and outcome
 sequences drawn by hypothesis (hard 0/1, exact ties ½, soft values in [0, 1]), and each run is checked
-against what the module docstrings (and README) state: the exact number of matches and rounds, no player
+against what the module docstrings (and docs/concepts.md) state: the exact number of matches and rounds, no player
 meeting itself, indices in range, no rematch where the format forbids one, byes where the docstring puts
 them, one champion where the topology has one, and scores that are finite, of shape [N] and ordered as
 documented. Where a tie is decided by the schedule's own seeded coin, the oracle reads the coin's result off
