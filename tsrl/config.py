@@ -56,7 +56,7 @@ class CheckpointConfig:
                               f"keep={self.keep}.")
 
 
-PIPELINES, FILLS = ("sync", "overlap"), ("none", "resample")
+PIPELINES, FILLS = ("sync", "stream", "overlap"), ("none", "resample")
 
 
 @dataclass
@@ -95,8 +95,11 @@ class TrainerConfig:
     the same log-probs and gradients up to rounding, the prompt's FLOPs divided by G (tsrl/models/forward.py).
     false = one full forward per sequence."""
     pipeline: str = "sync"
-    """sync: each step generates, scores, then updates | overlap: the judge scores one step's groups while the
-    policy updates on the step before's and generates the next's (tsrl/training/pipeline.py), so a step costs
+    """sync: each step generates, scores, then updates | stream: the judge scores each group as soon as its G
+    completions exist, while the rest of the batch is generated (hf: per generator.prompts_per_call chunk; vllm:
+    per finished request), so a step costs generate + the judging left after the last group + update; still
+    on-policy, the same rewards as sync | overlap: the judge scores one step's groups while the policy updates
+    on the step before's and generates the next's (tsrl/training/pipeline.py), so a step costs
     max(generate + update, score) instead of their sum; samples are then one policy version stale and the loss
     takes its ratio against their sampling log-probs."""
     fill: str = "none"
@@ -118,8 +121,8 @@ class TrainerConfig:
             raise ConfigError(f"trainer.fill={self.fill!r} / fill_max_batches={self.fill_max_batches}: use fill "
                               f"{' or '.join(FILLS)} and fill_max_batches >= 1.")
         if self.fill == "resample" and self.pipeline == "overlap":
-            raise ConfigError("trainer.fill=resample runs with trainer.pipeline=sync only (an overlapped step cannot "
-                              "yet draw more batches while the judge scores); pick one of the two.")
+            raise ConfigError("trainer.fill=resample runs with trainer.pipeline=sync or stream, not overlap (an "
+                              "overlapped step cannot yet draw more batches while the judge scores); pick one.")
         if self.step_multiplier < 1:
             raise ConfigError(f"trainer.step_multiplier={self.step_multiplier} must be >= 1 (1 = train max_steps).")
         self.max_steps, self.step_multiplier = self.max_steps * self.step_multiplier, 1

@@ -6,6 +6,7 @@ Dimension letters used across tsrl: B prompts, G completions per prompt (group),
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -53,6 +54,10 @@ class Group:
     @property
     def size(self) -> int:
         return len(self.rollouts)
+
+
+Emit = Callable[[list[tuple[int, Group]]], None]
+"""A generator's callback for groups that are finished: (index in the batch, group) pairs."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ write the losses and the final consolidated weights (tests/integration/test_scal
     accelerate launch --config_file configs/accelerate/cpu_zero3.yaml dist_update.py OUT.json
 
 The groups are random token ids with random advantages and lengths (seeded, identical on every process);
-process r takes groups r, r + W, ...; 3 updates of 2 epochs in micro-batches of 2 rows, KL to the
+process r takes groups r, r + W, ...; 3 updates of 2 epochs in micro-batches of 2 rows, then 2 updates as
+trainer.pipeline=overlap takes them (stale=True: the ratio against the rollouts' sampling log-probs), KL to the
 reference on (one minibatch: with several, each process would shuffle only its own rows into them), so accumulation, the cross-process normaliser and the reference model are all exercised."""
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def main() -> None:
                     algo=GRPOConfig(epochs=2, kl_beta=0.05, adv_scale="none"),
                     generator=HFGeneratorConfig(max_new_tokens=10), logger=None,
                     trainer=TrainerConfig(micro_batch_size=2, lr=5e-3, grad_clip=1.0, lr_schedule="linear",
-                                        max_steps=4))  # a schedule the ZeRO optimizer must follow
+                                        max_steps=6))  # a schedule the ZeRO optimizer must follow
     learner = Learner.build(cfg, build_task(cfg.task), acc)
     rng = torch.Generator().manual_seed(0)
     groups = []
@@ -59,9 +60,14 @@ def main() -> None:
     advantages = torch.randn(4, 4, generator=rng)
     mine = list(range(acc.process_index, 4, acc.num_processes))
     batch = collate([groups[i] for i in mine], advantages[mine], learner.tokenizer.pad_token_id)
+    # trainer.pipeline=overlap's update: the same rollouts as if sampled one version earlier (their sampling
+    # log-probs, seeded, identical on every process), the ratio taken against them
+    stale_groups = [Group(g.prompt, g.prompt_ids, [Rollout("", r.token_ids, (-0.5 - 2.5 * torch.rand(
+        len(r.token_ids), generator=rng)).tolist(), False) for r in g.rollouts]) for g in groups]
+    stale = collate([stale_groups[i] for i in mine], advantages[mine], learner.tokenizer.pad_token_id)
     losses = []
-    for step in range(1, 4):
-        metrics = learner.update(batch, step)
+    for step in range(1, 6):
+        metrics = learner.update(batch, step) if step <= 3 else learner.update(stale, step, stale=True)
         losses.append(float(acc.reduce(torch.tensor(metrics["train/loss"]), reduction="mean")))
     weights = learner.state_dict_full(bucket_elements=20_000)  # many buckets: the tiny policy has ~100k weights
     if acc.is_main_process:

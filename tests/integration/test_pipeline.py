@@ -57,7 +57,7 @@ def test_the_judge_budget_stops_an_overlapped_run_where_it_stops_a_sync_one(tsrl
 
 
 @pytest.mark.parametrize("override, message", [
-    ("method=sft", "nothing to overlap"),
+    ("method=sft", "nothing to take off the critical path"),
     ("trainer.pipeline=async", "trainer.pipeline='async' is unknown"),
 ])
 def test_what_cannot_overlap_is_refused_in_one_sentence(tsrl, override, message):
@@ -89,4 +89,32 @@ def test_resampling_fills_each_step_with_groups_that_carry_a_signal(tsrl, tmp_pa
 
 def test_resampling_and_overlap_do_not_combine_yet(tsrl):
     done = tsrl("trainer.fill=resample", "trainer.pipeline=overlap")
-    assert done.returncode != 0 and "runs with trainer.pipeline=sync only" in done.stderr
+    assert done.returncode != 0 and "runs with trainer.pipeline=sync or stream, not overlap" in done.stderr
+
+
+@pytest.mark.parametrize("reward", ["ladder", "arena"])
+def test_a_streamed_run_follows_the_sync_trajectory(cache_dir, tmp_path, reward):
+    """trainer.pipeline=stream judges each group while the next is generated (one prompt per generation call):
+    the same questions, the same rewards, the same updates as sync, step for step — for the ladder and for a
+    Swiss tournament, whose rounds then start as groups arrive."""
+    extra = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if reward == "ladder" else ["reward.topology=swiss"]
+    rows = {}
+    for pipeline in ("sync", "stream"):
+        done = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"reward={reward}", *extra,
+                        "trainer.max_steps=3", "trainer.eval.max_prompts=4", f"trainer.pipeline={pipeline}",
+                        "generator.prompts_per_call=1", f"run_dir={tmp_path / pipeline}"], tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows[pipeline] = read_metrics(tmp_path / pipeline)
+    for key in ("reward/mean", "train/loss", "train/grad_norm", "completion/length_mean", "judge/calls"):
+        assert [r[key] for r in rows["sync"]] == [r[key] for r in rows["stream"]], key
+    assert all("time/score_wait_s" in r and r["time/score_wait_s"] <= r["time/score_s"] for r in rows["stream"])
+
+
+def test_streaming_fills_batches_and_refuses_what_cannot_stream(tsrl, cache_dir, tmp_path):
+    done = tsrl("trainer.pipeline=stream", "trainer.fill=resample", "trainer.fill_max_batches=3", "reward.k=1",
+                "trainer.max_steps=2", run_dir=tmp_path / "fill")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert all(r["fill/generations_per_step"] == r["fill/batches"] * 8 for r in read_metrics(tmp_path / "fill"))
+    done = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}", "reward=intuitor",
+                    "trainer.pipeline=stream"], tmp_path)
+    assert done.returncode != 0 and "trainer.pipeline=stream cannot run reward=intuitor" in done.stderr, done.stderr[-2000:]

@@ -2,7 +2,9 @@
 `accelerate launch` with the shipped configs/accelerate files, against one process.
 
 - The same update: one process with every group, or two with half each, end with the same weights (full
-  fine-tuning and LoRA; measured max |Δw| ≈ 3e-6 after 6 Adam steps at lr 5e-3, float32 round-off).
+  fine-tuning and LoRA; measured max |Δw| ≈ 3e-6 after 6 Adam steps at lr 5e-3, float32 round-off), and
+  with 2 more updates taken as trainer.pipeline=overlap takes them (the ratio against the rollouts' sampling
+  log-probs) the bound of 2e-5 still holds.
 - The judge is paid once: the self-bootstrapped ladder (built at start and rebuilt every step here) costs a
   2-process run the judge calls it costs one process.
 - A ZeRO-3 checkpoint resumes the same trajectory, and its consolidated policy folder loads with from_pretrained.

@@ -114,12 +114,19 @@ def test_offline_groups_take_targets_from_the_ranked_ladder() -> None:
     assert len(ranks) == 4 and ranks[0] < ranks[1] and ranks[2] < ranks[3]  # two pairs, better first
 
 
+def ranked_only(ladders: dict, selected: dict) -> LadderRegime:
+    """A LadderRegime holding the given ranked and selected rungs (built without a task or a judge)."""
+    regime = LadderRegime.__new__(LadderRegime)
+    regime.ladders, regime.selected = ladders, selected
+    return regime
+
+
 def test_offline_baselines_refuse_what_they_cannot_run() -> None:
     with pytest.raises(ConfigError, match="set reward=ladder"):
         check_offline(SFTConfig(), object(), 32)
     with pytest.raises(ConfigError, match="set reward=ladder"):
         check_offline(SFTConfig(), type("RewardModel", (), {"ladders": {}})(), 32)  # ranked, but no k selected
-    regime = type("Ladder", (), {"ladders": {}, "selected": {}})()
+    regime = ranked_only({}, {})
     with pytest.raises(ConfigError, match="even trainer.micro_batch_size"):
         check_offline(DPOConfig(), regime, 31)
     check_offline(SFTConfig(), regime, 31)
@@ -129,7 +136,7 @@ def test_offline_baselines_refuse_what_they_cannot_run() -> None:
         SFTConfig(top_fraction=0.0)
     with pytest.raises(ConfigError, match="algo.anchors='top' is unknown"):
         DPOConfig(anchors="top")
-    one = type("Ladder", (), {"ladders": {"p": ladder(["a", "b"])}, "selected": {"p": ladder(["a"])}})()
+    one = ranked_only({"p": ladder(["a", "b"])}, {"p": ladder(["a"])})
     with pytest.raises(ConfigError, match="reward.k=1 leaves one per prompt; set reward.k >= 2 or algo.anchors=all"):
         check_offline(DPOConfig(), one, 32)
     check_offline(DPOConfig(anchors="all"), one, 32)

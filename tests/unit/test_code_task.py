@@ -16,6 +16,7 @@ import pytest
 
 from tsrl.errors import DataError
 from tsrl.evaluation.passk import ks_for, pass_at_k, pass_summary, pass_sums
+from tsrl.generation import Generator
 from tsrl.tasks.code import CodeConfig, CodeTask, code_quality, decode_tests, extract_program, pickled_string
 from tsrl.types import Group, Prompt, Rollout
 
@@ -131,7 +132,7 @@ def test_private_tests_are_read_without_unpickling_and_other_pickles_are_refused
         decode_tests("not base64 at all!", "row")
 
 
-class FixedGenerator:
+class FixedGenerator(Generator):
     """Answers every prompt with the given completions (a real Generator, no model)."""
 
     def __init__(self, texts: list[str]) -> None:

@@ -11,13 +11,13 @@ import torch
 from tests.conftest import ScriptedJudge, number_prompt
 from tsrl.algo import AlgoConfig, CISPOConfig, GRPOConfig
 from tsrl.config import RunConfig, TrainerConfig
-from tsrl.generation import HFGenerator, HFGeneratorConfig
+from tsrl.generation import Generator, HFGenerator, HFGeneratorConfig
 from tsrl.training.learner import Learner
 from tsrl.training.loop import Run, train_step
 from tsrl.types import Group, RewardBatch
 
 
-class FixedGenerator:
+class FixedGenerator(Generator):
     """Hands out the same groups every call (a Generator)."""
 
     def __init__(self, groups: list[Group]) -> None:

@@ -38,7 +38,7 @@ new loss is one module with both plus configs/algo/<name>.yaml. The trainer call
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import torch
 
@@ -86,6 +86,11 @@ class AlgoConfig:
     weight leaves [1/is_cap, is_cap]); for a separate sampler such as generator=vllm (module docstring)."""
     is_cap: float = 2.0
     """C of is_correction: the tis weight's cap and the mask's band [1/C, C]; must be >= 1."""
+
+    OFFLINE: ClassVar[bool] = False
+    """What the trainer asks of a loss. OFFLINE: it trains on a ladder's anchors (algo=sft | dpo), so a step has no
+    generation and no judge; NEEDS_REFERENCE: it needs the frozen initial policy even at kl_beta = 0 (DPO)."""
+    NEEDS_REFERENCE: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         from tsrl.algo.advantages import ADV_SCALES

@@ -42,6 +42,8 @@ class OfflineConfig(AlgoConfig):
     """What the offline baselines share: which of a prompt's ranked anchors they train on."""
 
     OFFLINE: ClassVar[bool] = True
+    ANCHOR_ADVANTAGE: ClassVar[float] = 0.0
+    """The advantage every anchor row carries into the update (SFT: 1, imitate it; DPO's loss does not read it)."""
     anchors: str = "ladder"
     """ladder: the k anchors the ladder reward uses (reward.k, reward.select; TSRL) | all: all K ranked anchors."""
 
@@ -56,6 +58,7 @@ class OfflineConfig(AlgoConfig):
 class SFTConfig(OfflineConfig):
     """Algo `sft`: supervised fine-tuning on the top fraction of each prompt's ranked anchors."""
 
+    ANCHOR_ADVANTAGE: ClassVar[float] = 1.0
     top_fraction: float = 0.5
     """Share of the anchors trained on (strongest first) imitated, ⌈fraction · n⌉ (TSRL: the top half; an odd n
     keeps its middle anchor, k = 1 its only one)."""

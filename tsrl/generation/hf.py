@@ -22,9 +22,10 @@ from typing import Iterable, Sequence
 
 import torch
 
+from tsrl.generation.base import Generator
 from tsrl.models.forward import innermost, keeps_logits
 from tsrl.registry import GENERATORS
-from tsrl.types import Group, Prompt, Rollout
+from tsrl.types import Emit, Group, Prompt, Rollout
 
 
 @dataclass
@@ -70,7 +71,7 @@ def chat_prompt(tokenizer, prompt: Prompt) -> str:
                                          add_generation_prompt=True, tokenize=False)
 
 
-class HFGenerator:
+class HFGenerator(Generator):
     def __init__(self, model: torch.nn.Module, tokenizer, cfg: HFGeneratorConfig) -> None:
         self.model, self.tokenizer, self.cfg = model, tokenizer, cfg
 
@@ -79,8 +80,9 @@ class HFGenerator:
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None,
-                 greedy_first: bool = False) -> list[Group]:
-        """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode."""
+                 greedy_first: bool = False, emit: Emit | None = None) -> list[Group]:
+        """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode. `emit`
+        gets each chunk's groups (generator.prompts_per_call prompts) as soon as they are decoded."""
         step, limit = max(1, self.cfg.prompts_per_call), max_new_tokens or self.cfg.max_new_tokens
         groups: list[Group] = []
         for start in range(0, len(prompts), step):
@@ -90,6 +92,8 @@ class HFGenerator:
                 greedy = self._generate_chunk(chunk, 1, limit, greedy=True)
                 sampled = [Group(g.prompt, g.prompt_ids, g.rollouts + s.rollouts)
                            for g, s in zip(greedy, sampled or [Group(g.prompt, g.prompt_ids, []) for g in greedy])]
+            if emit is not None:
+                emit(list(enumerate(sampled, start=len(groups))))
             groups += sampled
         return groups
 

@@ -51,9 +51,10 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 import torch
 
 from tsrl.errors import ConfigError, UserError
+from tsrl.generation.base import Generator
 from tsrl.generation.hf import chat_prompt, check_sampling
 from tsrl.registry import GENERATORS
-from tsrl.types import Group, Prompt, Rollout
+from tsrl.types import Emit, Group, Prompt, Rollout
 
 log = logging.getLogger("tsrl")
 LOGPROB_TEMPERATURE = "tsrl_logprob_temperature"  # SamplingParams.extra_args key read by the greedy processor
@@ -129,7 +130,7 @@ def fused_group(name: str, packed: dict[str, list[str]]) -> tuple[str, frozenset
     return None
 
 
-class VLLMGenerator:
+class VLLMGenerator(Generator):
     def __init__(self, engine: Any, tokenizer: Any, cfg: VLLMGeneratorConfig, expected: set[str],
                  tp_group: Any = None) -> None:
         self.engine, self.tokenizer, self.cfg = engine, tokenizer, cfg
@@ -190,8 +191,10 @@ class VLLMGenerator:
             self.remove_folder()
 
     def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None,
-                 greedy_first: bool = False) -> list[Group]:
-        """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode."""
+                 greedy_first: bool = False, emit: Emit | None = None) -> list[Group]:
+        """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode. `emit`
+        gets each group the moment the engine finishes its last request (one engine per process; under tensor
+        parallelism the whole batch at the end)."""
         self._check_synced()
         tok = self.tokenizer
         prompt_ids = [tok(chat_prompt(tok, p), add_special_tokens=False)["input_ids"] for p in prompts]
@@ -201,19 +204,41 @@ class VLLMGenerator:
                 requests.append(Request(ids, 1, True, 0))
             if n > greedy_first:
                 requests.append(Request(ids, n - greedy_first, False, int(torch.randint(2**31 - 1, ()))))
-        outputs = iter(self._run(requests, max_new_tokens or self.cfg.max_new_tokens))
         per_prompt = int(greedy_first) + int(n > greedy_first)  # a greedy request, a sampled one, or both
-        groups = []
-        for prompt, ids in zip(prompts, prompt_ids):
-            completions = [c for _ in range(per_prompt) for c in next(outputs).outputs]
-            groups.append(Group(prompt=prompt, prompt_ids=ids, rollouts=[self._rollout(c) for c in completions]))
-        return groups
+        limit = max_new_tokens or self.cfg.max_new_tokens
+        if emit is None or self.tp_group is not None:
+            outputs = self._run(requests, limit)
+            groups = [self._group(prompt, ids, outputs[b * per_prompt:(b + 1) * per_prompt])
+                      for b, (prompt, ids) in enumerate(zip(prompts, prompt_ids))]
+            if emit is not None:
+                emit(list(enumerate(groups)))
+            return groups
+        finished: dict[int, Any] = {}
+        groups: dict[int, Group] = {}
+        for r, output in self._stream(requests, limit):
+            finished[r] = output
+            b = r // per_prompt
+            if all(i in finished for i in range(b * per_prompt, (b + 1) * per_prompt)):
+                groups[b] = self._group(prompts[b], prompt_ids[b],
+                                        [finished[i] for i in range(b * per_prompt, (b + 1) * per_prompt)])
+                emit([(b, groups[b])])
+        return [groups[b] for b in range(len(prompts))]
+
+    def _group(self, prompt: Prompt, ids: list[int], outputs: Sequence[Any]) -> Group:
+        return Group(prompt=prompt, prompt_ids=ids, rollouts=[self._rollout(c) for o in outputs for c in o.outputs])
+
+    def _params(self, requests: list[Request], max_new_tokens: int) -> list[Any]:
+        from vllm import SamplingParams
+
+        cfg = self.cfg
+        return [SamplingParams(n=r.n, max_tokens=max_new_tokens, logprobs=0, detokenize=False,
+                               **({"temperature": 0.0, "extra_args": {LOGPROB_TEMPERATURE: cfg.temperature}}
+                                  if r.greedy else {"temperature": cfg.temperature, "top_p": cfg.top_p, "seed": r.seed}))
+                for r in requests]
 
     def _run(self, requests: list[Request], max_new_tokens: int) -> list[Any]:
         """The engine's outputs for `requests`, in order; under tensor parallelism every rank of the engine
         submits the requests of all of them (the engine needs identical inputs on its ranks)."""
-        from vllm import SamplingParams
-
         mine = slice(0, len(requests))
         if self.tp_group is not None:
             import torch.distributed as dist
@@ -222,13 +247,22 @@ class VLLMGenerator:
             dist.all_gather_object(every, requests, group=self.tp_group)
             start = sum(len(r) for r in every[:dist.get_rank(self.tp_group)])
             mine, requests = slice(start, start + len(requests)), [r for rank in every for r in rank]
-        cfg = self.cfg
-        params = [SamplingParams(n=r.n, max_tokens=max_new_tokens, logprobs=0, detokenize=False,
-                                 **({"temperature": 0.0, "extra_args": {LOGPROB_TEMPERATURE: cfg.temperature}}
-                                    if r.greedy else {"temperature": cfg.temperature, "top_p": cfg.top_p, "seed": r.seed}))
-                  for r in requests]
-        outputs = self.engine.generate([{"prompt_token_ids": r.prompt_ids} for r in requests], params, use_tqdm=False)
+        outputs = self.engine.generate([{"prompt_token_ids": r.prompt_ids} for r in requests],
+                                       self._params(requests, max_new_tokens), use_tqdm=False)
         return outputs[mine]
+
+    def _stream(self, requests: list[Request], max_new_tokens: int) -> Iterator[tuple[int, Any]]:
+        """(index in `requests`, output) as each request finishes: the engine's own step loop, which
+        LLM.generate runs to the end before returning anything."""
+        ids = self.engine.enqueue([{"prompt_token_ids": r.prompt_ids} for r in requests],
+                                  self._params(requests, max_new_tokens), use_tqdm=False)
+        # enqueue returns the engine's internal ids, "<id>-<8 random characters>"; outputs carry the "<id>" part
+        index = {key: i for i, rid in enumerate(ids) for key in (str(rid), str(rid).rsplit("-", 1)[0])}
+        engine = self.engine.llm_engine
+        while engine.has_unfinished_requests():
+            for output in engine.step():
+                if output.finished:
+                    yield index[str(output.request_id)], output
 
     def _rollout(self, completion: Any) -> Rollout:
         ids = list(completion.token_ids)

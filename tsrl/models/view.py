@@ -22,10 +22,15 @@ def element_count(param: torch.Tensor) -> int:
     return int(getattr(param, "ds_numel", param.numel()))
 
 
+def is_partitioned(param: torch.Tensor) -> bool:
+    """Whether `param` is a ZeRO-3 partition (DeepSpeed marks its parameters with an id)."""
+    return hasattr(param, "ds_id")
+
+
 @contextmanager
 def gathered(params: Sequence[torch.Tensor]) -> Iterator[None]:
     """Inside: the full values of `params` on every process (a no-op unless they are ZeRO-3 partitions)."""
-    partitioned = [p for p in params if hasattr(p, "ds_id")]
+    partitioned = [p for p in params if is_partitioned(p)]
     if not partitioned:
         yield
         return

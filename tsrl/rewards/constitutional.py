@@ -40,6 +40,7 @@ from tsrl.ranking import ConstitutionalBracket, Match
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, diagnostics, play
+from tsrl.rewards.stream import GroupStream, Streams
 from tsrl.tasks.base import DATA_DIR
 from tsrl.types import Count, Group, PairRequest, RewardBatch
 
@@ -80,7 +81,7 @@ def coherent(text: str, min_distinct: float) -> bool:
     return bool(words) and len(set(words)) / len(words) >= min_distinct
 
 
-class ConstitutionalRegime(StepCounted):
+class ConstitutionalRegime(Streams, StepCounted):
     """Constitutional bracket per group; reward = wins / rounds, then 0 for incoherent completions."""
 
     def __init__(self, cfg: ConstitutionalConfig, ctx: RegimeContext) -> None:
@@ -96,17 +97,20 @@ class ConstitutionalRegime(StepCounted):
             fields={**group.prompt.fields, "principle": principle})
         return PairRequest(prompt, group.rollouts[match.first].text, group.rollouts[match.second].text)
 
-    def score(self, groups: Sequence[Group]) -> RewardBatch:
+    def score_stream(self, stream: GroupStream) -> RewardBatch:
         self.steps += 1
         rng = np.random.default_rng([self.cfg.seed, self.steps])
+        seeds = rng.integers(2**31, size=stream.total)
+        played = play(stream, lambda start, groups: [ConstitutionalBracket(g.size, len(self.principles),
+                                                                           seed=int(seeds[start + i]))
+                                                     for i, g in enumerate(groups)],
+                      Table(self.ctx.judge, "random", rng, self.request))
+        groups = played.groups
         ok = np.array([[self.cfg.coherence_min_distinct == 0 or coherent(r.text, self.cfg.coherence_min_distinct)
                         for r in g.rollouts] for g in groups])  # [B, G]
-        schedules = [ConstitutionalBracket(g.size, len(self.principles), seed=int(s))
-                     for g, s in zip(groups, rng.integers(2**31, size=len(groups)))]
-        played = play(groups, schedules, Table(self.ctx.judge, "random", rng, self.request))
-        rewards = np.where(ok, np.stack([s.scores() for s in schedules]), 0.0)  # [B, G] the veto comes last
+        rewards = np.where(ok, np.stack([s.scores() for s in played.schedules]), 0.0)  # [B, G] the veto comes last
         self.record_failures(groups, played.failures)
-        metrics = diagnostics([s.tally.history for s in schedules], groups[0].size, played, rewards.size)
+        metrics = diagnostics(played.histories(), groups[0].size, played, rewards.size)
         metrics.update({"constitutional/random_fallbacks": Count(len(played.failures)),
                         "constitutional/vetoed_frac": float(1.0 - ok.mean())})
         return RewardBatch(rewards=rewards, metrics=metrics)

@@ -33,16 +33,15 @@ and the Swiss pairing rule are tsrl's (see tsrl/ranking).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
-
 import numpy as np
 
 from tsrl.errors import ConfigError
 from tsrl.ranking import ANCHORED_TOPOLOGIES, TOPOLOGIES, RoundRobin, rank_rewards, ranks
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, StepCounted
-from tsrl.rewards.matches import Table, diagnostics, play
-from tsrl.types import Group, RewardBatch
+from tsrl.rewards.matches import Played, Table, diagnostics, play
+from tsrl.rewards.stream import GroupStream, Streams
+from tsrl.types import RewardBatch
 
 
 def rank_reward(winrate: np.ndarray) -> np.ndarray:
@@ -85,32 +84,31 @@ class ArenaConfig:
             raise ConfigError(f"reward.topology={self.topology!r} is unknown; choose one of {', '.join(TOPOLOGIES)}.")
 
 
-def finish(rewards: np.ndarray, played, histories, n: int) -> RewardBatch:
+def finish(rewards: np.ndarray, played: Played) -> RewardBatch:
     """Apply dropped groups and build the batch with the shared tournament diagnostics."""
     rewards[sorted(played.dropped)] = np.nan
-    metrics = diagnostics(histories, n, played, rewards.size)
+    metrics = diagnostics(played.histories(), played.groups[0].size, played, rewards.size)
     return RewardBatch(rewards=rewards, metrics=metrics)
 
 
-class InBatchRegime:
+class InBatchRegime(Streams):
     """Round-robin inside each group; reward = rank by mean win-rate (or the win-rate, output=winrate)."""
 
     def __init__(self, cfg: InBatchConfig, ctx: RegimeContext) -> None:
         self.cfg, self.ctx = cfg, ctx
 
-    def score(self, groups: Sequence[Group]) -> RewardBatch:
-        schedules = [RoundRobin(g.size) for g in groups]
-        played = play(groups, schedules, Table(self.ctx.judge, "drop"))
-        winrate = np.stack([s.scores() for s in schedules])  # [B, G] mean soft win-rate
+    def score_stream(self, stream: GroupStream) -> RewardBatch:
+        played = play(stream, lambda _, groups: [RoundRobin(g.size) for g in groups], Table(self.ctx.judge, "drop"))
+        winrate = np.stack([s.scores() for s in played.schedules])  # [B, G] mean soft win-rate
         rewards = np.stack([IN_BATCH_OUTPUTS[self.cfg.output](w) for w in winrate])  # [B, G]
-        batch = finish(rewards, played, [s.tally.history for s in schedules], groups[0].size)
+        batch = finish(rewards, played)
         winrate[sorted(played.dropped)] = np.nan
         top = float(np.nanmean(np.nanmax(winrate, axis=1))) if len(winrate) else 0.0
         batch.metrics["tournament/top_winrate"] = top  # the best completion's win-rate, whatever `output`
         return batch
 
 
-class ArenaRegime(StepCounted):
+class ArenaRegime(Streams, StepCounted):
     """One ArenaRL topology per group; reward = standardised 1 − rank/(G−1)."""
 
     def __init__(self, cfg: ArenaConfig, ctx: RegimeContext) -> None:
@@ -121,14 +119,15 @@ class ArenaRegime(StepCounted):
         """Whether the generator should decode sample 0 of each group greedily (ArenaRL's anchor)."""
         return self.cfg.greedy_anchor and self.cfg.topology in ANCHORED_TOPOLOGIES
 
-    def score(self, groups: Sequence[Group]) -> RewardBatch:
+    def score_stream(self, stream: GroupStream) -> RewardBatch:
         self.steps += 1
-        seeds = np.random.default_rng([self.cfg.seed, self.steps]).integers(2**31, size=len(groups) + 1)
-        schedules = [TOPOLOGIES[self.cfg.topology](g.size, int(s)) for g, s in zip(groups, seeds)]
+        seeds = np.random.default_rng([self.cfg.seed, self.steps]).integers(2**31, size=stream.total + 1)
+        topology = TOPOLOGIES[self.cfg.topology]
         table = Table(self.ctx.judge, "drop", np.random.default_rng(int(seeds[-1])))
-        played = play(groups, schedules, table)
-        rewards = np.stack([rank_rewards(s.scores()) for s in schedules])  # [B, G]
-        return finish(rewards, played, [s.tally.history for s in schedules], groups[0].size)
+        played = play(stream, lambda start, groups: [topology(g.size, int(seeds[start + i]))
+                                                     for i, g in enumerate(groups)], table)
+        rewards = np.stack([rank_rewards(s.scores()) for s in played.schedules])  # [B, G]
+        return finish(rewards, played)
 
 
 REWARDS.register("in_batch", InBatchConfig, InBatchRegime)

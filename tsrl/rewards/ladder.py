@@ -50,6 +50,7 @@ from tsrl.ranking import elo_ratings, fit_bradley_terry_batch, pad_matches
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.diversity import diversity_report
+from tsrl.rewards.stream import GroupStream, Streams
 from tsrl.types import Anchor, Count, Group, PairRequest, Prompt, RewardBatch
 
 
@@ -198,7 +199,7 @@ def select_rungs(rungs: list[Rung], k: int, rule: str = "nested") -> list[Rung]:
     return [rungs[i] for i in SELECTIONS[rule](len(rungs), k)]
 
 
-class LadderRegime:
+class LadderRegime(Streams):
     """Scores groups by win-rate over each prompt's frozen anchor ladder."""
 
     def __init__(self, cfg: LadderConfig, ctx: RegimeContext) -> None:
@@ -239,15 +240,19 @@ class LadderRegime:
             (ctx.run_dir / "ladder_diversity.json").write_text(json.dumps(
                 {**self.diversity, "selected": self.selected_diversity}, indent=1))
 
-    def score(self, groups: Sequence[Group]) -> RewardBatch:
+    def score_stream(self, stream: GroupStream) -> RewardBatch:
+        """Each arrival's k comparisons per completion go to the judge as one batch."""
+        groups, verdicts = [], []
+        for chunk in stream.chunks():
+            unknown = [g.prompt.id for g in chunk if g.prompt.id not in self.selected]
+            if unknown:
+                raise UserError(f"Prompt {unknown[0]!r} has no anchor ladder: the ladder regime scores only the "
+                                "task's training prompts; pass one of them (same text) or use a regime without "
+                                "anchors.")
+            verdicts += self.ctx.judge.compare([PairRequest(g.prompt, r.text, rung.anchor.text) for g in chunk
+                                                for r in g.rollouts for rung in self.selected[g.prompt.id]])
+            groups += chunk
         B, G, k = len(groups), groups[0].size, self.cfg.k
-        unknown = [g.prompt.id for g in groups if g.prompt.id not in self.selected]
-        if unknown:
-            raise UserError(f"Prompt {unknown[0]!r} has no anchor ladder: the ladder regime scores only the task's "
-                            "training prompts; pass one of them (same text) or use a regime without anchors.")
-        requests = [PairRequest(g.prompt, r.text, rung.anchor.text)
-                    for g in groups for r in g.rollouts for rung in self.selected[g.prompt.id]]
-        verdicts = self.ctx.judge.compare(requests)
         wins = np.array([np.nan if v.p_first is None else v.p_first for v in verdicts]).reshape(B, G, k)
         missing = np.isnan(wins)
         counts = (~missing).sum(axis=-1)  # [B, G]
@@ -256,7 +261,7 @@ class LadderRegime:
         rewards[dropped] = np.nan
         spread = [self.ladders[g.prompt.id][0].strength - self.ladders[g.prompt.id][-1].strength for g in groups]
         metrics = {
-            "reward/comparisons_per_sample": len(requests) / (B * G),
+            "reward/comparisons_per_sample": len(verdicts) / (B * G),
             "reward/missing_verdicts": Count(missing.sum()),
             "reward/dropped_groups": Count(dropped.sum()),
             "ladder/bt_spread": float(np.mean(spread)),

@@ -21,6 +21,7 @@ import numpy as np
 
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext
+from tsrl.rewards.stream import GroupStream, Streams
 from tsrl.types import Count, Group, RewardBatch, ScoreRequest
 
 
@@ -37,30 +38,40 @@ class RLAIFConfig(RubricConfig):
     """Reward `rlaif` (Reasoning Arena's RLAIF row): the judge's pointwise grade as the whole reward, any task."""
 
 
-class RubricRegime:
-    """reward = judge grade / scale; an ungraded completion drops its group."""
+def grades(judge, groups: Sequence[Group]) -> np.ndarray:
+    """The judge's grade of every completion [B, G]; NaN where it gave none."""
+    answers = judge.score([ScoreRequest(g.prompt, r.text) for g in groups for r in g.rollouts])
+    return np.array([np.nan if a.value is None else a.value for a in answers]).reshape(len(groups), -1)
+
+
+def graded_batch(grades: np.ndarray, scale: float) -> RewardBatch:
+    """Rewards grade / scale from grades [B, G]; a group with an ungraded completion is dropped."""
+    B, G = grades.shape
+    missing = np.isnan(grades)
+    dropped = missing.any(axis=1)  # [B]
+    rewards = grades / scale
+    rewards[dropped] = np.nan
+    kept = grades[~dropped]
+    metrics = {
+        "reward/comparisons_per_sample": 1.0 if B * G else 0.0,  # one score request per completion
+        "reward/missing_verdicts": Count(missing.sum()),
+        "reward/dropped_groups": Count(dropped.sum()),
+        "rubric/mean_grade": float(kept.mean()) if kept.size else float("nan"),
+        "rubric/flat_group_frac": float((kept.std(axis=1) == 0).mean()) if kept.size else 1.0,
+    }
+    return RewardBatch(rewards=rewards, metrics=metrics)
+
+
+class RubricRegime(Streams):
+    """reward = judge grade / scale; an ungraded completion drops its group. Streams: each arrival is graded as
+    one batch."""
 
     def __init__(self, cfg: RubricConfig, ctx: RegimeContext) -> None:
         self.cfg, self.ctx = cfg, ctx
 
-    def score(self, groups: Sequence[Group]) -> RewardBatch:
-        B, G = len(groups), groups[0].size
-        requests = [ScoreRequest(g.prompt, r.text) for g in groups for r in g.rollouts]
-        answers = self.ctx.judge.score(requests)
-        grades = np.array([np.nan if a.value is None else a.value for a in answers]).reshape(B, G)  # [B, G]
-        missing = np.isnan(grades)
-        dropped = missing.any(axis=1)  # [B]
-        rewards = grades / self.cfg.scale
-        rewards[dropped] = np.nan
-        kept = grades[~dropped]
-        metrics = {
-            "reward/comparisons_per_sample": len(requests) / (B * G),
-            "reward/missing_verdicts": Count(missing.sum()),
-            "reward/dropped_groups": Count(dropped.sum()),
-            "rubric/mean_grade": float(kept.mean()) if kept.size else float("nan"),
-            "rubric/flat_group_frac": float((kept.std(axis=1) == 0).mean()) if kept.size else 1.0,
-        }
-        return RewardBatch(rewards=rewards, metrics=metrics)
+    def score_stream(self, stream: GroupStream) -> RewardBatch:
+        rows = [grades(self.ctx.judge, chunk) for chunk in stream.chunks()]
+        return graded_batch(np.concatenate(rows) if rows else np.zeros((0, 0)), self.cfg.scale)
 
 
 REWARDS.register("rubric", RubricConfig, RubricRegime)

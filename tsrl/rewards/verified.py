@@ -38,6 +38,7 @@ from tsrl.ranking.live import LEADERBOARDS
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, diagnostics, play
+from tsrl.rewards.stream import GroupStream, Streams
 from tsrl.tasks import Task, Verifiable
 from tsrl.tasks.base import verify_rollouts
 from tsrl.types import Count, Group, RewardBatch
@@ -106,54 +107,69 @@ def min_max(beta: np.ndarray) -> np.ndarray:
     return np.where(high - low > 1e-9, (beta - low) / np.maximum(high - low, 1e-9), 0.5)
 
 
-class VerifierRegime:
-    """reward = task.verify(prompt, completion)."""
+class VerifierRegime(Streams):
+    """reward = task.verify(prompt, completion); streams: each arrival is verified at once."""
 
     def __init__(self, cfg: VerifierConfig, ctx: RegimeContext) -> None:
         self.task = verifier_of(ctx.task, "verifier")
 
-    def score(self, groups: Sequence[Group]) -> RewardBatch:
-        rewards = verify_groups(self.task, groups)  # [B, G]
+    def score_stream(self, stream: GroupStream) -> RewardBatch:
+        rewards = np.concatenate([verify_groups(self.task, chunk) for chunk in stream.chunks()])  # [B, G]
         metrics = {"reward/comparisons_per_sample": 0.0, "verifier/pass_rate": float(rewards.mean()),
                    "verifier/separating_frac": float((rewards.std(axis=1) > 0).mean())}
         return RewardBatch(rewards=rewards, metrics=metrics)
 
 
-class AdaptiveRegime(StepCounted):
-    """Route each group to its verifier rewards or to a trace tournament; see the module docstring."""
+class AdaptiveRegime(Streams, StepCounted):
+    """Route each group to its verifier rewards or to a trace tournament; see the module docstring. Streams:
+    each arrival is verified at once, and its routed groups join the tournament (or are graded) right away."""
 
     def __init__(self, cfg: AdaptiveConfig, ctx: RegimeContext) -> None:
         self.cfg, self.ctx, self.steps = cfg, ctx, 0
         self.task = verifier_of(ctx.task, "adaptive")
 
-    def score(self, groups: Sequence[Group]) -> RewardBatch:
+    def score_stream(self, stream: GroupStream) -> RewardBatch:
         self.steps += 1
-        rewards = verify_groups(self.task, groups)  # [B, G]
-        routed = [b for b in range(len(groups)) if rewards[b].std() == 0]  # the verifier cannot separate these
         if self.cfg.tournament == "pointwise":
-            return self.graded(groups, rewards, routed)
+            return self.graded(stream)
         rng = np.random.default_rng([self.cfg.seed, self.steps])
         make = TRACE_TOURNAMENTS[self.cfg.tournament]
-        schedules = [make(groups[b].size, rng, self.cfg) for b in routed]
-        played = play([groups[b] for b in routed], schedules, Table(self.ctx.judge, "drop", rng))
-        for b, schedule in zip(routed, schedules):
-            rewards[b] = min_max(schedule.scores())
-        for k in played.dropped:
-            rewards[routed[k]] = np.nan
-        metrics = diagnostics([s.tally.history for s in schedules], groups[0].size, played, rewards.size)
-        return RewardBatch(rewards=rewards, metrics={**metrics, **route_counts(len(groups), len(routed))})
+        verified: list[np.ndarray] = []
 
-    def graded(self, groups: Sequence[Group], rewards: np.ndarray, routed: list[int]) -> RewardBatch:
+        def schedules(_, groups: list[Group]) -> list[Schedule | None]:  # the verifier cannot separate a routed group
+            rows = verify_groups(self.task, groups)  # [b, G]
+            verified.extend(rows)
+            return [make(g.size, rng, self.cfg) if row.std() == 0 else None for g, row in zip(groups, rows)]
+
+        played = play(stream, schedules, Table(self.ctx.judge, "drop", rng))
+        rewards = np.stack(verified)  # [B, G]
+        routed = [b for b, schedule in enumerate(played.schedules) if schedule is not None]
+        for b in routed:
+            rewards[b] = min_max(played.schedules[b].scores())
+        rewards[sorted(played.dropped)] = np.nan
+        metrics = diagnostics(played.histories(), played.groups[0].size, played, rewards.size)
+        return RewardBatch(rewards=rewards, metrics={**metrics, **route_counts(len(rewards), len(routed))})
+
+    def graded(self, stream: GroupStream) -> RewardBatch:
         """Adaptive Pointwise: the routed groups get the judge's grade / scale (an ungraded trace drops its
         group, as reward=rubric does); the others keep their verifier rewards."""
-        from tsrl.rewards.rubric import RubricConfig, RubricRegime
+        from tsrl.rewards.rubric import grades, graded_batch
 
+        rows, routed, graded = [], [], []
+        for chunk in stream.chunks():
+            verified = verify_groups(self.task, chunk)  # [b, G]
+            mine = [i for i, row in enumerate(verified) if row.std() == 0]
+            if mine:
+                graded.append(grades(self.ctx.judge, [chunk[i] for i in mine]))
+            routed += [len(rows) + i for i in mine]
+            rows += list(verified)
+        rewards = np.stack(rows)  # [B, G]
         metrics: dict[str, float] = {"reward/comparisons_per_sample": 0.0}
         if routed:
-            graded = RubricRegime(RubricConfig(scale=self.cfg.scale), self.ctx).score([groups[b] for b in routed])
-            rewards[routed] = graded.rewards
-            metrics = {**graded.metrics, "reward/comparisons_per_sample": len(routed) / len(groups)}
-        return RewardBatch(rewards=rewards, metrics={**metrics, **route_counts(len(groups), len(routed))})
+            batch = graded_batch(np.concatenate(graded), self.cfg.scale)
+            rewards[routed] = batch.rewards
+            metrics = {**batch.metrics, "reward/comparisons_per_sample": len(routed) / len(rewards)}
+        return RewardBatch(rewards=rewards, metrics={**metrics, **route_counts(len(rewards), len(routed))})
 
 
 def route_counts(groups: int, routed: int) -> dict[str, float]:

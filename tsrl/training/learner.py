@@ -35,7 +35,7 @@ from tsrl.models import policy_source
 from tsrl.models.forward import RolloutBatch, completion_logprobs
 from tsrl.models.lora import add_adapter, is_adapted, lora_settings
 from tsrl.models.source import PolicySource, load_model, load_tokenizer
-from tsrl.models.view import PolicyView, element_count, gathered, weights_fingerprint
+from tsrl.models.view import PolicyView, element_count, gathered, is_partitioned, weights_fingerprint
 from tsrl.tasks import Task
 
 SYNC_BUCKET_ELEMENTS = 50_000_000  # ~200 MB of float32 per gathered bucket
@@ -49,11 +49,11 @@ class Learner:
         """Hold `model` (loaded, adapter added) for training under `accelerator`. Without a `source` folder the
         reference policy is a copy of `model` as given (fine for a model held whole, e.g. in tests)."""
         self.cfg, self.acc, self.tokenizer, self.source = cfg, accelerator, tokenizer, source
-        plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+        plugin = accelerator.state.deepspeed_plugin
         self.deepspeed = plugin is not None
         self.zero_stage = int(plugin.zero_stage) if plugin is not None else 0
         self.adapted = is_adapted(model)
-        self.partitioned_on_load = any(hasattr(p, "ds_id") for p in model.parameters())  # ZeRO-3 with zero3_init
+        self.partitioned_on_load = any(map(is_partitioned, model.parameters()))  # ZeRO-3 with zero3_init
         self._reference: PolicyView | None = None
         self._initial_copy = None
         if source is None and not self.adapted:
@@ -171,9 +171,9 @@ class Learner:
             return {"train/lr": lr}
         on_policy = on_policy and not stale
         old = batch.sampler_logprobs if stale else None if on_policy else self.logprobs(batch, temperature)
-        needs_reference = algo.kl_beta > 0 or getattr(algo, "NEEDS_REFERENCE", False)  # KL term, or DPO
+        needs_reference = algo.kl_beta > 0 or algo.NEEDS_REFERENCE  # KL term, or DPO
         ref = self.logprobs(batch, temperature, reference=True) if needs_reference else None
-        offline = getattr(algo, "OFFLINE", False)  # anchors, not samples: no sampler log-probs to compare with
+        offline = algo.OFFLINE  # anchors, not samples: no sampler log-probs to compare with
         shuffle = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + step)
         stats: dict[str, list[float]] = defaultdict(list)
         for epoch in range(algo.epochs):
@@ -326,7 +326,7 @@ class Learner:
             path.mkdir(parents=True, exist_ok=True)
             save_torch_state_dict(weights, path)  # safetensors, sharded with an index when large
             base.config.save_pretrained(path)
-            if getattr(base, "generation_config", None) is not None:
+            if base.generation_config is not None:
                 base.generation_config.save_pretrained(path)
             self.tokenizer.save_pretrained(path)
             if adapter is not None:
@@ -339,7 +339,7 @@ def merged_layer(prefix: str, layer: Any, adapter: str) -> list[tuple[str, torch
     weight = layer.get_base_layer().weight
     merged = weight.detach() + layer.get_delta_weight(adapter).to(weight.dtype)
     out = [(f"{prefix}.weight", merged)]
-    bias = getattr(layer.get_base_layer(), "bias", None)
+    bias = layer.get_base_layer().bias
     if bias is not None:
         out.append((f"{prefix}.bias", bias.detach()))
     return out

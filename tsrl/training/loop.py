@@ -49,9 +49,9 @@ from tsrl.training.collective import AccelerateCollective, gather, reduce_metric
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
 from tsrl.training.offline import check_offline, offline_groups, offline_ladders
-from tsrl.training.pipeline import Overlap, check_overlap, decode_groups, encode_groups
+from tsrl.training.pipeline import Overlap, Streamer, check_pipeline, decode_groups, encode_groups
 from tsrl.training.sampler import PromptSampler
-from tsrl.types import Count, Group, RewardBatch
+from tsrl.types import Count, Emit, Group, Prompt, RewardBatch
 
 
 @dataclass
@@ -72,19 +72,29 @@ class Run:
     judge_calls_total: float  # every judge call of the run so far, ladder building included
     training_calls: float = 0.0  # the judge calls of the training steps alone (trainer.max_judge_calls)
     pipeline: Overlap | None = None  # trainer.pipeline=overlap: the scoring worker
+    streamer: Streamer | None = None  # trainer.pipeline=stream: the worker that scores groups as they are generated
 
 
 def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
     """One RL step on this process's prompts; returns (metrics, groups, rewards [B, G])."""
     t0 = time.perf_counter()
-    groups = generate_groups(run)
-    t1 = time.perf_counter()
-    scored = run.regime.score(groups)
-    t2 = time.perf_counter()
-    times = {"time/generate_s": t1 - t0, "time/score_s": t2 - t1}
+    groups, scored, times = generate_and_score(run)
     if run.cfg.trainer.fill == "resample":
         groups, scored = fill_batch(run, groups, scored, times)
     return learn(run, step, groups, scored, t0, times)
+
+
+def generate_and_score(run: Run) -> tuple[list[Group], RewardBatch, dict[str, float]]:
+    """A batch of this process's next prompts, generated then scored (sync), or scored while it is generated
+    (trainer.pipeline=stream); with the step's times."""
+    if run.streamer is not None:
+        prompts = run.sampler.next_batch()
+        return run.streamer.run(lambda emit: generate_groups(run, prompts, emit), len(prompts))
+    t0 = time.perf_counter()
+    groups = generate_groups(run)
+    t1 = time.perf_counter()
+    scored = run.regime.score(groups)
+    return groups, scored, {"time/generate_s": t1 - t0, "time/score_s": time.perf_counter() - t1}
 
 
 def fill_batch(run: Run, groups: list[Group], scored: RewardBatch, times: dict[str, float]) -> tuple[list[Group],
@@ -105,12 +115,9 @@ def fill_batch(run: Run, groups: list[Group], scored: RewardBatch, times: dict[s
     keep(groups, scored.rewards)
     while drawn < cfg.fill_max_batches and max(d["short"] for d in gather(run.accelerator,
                                                                          {"short": float(len(kept) < want)})):
-        t0 = time.perf_counter()
-        more = generate_groups(run)
-        t1 = time.perf_counter()
-        extra = run.regime.score(more)
-        times["time/generate_s"] += t1 - t0
-        times["time/score_s"] += time.perf_counter() - t1
+        more, extra, spent = generate_and_score(run)
+        for key, seconds in spent.items():
+            times[key] = times.get(key, 0.0) + seconds
         keep(more, extra.rewards)
         drawn += 1
     metrics = {**scored.metrics, "fill/batches": float(drawn), "fill/kept_groups": Count(min(len(kept), want)),
@@ -120,10 +127,12 @@ def fill_batch(run: Run, groups: list[Group], scored: RewardBatch, times: dict[s
     return kept[:want], RewardBatch(np.stack(rows[:want]), metrics)
 
 
-def generate_groups(run: Run) -> list[Group]:
-    """G completions of each of this process's next prompts, from the current weights."""
+def generate_groups(run: Run, prompts: list[Prompt] | None = None, emit: Emit | None = None) -> list[Group]:
+    """G completions of each of `prompts` (by default this process's next ones), from the current weights."""
     greedy_first = isinstance(run.regime, SamplingRegime) and run.regime.greedy_first  # ArenaRL's greedy anchor
-    return run.generator.generate(run.sampler.next_batch(), run.cfg.trainer.group_size, greedy_first=greedy_first)
+    prompts = run.sampler.next_batch() if prompts is None else prompts
+    streaming = {} if emit is None else {"emit": emit}  # a generator written before emit existed runs sync as ever
+    return run.generator.generate(prompts, run.cfg.trainer.group_size, greedy_first=greedy_first, **streaming)
 
 
 def learn(run: Run, step: int, groups: list[Group], scored: RewardBatch, t0: float, times: dict[str, float],
@@ -144,9 +153,7 @@ def learn(run: Run, step: int, groups: list[Group], scored: RewardBatch, t0: flo
     else:  # a placeholder the update only runs to keep processes in step (scaled by 0), or skips
         batch = collate(groups[:1], torch.zeros(1, groups[0].size), run.learner.tokenizer.pad_token_id,
                         algo.mask_truncated)
-    asleep = getattr(run.generator, "sleep", None)  # a colocated engine frees its memory for the update
-    if asleep is not None:
-        asleep()
+    run.generator.sleep()  # a colocated engine frees its memory for the update
     update = run.learner.update(batch, step, empty=not kept_groups, stale=staleness > 0)
     t3 = time.perf_counter()
     sync_weights(run)
@@ -213,7 +220,7 @@ def offline_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np
     rng = np.random.default_rng([run.cfg.seed, step, run.accelerator.process_index])
     ladders = offline_ladders(algo, run.regime)  # the k anchors of the ladder reward, or all K (algo.anchors)
     groups = offline_groups(algo, run.sampler.next_batch(), ladders, run.learner.tokenizer, rng)
-    weights = torch.full((sum(g.size for g in groups),), 1.0 if hasattr(algo, "top_fraction") else 0.0)  # [N]
+    weights = torch.full((sum(g.size for g in groups),), algo.ANCHOR_ADVANTAGE)  # [N] SFT imitates; DPO ignores it
     batch = collate(groups, weights, run.learner.tokenizer.pad_token_id)
     update = run.learner.update(batch, step)
     t1 = time.perf_counter()
@@ -241,9 +248,7 @@ def peak_memory_gib() -> float:
 def sync_weights(run: Run) -> None:
     """A generator that slept through the update wakes (re-allocating what it freed), then gets the policy's new
     weights (a no-op for the hf generator, which shares the module)."""
-    wake = getattr(run.generator, "wake_up", None)
-    if wake is not None:
-        wake()
+    run.generator.wake_up()
     run.generator.load_weights(run.learner.weights_for_sync())
 
 
@@ -310,12 +315,15 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir, model=learner.policy_view(),
                                                     tokenizer=learner.tokenizer, generator=generator,
                                                     collective=AccelerateCollective(acc)))
-    if getattr(cfg.algo, "OFFLINE", False):
+    if cfg.algo.OFFLINE:
         check_offline(cfg.algo, regime, cfg.trainer.micro_batch_size)
-    pipeline = None
+    pipeline = streamer = None
+    if cfg.trainer.pipeline != "sync":
+        check_pipeline(cfg.trainer.pipeline, REWARDS.of(cfg.reward).name, regime, cfg.algo.OFFLINE)
     if cfg.trainer.pipeline == "overlap":
-        check_overlap(REWARDS.of(cfg.reward).name, getattr(cfg.algo, "OFFLINE", False))
         pipeline = Overlap(regime.score, judge.drain_metrics)
+    elif cfg.trainer.pipeline == "stream":
+        streamer = Streamer(regime)
     setup_calls = sum(d["calls"] for d in gather(acc, judge.drain_metrics()))  # e.g. the ladder round-robin
     sampler = PromptSampler(task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index,
                             acc.num_processes)
@@ -337,7 +345,7 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         (run_dir / "setup.json").write_text(json.dumps({"judge_calls_setup": setup_calls, "resumed_from":
                                                         str(resume_from) if resume_from else None}))
     return Run(cfg, acc, task, learner, generator, judge, eval_judge, regime, sampler, log, start_step, calls_total,
-               training_calls, pipeline)
+               training_calls, pipeline, streamer)
 
 
 def quiet_libraries() -> None:
@@ -367,11 +375,10 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         try:
             run_steps(run)
         finally:  # before the judges close: the scoring worker may still hold a batch
-            if run.pipeline is not None:
-                run.pipeline.close()
-        close = getattr(run.generator, "close", None)  # last: vLLM's shutdown also ends the process group
-        if close is not None:
-            close()
+            for worker in (run.pipeline, run.streamer):
+                if worker is not None:
+                    worker.close()
+        run.generator.close()  # last: vLLM's shutdown also ends the process group
     finally:  # every exit, setup's too (a judge dead during the ladder build, Ctrl-C): connections, loop, cache
         close_judge(judge)
         close_judge(eval_judge)
@@ -385,7 +392,7 @@ def run_steps(run: Run) -> None:
     from tqdm import tqdm
 
     acc, tcfg, log = run.accelerator, run.cfg.trainer, run.log
-    offline = getattr(run.cfg.algo, "OFFLINE", False)  # algo=sft | dpo: anchors of the ranked ladder, no sampling
+    offline = run.cfg.algo.OFFLINE  # algo=sft | dpo: anchors of the ranked ladder, no sampling
     if acc.is_main_process:
         (Path(run.cfg.run_dir) / DONE_FILE).unlink(missing_ok=True)  # until this run reaches its end
     if run.start_step == 0:

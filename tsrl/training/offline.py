@@ -16,21 +16,23 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tsrl.algo.offline import SFTConfig
 from tsrl.errors import ConfigError
 from tsrl.generation.hf import chat_prompt
+from tsrl.rewards.ladder import LadderRegime
 from tsrl.types import Group, Prompt, Rollout
 
 
 def check_offline(algo: Any, regime: Any, micro_batch_size: int) -> None:
     """One sentence at start when an offline baseline cannot run: it needs the ranked ladder of reward=ladder,
     DPO at least two anchors per prompt to pair, and DPO's micro-batches must hold whole pairs."""
-    if not all(isinstance(getattr(regime, name, None), dict) for name in ("ladders", "selected")):
+    if not isinstance(regime, LadderRegime):
         raise ConfigError("algo=sft and algo=dpo train on the ranked anchor ladder that reward=ladder builds; set "
                           "reward=ladder (its ranking settings, e.g. reward.ranking, apply).")
-    if getattr(algo, "NEEDS_REFERENCE", False) and min(map(len, offline_ladders(algo, regime).values()), default=2) < 2:
+    if algo.NEEDS_REFERENCE and min(map(len, offline_ladders(algo, regime).values()), default=2) < 2:
         raise ConfigError("algo=dpo pairs the anchors the ladder reward uses, and reward.k=1 leaves one per prompt; "
                           "set reward.k >= 2 or algo.anchors=all.")
-    if getattr(algo, "NEEDS_REFERENCE", False) and micro_batch_size % 2:
+    if algo.NEEDS_REFERENCE and micro_batch_size % 2:
         raise ConfigError(f"algo=dpo needs an even trainer.micro_batch_size (pairs stay whole), got {micro_batch_size}.")
 
 
@@ -66,7 +68,7 @@ def offline_groups(algo: Any, prompts: Sequence[Prompt], ladders: dict[str, list
     groups = []
     for prompt in prompts:
         rungs = ladders[prompt.id]
-        if hasattr(algo, "top_fraction"):
+        if isinstance(algo, SFTConfig):
             texts = [rungs[r].anchor.text for r in sft_ranks(len(rungs), algo.top_fraction)]
         else:
             pairs = dpo_pairs(len(rungs), algo.pairs)

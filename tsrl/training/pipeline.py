@@ -1,4 +1,8 @@
-"""`trainer.pipeline=overlap`: the judge off the step's critical path.
+"""`trainer.pipeline=stream | overlap`: the judge off the step's critical path.
+
+Streamed (`Streamer`), a step stays on-policy: one worker thread judges the step's groups as the generator
+finishes them (tsrl/rewards/stream.py) while generation goes on, so a step costs generate + the judging left
+after the last group + update, and it asks the same questions and gets the same rewards as a sync step.
 
 A sync step is generate(θ_{t−1}) → score → update → θ_t, so every second the judge takes is a second the policy's
 hardware idles. Overlapped, one worker thread scores while the main thread trains:
@@ -30,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tsrl.errors import ConfigError
-from tsrl.types import Group, Prompt, RewardBatch, Rollout
+from tsrl.rewards.stream import GroupStream, StreamingRegime
+from tsrl.types import Emit, Group, Prompt, RewardBatch, Rollout
 
 POLICY_REGIMES = ("intuitor", "reward_model", "self_bootstrap")
 """Regimes whose score() runs the live policy (its logits or its sampler): they cannot overlap the update."""
@@ -80,13 +85,55 @@ class Overlap:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def check_overlap(reward_name: str, offline: bool) -> None:
+class Streamer:
+    """trainer.pipeline=stream: one worker that judges a step's groups while the generator is still producing them."""
+
+    def __init__(self, regime: StreamingRegime) -> None:
+        self.regime = regime
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tsrl-stream")
+
+    def run(self, generate: Callable[[Emit], list[Group]], total: int) -> tuple[list[Group], RewardBatch,
+                                                                              dict[str, float]]:
+        """Generate `total` groups with `generate(emit)` while the regime scores them as they are emitted; returns
+        the groups, their rewards and the step's times: time/score_s is the worker's whole span (waits for
+        groups included), time/score_wait_s what the step waited for it after generation ended."""
+        stream = GroupStream(total)
+        start = time.perf_counter()
+
+        def score() -> tuple[RewardBatch, float]:
+            batch = self.regime.score_stream(stream)
+            return batch, time.perf_counter() - start
+
+        future = self._pool.submit(score)
+        try:
+            groups = generate(stream.put)
+            stream.put([(b, g) for b, g in enumerate(groups) if not stream.has(b)])  # a generator that emits nothing
+        except BaseException as err:
+            stream.close(err)
+            future.exception()  # the worker stops at its next take; its error is this one
+            raise
+        stream.close()
+        generated = time.perf_counter()
+        batch, score_s = future.result()
+        return groups, batch, {"time/generate_s": generated - start, "time/score_s": score_s,
+                               "time/score_wait_s": time.perf_counter() - generated}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def check_pipeline(pipeline: str, reward_name: str, regime: object, offline: bool) -> None:
+    """Refuse, in one sentence, what trainer.pipeline=stream | overlap cannot run."""
     if offline:
-        raise ConfigError("trainer.pipeline=overlap has nothing to overlap for an offline baseline (algo=sft | dpo: "
-                          "no generation, no judge); use trainer.pipeline=sync.")
+        raise ConfigError(f"trainer.pipeline={pipeline} has nothing to take off the critical path for an offline "
+                          "baseline (algo=sft | dpo: no generation, no judge); use trainer.pipeline=sync.")
     if reward_name in POLICY_REGIMES:
-        raise ConfigError(f"trainer.pipeline=overlap cannot run reward={reward_name}: it reads the live policy while "
-                          "scoring, which the overlapped update changes under it; use trainer.pipeline=sync.")
+        raise ConfigError(f"trainer.pipeline={pipeline} cannot run reward={reward_name}: it reads the live policy "
+                          "while scoring, which runs beside generation and the update; use trainer.pipeline=sync.")
+    if pipeline == "stream" and not isinstance(regime, StreamingRegime):
+        raise ConfigError(f"trainer.pipeline=stream needs a regime that scores groups as they arrive, and "
+                          f"reward={reward_name} does not (it has no score_stream); use trainer.pipeline=sync or "
+                          "overlap.")
 
 
 def encode_groups(groups: Sequence[Group], version: int) -> dict[str, Any]:
