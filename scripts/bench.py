@@ -15,7 +15,7 @@ row's note (what its numbers do and do not show) goes under the table.
   and time/update_s (the update holds advantages, batching, forward/backward and the optimizer step), median
   over steady steps. What the ratio counts above 1 is scoring, weight sync and the step's bookkeeping.
 - judge: scripts/judge_bench.py, wall time of n comparisons against the local fake server's latency bound
-  ⌈n/concurrency⌉ × latency, per scenario and transport. Target ≤ 1.15× for fault-free aiohttp (README). Then
+  ⌈n/concurrency⌉ × latency, per scenario and transport. Target ≤ 1.15× for fault-free aiohttp (docs/judges.md). Then
   the direct answer form against the reasoning form (judge.form), both constrained by the same server: judge
   calls/s, tokens per verdict (prompt + completion, and completion alone) and client CPU per call, as direct /
   reasoning. The server's answers take a fixed latency plus a modelled decode time per completion token; the
@@ -24,9 +24,11 @@ row's note (what its numbers do and do not show) goes under the table.
   ≤ 0.5 s.
 - topology: scripts/topology_fidelity.py, Kendall τ with the latent order per judge match (per sample), one
   row per topology, at the largest N and the middle τ that were run (N = 16, τ = 1 by default).
-- pipeline: scripts/pipeline_bench.py, trainer.pipeline=overlap against sync in one run per policy size and
-  judge latency (loopback judge): the overlapped step over its bound max(generate + update, score), target
-  ≤ 1.1×, and the speed-up over sync, target ≥ 1.3× where score and generate + update are within 25 %.
+- pipeline: scripts/pipeline_bench.py, trainer.pipeline=stream and overlap against sync in one run per policy
+  size and judge latency (loopback judge): the overlapped step over its bound max(generate + update, score),
+  target ≤ 1.1×, and the speed-up over sync, target ≥ 1.3× where score and generate + update are within 25 %;
+  the streamed step's speed-up over sync generating the same 2 prompts per call (no target: it stays
+  on-policy, so it can hide at most the judging of all but the last arrival).
 
 Run time, on the idle 2-core machine: ≈ 9.5 min without the pipeline benchmark (trainer ≈ 6, judge ≈ 2.5, topology 16 s, bt a few seconds); the pipeline benchmark adds about 15 min (mostly the 26.7M policy).
 `--quick` gives each script its smallest sensible sizes. It is a smoke run of the whole chain; its numbers
@@ -52,7 +54,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER_TARGET = 0.8  # tsrl ≤ 0.8× TRL's seconds per step (trainer_bench.py)
 PIPELINE_BOUND, PIPELINE_SPEEDUP = 1.1, 1.3  # pipeline_bench.py's targets
-JUDGE_TARGET = 1.15  # fault-free aiohttp ≤ 1.15× the latency bound (README, "Throughput, and under faults")
+JUDGE_TARGET = 1.15  # fault-free aiohttp ≤ 1.15× the latency bound (docs/judges.md, "Throughput, and under faults")
 FORM_METRICS = (  # judge_bench.py's form rows: (what, key, format), each as direct / reasoning
     ("judge calls/s", "calls_per_s", "{:.0f}/s"),
     ("tokens/verdict (prompt + completion)", "tokens", "{:.1f}"),
@@ -176,6 +178,10 @@ def pipeline_rows(results: dict[str, Any], command: str) -> list[Row]:
         rows.append(Row(f"{name}: speed-up", f"sync {r['sync_step_s']:.2f} s/step", f"overlap {r['overlap_step_s']:.2f}",
                         r["speedup"], "× faster", f"≥ {PIPELINE_SPEEDUP}× (score ≈ gen + update)" if balanced else "—",
                         (r["speedup"] >= PIPELINE_SPEEDUP) if balanced else None, command))
+        rows.append(Row(f"pipeline stream, {r['size']}, judge latency {r['latency_s']:g} s: speed-up",
+                        f"sync-2 {r['sync2_step_s']:.2f} s/step", f"stream {r['stream_step_s']:.2f} (waits "
+                        f"{r['stream_score_wait_s']:.2f} for the judge)", r["stream_speedup"], "× faster",
+                        command=command))
     return rows
 
 

@@ -44,6 +44,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
@@ -402,7 +403,11 @@ def build_vllm_generator(cfg: VLLMGeneratorConfig, model: torch.nn.Module, token
     """Start the engine from the policy's config and tokenizer; load the weights now if they are materialised."""
     tp_group = tensor_parallel_group(cfg.tensor_parallel_size)
     folder = engine_folder(model, tokenizer)
+    log.info("generator=vllm: starting a vLLM engine for the policy (profiling and, unless "
+             "generator.enforce_eager=true, graph capture: from ~15 s for a small model on CPU to minutes)")
+    start = time.monotonic()
     engine = start_engine(cfg, model, folder)
+    log.info("generator=vllm: engine ready in %.0f s", time.monotonic() - start)
     for name in ("vllm.model_executor.model_loader.reload.layerwise", "vllm.model_executor.model_loader.reload.inplace"):
         logging.getLogger(name).addFilter(LoadNoiseFilter())
     generator = VLLMGenerator(engine, tokenizer, cfg, {name for name, _ in model.named_parameters()}, tp_group)

@@ -33,6 +33,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import logging
 import mimetypes
 import random
 import threading
@@ -54,6 +55,10 @@ from tsrl.judging.prompting import (ParseError, load_template, new_fence, parse_
 from tsrl.judging.transport import AttemptError, Endpoints, build_transport
 from tsrl.registry import JUDGES
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+
+log = logging.getLogger("tsrl")
+PROGRESS_EVERY_S = 30.0
+"""A judge batch still running after this long reports how far it got, and again every as long."""
 
 Job = tuple[list, str, str]  # (chat messages, fence, kind of answer: verdict | score)
 Reply = tuple[str, int, list, str, int]  # (answer text, tokens, per-token top log-probs, finish reason, endpoint)
@@ -228,14 +233,28 @@ class OpenAIJudge:
         """Answer every request, in order: `concurrency` workers take the next request, render it, ask."""
         answers: list[Score] = [Score(None)] * len(requests)
         pending = iter(range(len(requests)))
+        answered = 0
 
         async def worker() -> None:
+            nonlocal answered
             for i in pending:
                 answers[i] = await self._ask(requests[i], make_job)
+                answered += 1
+
+        async def progress() -> None:  # a long batch (a ladder's round-robins, a slow judge) is never silent
+            start = time.monotonic()
+            while True:
+                await asyncio.sleep(PROGRESS_EVERY_S)
+                log.info("judge %s: %d of %d requests answered after %.0f s", self.cfg.model, answered, len(requests),
+                         time.monotonic() - start)
 
         async def run_all() -> None:
             self.tasks = [asyncio.ensure_future(worker()) for _ in range(min(self.cfg.concurrency, len(requests)))]
-            done = await asyncio.gather(*self.tasks, return_exceptions=True)
+            reporter = asyncio.ensure_future(progress())
+            try:
+                done = await asyncio.gather(*self.tasks, return_exceptions=True)
+            finally:
+                reporter.cancel()
             failed = [err for err in done if isinstance(err, BaseException) and not isinstance(err, asyncio.CancelledError)]
             if failed:
                 raise failed[0]

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 import re
 import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -33,6 +35,9 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
+log = logging.getLogger("tsrl")
+PROGRESS_EVERY_S = 30.0  # a build reports its progress at least this often
+
 BUILD_VERSION = "1"  # bump when the build recipe changes, so cached models are rebuilt
 
 
@@ -143,7 +148,8 @@ def warm_start(model, tokenizer, task: Task, cfg: TinyModelConfig, batch_size: i
                                                     pct_start=0.1)
     model.train()
     losses = []
-    for _ in range(cfg.warmstart_steps):
+    start = last = time.monotonic()
+    for step in range(cfg.warmstart_steps):
         rows = tokenize_pairs(tokenizer, warmstart_examples(prompts, vocab, batch_size, cfg.copy_prob, rng))
         cap = model.config.max_position_embeddings  # long anchors (web pages) are cut to what the model holds
         rows = [(ids[:cap], labels[:cap]) for ids, labels in rows]
@@ -154,7 +160,19 @@ def warm_start(model, tokenizer, task: Task, cfg: TinyModelConfig, batch_size: i
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        now = time.monotonic()
+        if now - last >= PROGRESS_EVERY_S:
+            last, left = now, (now - start) / (step + 1) * (cfg.warmstart_steps - step - 1)
+            log.info("tiny policy for task=%s: warm-start step %d/%d, loss %.3f, about %s left", task.name, step + 1,
+                     cfg.warmstart_steps, losses[-1], duration(left))
     return losses
+
+
+def duration(seconds: float) -> str:
+    """A rough human duration: '40 s', '3 min', '1.2 h'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _vocabulary(task: Task) -> list[str]:
@@ -193,8 +211,14 @@ def tiny_source(cfg: TinyModelConfig, task: Task) -> PolicySource:
     target = Path(cfg.cache_dir).expanduser() / f"tiny-{task.name}-{_fingerprint(cfg, task)}"
     if not target.is_dir():
         target.parent.mkdir(parents=True, exist_ok=True)
+        log.info("no cached tiny policy for task=%s with these %d training prompts and model.* settings (other "
+                 "prompts, e.g. task.max_prompts, build one of their own); building it once into %s: a tokenizer, "
+                 "then %d warm-start steps (progress every %.0f s)", task.name, len(task.prompts("train")), target,
+                 cfg.warmstart_steps, PROGRESS_EVERY_S)
+        start = time.monotonic()
         with torch.random.fork_rng(devices=[]):  # a run must not depend on whether the cache existed
             build_tiny(cfg, task, target)
+        log.info("tiny policy for task=%s built in %s", task.name, duration(time.monotonic() - start))
     return PolicySource(target)
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,8 @@ Matches = dict[str, list[tuple[int, int, float]]]  # prompt id → (i, j, p(anch
 def judge_round_robins(prompts: Sequence[Prompt], ctx: RegimeContext) -> Matches:
     """Judge every prompt's anchor round-robin in one batch; a verdict the judge could not give is left out."""
     schedule = [(p, i, j) for p in prompts for i, j in round_robin(len(p.anchors))]
+    logging.getLogger("tsrl").info("ladder: judging the anchor round-robins of %d prompts once (%d verdicts), to rank "
+                                   "each prompt's anchors", len(prompts), len(schedule))
     verdicts = ctx.judge.compare([PairRequest(p, p.anchors[i].text, p.anchors[j].text) for p, i, j in schedule])
     matches: Matches = {p.id: [] for p in prompts}
     for (p, i, j), v in zip(schedule, verdicts):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import time
 import math
 import re
 from pathlib import Path
@@ -48,7 +49,10 @@ def load_rows(source: str, split: str, columns: dict[str, str], required: tuple[
         if name and name not in columns:
             raise ConfigError(f"Field {name!r} has no column in {sorted(columns)}; add it to the schema.")
     where = f"Dataset {source} (split {split})"
+    log.info("%s: loading (a local file reads at once; a hub dataset may download first, then it is cached)", where)
+    start = time.monotonic()
     table, available = _read(source, split, subset)
+    log.info("%s: %d rows read in %.0f s", where, len(table), time.monotonic() - start)
     present = _present(available, columns, required, where)
     rows: list[dict[str, Any]] = []
     skipped = 0
