@@ -18,15 +18,19 @@ from tsrl.evaluation.passk import ks_for, pass_at_k, pass_summary
 from tsrl.judging.rendering import network_reference
 from tsrl.tasks import build_task
 from tsrl.tasks.aime import AimeConfig
-from tsrl.tasks.base import DATA_DIR, Rendered, SimulatedQuality, Verifiable, task_metric
+from tsrl.tasks.base import Rendered, SimulatedQuality, Verifiable, task_metric
 from tsrl.tasks.counseling import CounselingConfig
 from tsrl.tasks.gpqa import GpqaConfig
 from tsrl.tasks.humor import HumorConfig
 from tsrl.tasks.stories import StoriesConfig
 from tsrl.tasks.web import WebConfig
 
-JUDGED = {"stories": (StoriesConfig, 10), "humor": (HumorConfig, 10), "web": (WebConfig, 5),
-          "counseling": (CounselingConfig, 5)}
+JUDGED = {
+    "stories": (StoriesConfig, 10),
+    "humor": (HumorConfig, 10),
+    "web": (WebConfig, 5),
+    "counseling": (CounselingConfig, 5),
+}
 VERIFIED = {"aime": AimeConfig, "gpqa": GpqaConfig}
 
 
@@ -52,8 +56,9 @@ def test_simulated_quality_ranks_the_written_tiers_in_order(name: str) -> None:
     for prompt in task.prompts("train"):
         for anchor in prompt.anchors:
             by_tier.setdefault(anchor.tier, []).append(task.quality(prompt, anchor.text))
-    means = [statistics.fmean(by_tier["top"] + by_tier["good"])] + [statistics.fmean(by_tier[t])
-                                                                     for t in ("okay", "weak", "low")]
+    means = [statistics.fmean(by_tier["top"] + by_tier["good"])] + [
+        statistics.fmean(by_tier[t]) for t in ("okay", "weak", "low")
+    ]
     assert means == sorted(means, reverse=True) and means[0] > means[-1] + 1.0, means
     if name != "stories":
         assert statistics.fmean(by_tier["top"]) > statistics.fmean(by_tier["good"])
@@ -72,11 +77,15 @@ def test_verified_tasks_accept_their_reference_solutions_and_reject_others(name:
         assert task.quality(prompt, reference.text) > task.quality(prompt, "I am not sure.")
 
 
+DATA_CHECKS = Path(__file__).resolve().parents[1] / "data_checks"  # kept out of the wheel
+
+
 @pytest.mark.parametrize("name", ["aime", "gpqa"])
 def test_shipped_answers_are_rechecked_independently(name: str) -> None:
     """check.py recomputes every shipped answer from scratch (brute force or exact arithmetic)."""
-    run = subprocess.run([sys.executable, str(DATA_DIR / name / "check.py")], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(DATA_CHECKS / name / "check.py")], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
 
@@ -112,8 +121,9 @@ def test_counseling_prompts_carry_the_conversation_as_chat_turns() -> None:
 def test_anchors_file_replaces_training_anchors_and_rejects_foreign_prompts(tmp_path: Path) -> None:
     base = build_task(StoriesConfig()).prompts("train")
     path = tmp_path / "anchors.jsonl"
-    path.write_text(json.dumps({"prompt_id": base[0].id, "anchors": [{"text": "one", "tier": "a"},
-                                                                    {"text": "two"}]}) + "\n")
+    path.write_text(
+        json.dumps({"prompt_id": base[0].id, "anchors": [{"text": "one", "tier": "a"}, {"text": "two"}]}) + "\n"
+    )
     task = build_task(StoriesConfig(anchors_file=str(path)))
     train = task.prompts("train")
     assert [a.text for a in train[0].anchors] == ["one", "two"] and train[1].anchors == base[1].anchors
@@ -136,7 +146,10 @@ def test_dataset_prompt_ids_carry_their_split(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     task = build_task(StoriesConfig(dataset=str(path), train_split="train[:50%]", eval_split="train[50%:]"))
     train, heldout = task.prompts("train"), task.prompts("eval")
-    assert [p.id for p in train] == ["train/wp-0", "train/wp-1"] and [p.id for p in heldout] == ["eval/wp-0", "eval/wp-1"]
+    assert [p.id for p in train] == ["train/wp-0", "train/wp-1"] and [p.id for p in heldout] == [
+        "eval/wp-0",
+        "eval/wp-1",
+    ]
     assert [len(p.anchors) for p in train] == [2, 2] and "[ WP ]" not in train[0].text
 
 
@@ -150,8 +163,15 @@ def test_pass_at_k_is_the_unbiased_estimator() -> None:
 
 def test_pass_summary_turns_sums_into_percentages() -> None:
     # two problems, n = 4: 1 and 4 correct
-    sums = {"problems": 2.0, "accuracy": 0.25 + 1.0, "pass@1": 0.25 + 1.0, "pass@4": 2.0, "answered": 1.5,
-            "length_sum": 80.0, "samples": 8.0}
+    sums = {
+        "problems": 2.0,
+        "accuracy": 0.25 + 1.0,
+        "pass@1": 0.25 + 1.0,
+        "pass@4": 2.0,
+        "answered": 1.5,
+        "length_sum": 80.0,
+        "samples": 8.0,
+    }
     summary = pass_summary(sums, 4)
     assert summary["pass_ratio"] == pytest.approx(62.5) and summary["pass@1"] == pytest.approx(62.5)
     assert summary["pass@4"] == 100.0 and summary["answered"] == 75.0 and summary["mean_length"] == 10.0

@@ -4,7 +4,7 @@ Data rows (JSONL): {"id": str, "problem": str, "answer": int (0–999), "solutio
 The shipped sample (tsrl/tasks/data/aime/) was written for tsrl: 48 training and 16 held-out problems in the
 AIME format (an integer answer from 0 to 999) across number theory, algebra, combinatorics, geometry and
 probability, each with a worked solution; every answer is recomputed independently by
-tsrl/tasks/data/aime/check.py (brute force or exact arithmetic), which the test suite runs.
+tests/data_checks/aime/check.py (brute force or exact arithmetic), which the test suite runs.
 
 Verifier (tsrl/tasks/answers.py): the final answer is read from \\boxed{…} (or "the answer is …" without a
 box), normalised (leading zeros, spaces, "42.0"), and must equal the integer answer exactly; a fraction, two
@@ -34,13 +34,16 @@ from typing import Any
 
 from tsrl.registry import TASKS
 from tsrl.tasks.answers import extract_integer, verify_integer
-from tsrl.tasks.base import DatasetConfig, DatasetSchema, DataError, PromptSource
+from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource
 from tsrl.types import Anchor, Prompt
 
 WORDS = re.compile(r"\S+")
 SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
-STEP = re.compile(r"[=<>\u2264\u2265\u2261]|\\(?:le|ge|leq|geq|equiv|implies)\b|\b(?:since|because|so|thus|hence|"
-                  r"therefore)\b", re.IGNORECASE)
+STEP = re.compile(
+    r"[=<>\u2264\u2265\u2261]|\\(?:le|ge|leq|geq|equiv|implies)\b|\b(?:since|because|so|thus|hence|"
+    r"therefore)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -53,13 +56,16 @@ class AimeConfig(DatasetConfig):
     """Split for held-out prompts (AIME tables have one split; set eval_dataset to another competition)."""
 
 
-SCHEMA = DatasetSchema("AIME", {"problem": "problem", "answer": "answer", "solution": "solution"},
-                       ("problem", "answer"))
+SCHEMA = DatasetSchema(
+    "AIME", {"problem": "problem", "answer": "answer", "solution": "solution"}, ("problem", "answer")
+)
 
 
 def aime_prompt_text(problem: str) -> str:
-    return ("Solve this competition problem. Reason step by step, then give the final answer, an integer from 0 "
-            f"to 999, as \\boxed{{N}}.\n\n{problem}")
+    return (
+        "Solve this competition problem. Reason step by step, then give the final answer, an integer from 0 "
+        f"to 999, as \\boxed{{N}}.\n\n{problem}"
+    )
 
 
 def _answer(value: Any, where: str) -> int:
@@ -76,13 +82,21 @@ def _parse_row(row: dict[str, Any], where: str) -> Prompt:
     answer = _answer(row["answer"], where)
     solution = str(row.get("solution") or "").strip()
     worked = f"{solution}\n\nThe answer is \\boxed{{{answer}}}." if solution else f"\\boxed{{{answer}}}"
-    return Prompt(id=str(row["id"]), text=aime_prompt_text(problem.strip()), anchors=(Anchor(worked, "reference"),),
-                  fields={"answer": answer, "topic": str(row.get("topic", ""))})
+    return Prompt(
+        id=str(row["id"]),
+        text=aime_prompt_text(problem.strip()),
+        anchors=(Anchor(worked, "reference"),),
+        fields={"answer": answer, "topic": str(row.get("topic", ""))},
+    )
 
 
 def _native(row: dict[str, Any], index: int, cfg: DatasetConfig) -> dict[str, Any]:
-    return {"id": f"aime-{index}", "problem": row["problem"], "answer": row["answer"],
-            "solution": row.get("solution") or ""}
+    return {
+        "id": f"aime-{index}",
+        "problem": row["problem"],
+        "answer": row["answer"],
+        "solution": row.get("solution") or "",
+    }
 
 
 def trace_quality(answered: bool, text: str) -> float:

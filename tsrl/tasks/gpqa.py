@@ -4,7 +4,7 @@
 Data rows (JSONL): {"id": str, "question": str, "choices": [str × 4], "answer": "A"–"D", "domain": str,
 "explanation": str}. The shipped sample (tsrl/tasks/data/gpqa/) was written for tsrl: 48 training and 16
 held-out graduate-level questions (physics, chemistry, biology), four choices each; the calculations are
-rechecked by tsrl/tasks/data/gpqa/check.py, which the test suite runs.
+rechecked by tests/data_checks/gpqa/check.py, which the test suite runs.
 
 Verifier (tsrl/tasks/answers.py): the chosen letter is read from \\boxed{B}, "the answer is (B)" or
 "Answer: B"; several different letters or none score 0. The explanation ending in the letter is the prompt's
@@ -31,7 +31,7 @@ from typing import Any
 from tsrl.registry import TASKS
 from tsrl.tasks.aime import trace_quality
 from tsrl.tasks.answers import extract_choice, verify_choice
-from tsrl.tasks.base import DatasetConfig, DatasetSchema, DataError, PromptSource
+from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource
 from tsrl.types import Anchor, Prompt
 
 LETTERS = "ABCD"
@@ -47,16 +47,26 @@ class GpqaConfig(DatasetConfig):
     """Split for held-out prompts (GPQA has one split)."""
 
 
-SCHEMA = DatasetSchema("GPQA", {"question": "Question", "correct": "Correct Answer", "wrong1": "Incorrect Answer 1",
-                                "wrong2": "Incorrect Answer 2", "wrong3": "Incorrect Answer 3",
-                                "explanation": "Explanation"},
-                       ("question", "correct", "wrong1", "wrong2", "wrong3"))
+SCHEMA = DatasetSchema(
+    "GPQA",
+    {
+        "question": "Question",
+        "correct": "Correct Answer",
+        "wrong1": "Incorrect Answer 1",
+        "wrong2": "Incorrect Answer 2",
+        "wrong3": "Incorrect Answer 3",
+        "explanation": "Explanation",
+    },
+    ("question", "correct", "wrong1", "wrong2", "wrong3"),
+)
 
 
 def gpqa_prompt_text(question: str, choices: list[str]) -> str:
     options = "\n".join(f"({letter}) {choice}" for letter, choice in zip(LETTERS, choices))
-    return (f"Answer this multiple-choice question. Reason step by step, then give the letter of the correct "
-            f"choice as \\boxed{{X}}.\n\n{question}\n\n{options}")
+    return (
+        f"Answer this multiple-choice question. Reason step by step, then give the letter of the correct "
+        f"choice as \\boxed{{X}}.\n\n{question}\n\n{options}"
+    )
 
 
 def _parse_row(row: dict[str, Any], where: str) -> Prompt:
@@ -70,16 +80,25 @@ def _parse_row(row: dict[str, Any], where: str) -> Prompt:
     letter = answer.strip().upper()
     explanation = str(row.get("explanation") or "").strip()
     worked = f"{explanation}\n\nThe answer is \\boxed{{{letter}}}." if explanation else f"\\boxed{{{letter}}}"
-    return Prompt(id=str(row["id"]), text=gpqa_prompt_text(question.strip(), [c.strip() for c in choices]),
-                  anchors=(Anchor(worked, "reference"),), fields={"answer": letter, "domain": str(row.get("domain", ""))})
+    return Prompt(
+        id=str(row["id"]),
+        text=gpqa_prompt_text(question.strip(), [c.strip() for c in choices]),
+        anchors=(Anchor(worked, "reference"),),
+        fields={"answer": letter, "domain": str(row.get("domain", ""))},
+    )
 
 
 def _native(row: dict[str, Any], index: int, cfg: DatasetConfig) -> dict[str, Any]:
     options = [str(row["correct"]), str(row["wrong1"]), str(row["wrong2"]), str(row["wrong3"])]
     order = list(range(4))
     random.Random(hashlib.sha256(str(row["question"]).encode()).hexdigest()).shuffle(order)
-    return {"id": f"gpqa-{index}", "question": row["question"], "choices": [options[i] for i in order],
-            "answer": LETTERS[order.index(0)], "explanation": row.get("explanation") or ""}
+    return {
+        "id": f"gpqa-{index}",
+        "question": row["question"],
+        "choices": [options[i] for i in order],
+        "answer": LETTERS[order.index(0)],
+        "explanation": row.get("explanation") or "",
+    }
 
 
 class GpqaTask:

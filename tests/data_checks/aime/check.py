@@ -6,7 +6,7 @@ Fraction arithmetic (no floating point anywhere). Every function also names a
 fingerprint substring that has to occur in the problem text, so the functions
 cannot silently drift out of sync with the data file.
 
-Run:  python tsrl/tasks/data/aime/check.py
+Run:  python tests/data_checks/aime/check.py
 """
 
 import json
@@ -15,7 +15,7 @@ import sys
 
 import checks_eval  # noqa: F401  (registers the eval split's checks)
 import checks_train  # noqa: F401  (registers the train split's checks)
-from checklib import HERE, TOPICS, CHECKS, check
+from checklib import CHECKS, HERE, TOPICS
 
 
 # ---------------------------------------------------------------- driver

@@ -1,14 +1,12 @@
 """Shared pieces of check.py (see its docstring): constants, helpers and the registries the per-split
 check modules fill."""
 
-import itertools
-import json
 import math
 import os
-import sys
 from fractions import Fraction
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# the shipped data, inside the package (these checks stay out of it)
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tsrl", "tasks", "data", "aime")
 TOPICS = {"number theory", "algebra", "combinatorics", "geometry", "probability"}
 CHECKS = {}
 
@@ -18,6 +16,7 @@ def check(pid, fingerprint):
         assert pid not in CHECKS, pid
         CHECKS[pid] = (fingerprint, fn)
         return fn
+
     return deco
 
 
@@ -67,8 +66,7 @@ def cross(o, a, b):
 def pick_area(vertices):
     """Area of a convex lattice polygon via brute-force lattice counting + Pick."""
     n = len(vertices)
-    signs = {cross(vertices[i], vertices[(i + 1) % n], vertices[(i + 2) % n]) > 0
-             for i in range(n)}
+    signs = {cross(vertices[i], vertices[(i + 1) % n], vertices[(i + 2) % n]) > 0 for i in range(n)}
     assert len(signs) == 1, "polygon must be strictly convex"
     orient = 1 if signs.pop() else -1
     xs = [v[0] for v in vertices]
@@ -87,7 +85,7 @@ def pick_area(vertices):
 def circumcenter(P1, P2, P3):
     (x1, y1), (x2, y2), (x3, y3) = P1, P2, P3
     A = [[2 * (x2 - x1), 2 * (y2 - y1)], [2 * (x3 - x1), 2 * (y3 - y1)]]
-    b = [x2 ** 2 + y2 ** 2 - x1 ** 2 - y1 ** 2, x3 ** 2 + y3 ** 2 - x1 ** 2 - y1 ** 2]
+    b = [x2**2 + y2**2 - x1**2 - y1**2, x3**2 + y3**2 - x1**2 - y1**2]
     p, q = solve_linear(A, b)
     d = [(p - x) ** 2 + (q - y) ** 2 for x, y in (P1, P2, P3)]
     assert d[0] == d[1] == d[2]

@@ -4,7 +4,7 @@ import itertools
 import math
 from fractions import Fraction
 
-from checklib import check, mn, is_square, exact_sqrt, solve_linear, circumcenter
+from checklib import check, circumcenter, exact_sqrt, is_square, mn, solve_linear
 
 
 # ---------------------------------------------------------------- eval
@@ -46,6 +46,7 @@ def eval_003():
 def eval_004():
     def prime(n):
         return n > 1 and all(n % d for d in range(2, n))
+
     good = sum(1 for a in range(1, 7) for b in range(1, 7) if prime(a + b))
     return mn(Fraction(good, 36))
 
@@ -65,7 +66,7 @@ def eval_006():
 @check("eval-007", "f(x)+2f(1-x)=3x^2")
 def eval_007():
     # unknowns u=f(10), v=f(-9):  x=10: u + 2v = 300 ; x=-9: v + 2u = 243
-    u, v = solve_linear([[1, 2], [2, 1]], [3 * 10 ** 2, 3 * (-9) ** 2])
+    u, v = solve_linear([[1, 2], [2, 1]], [3 * 10**2, 3 * (-9) ** 2])
     assert u.denominator == 1
     return int(u)
 
@@ -143,7 +144,7 @@ def eval_014():
             pos += j
             hit = hit or pos == 7
         good += hit
-    return mn(Fraction(good, 2 ** 7))
+    return mn(Fraction(good, 2**7))
 
 
 @check("eval-015", "$(0,0)$, $(14,0)$, and $(5,12)$")
@@ -156,4 +157,4 @@ def eval_015():
 
 @check("eval-016", "n^3-n$ is divisible by $1000$")
 def eval_016():
-    return sum(1 for n in range(1, 1001) if (n ** 3 - n) % 1000 == 0)
+    return sum(1 for n in range(1, 1001) if (n**3 - n) % 1000 == 0)

@@ -4,7 +4,7 @@ import itertools
 import math
 from fractions import Fraction
 
-from checklib import check, mn, divisors, is_square, exact_sqrt, solve_linear, cross, pick_area
+from checklib import check, cross, divisors, exact_sqrt, is_square, mn, pick_area, solve_linear
 
 
 # ---------------------------------------------------------------- train
@@ -18,6 +18,7 @@ def train_002():
     # roots (7 +- sqrt37)/2 as exact elements a + b*sqrt(37) of Q(sqrt 37)
     def mul(u, v):
         return (u[0] * v[0] + 37 * u[1] * v[1], u[0] * v[1] + u[1] * v[0])
+
     r = (Fraction(7, 2), Fraction(1, 2))
     s = (Fraction(7, 2), Fraction(-1, 2))
     for z in (r, s):
@@ -31,8 +32,7 @@ def train_002():
 
 @check("train-003", "no two consecutive integers")
 def train_003():
-    return sum(1 for c in itertools.combinations(range(1, 13), 4)
-               if all(c[i + 1] - c[i] > 1 for i in range(3)))
+    return sum(1 for c in itertools.combinations(range(1, 13), 4) if all(c[i + 1] - c[i] > 1 for i in range(3)))
 
 
 @check("train-004", "all three cards have the same suit")
@@ -52,7 +52,7 @@ def train_005():
 
 @check("train-006", "10^{50}-37")
 def train_006():
-    return sum(int(ch) for ch in str(10 ** 50 - 37))
+    return sum(int(ch) for ch in str(10**50 - 37))
 
 
 @check("train-007", "arithmetic sequence")
@@ -74,12 +74,12 @@ def train_008():
 @check("train-009", "at least $8$ of them land heads")
 def train_009():
     good = sum(1 for t in itertools.product((0, 1), repeat=10) if sum(t) >= 8)
-    return mn(Fraction(good, 2 ** 10))
+    return mn(Fraction(good, 2**10))
 
 
 @check("train-010", "legs of lengths $20$ and $21$")
 def train_010():
-    c2 = 20 ** 2 + 21 ** 2
+    c2 = 20**2 + 21**2
     assert is_square(c2)
     c = math.isqrt(c2)
     area = Fraction(20 * 21, 2)
@@ -90,7 +90,7 @@ def train_010():
 
 @check("train-011", r"2^4\cdot 3^3\cdot 5^2")
 def train_011():
-    return sum(1 for d in divisors(2 ** 4 * 3 ** 3 * 5 ** 2) if is_square(d))
+    return sum(1 for d in divisors(2**4 * 3**3 * 5**2) if is_square(d))
 
 
 @check("train-012", r"\left\lfloor\sqrt{k}\right\rfloor")
@@ -186,7 +186,7 @@ def train_020():
 
 @check("train-021", "1^3+2^3+3^3")
 def train_021():
-    return sum(k ** 3 for k in range(1, 101)) % 1000
+    return sum(k**3 for k in range(1, 101)) % 1000
 
 
 @check("train-022", r"\frac{1}{k(k+1)}")
@@ -256,7 +256,7 @@ def train_031():
 def train_032():
     # log2 x + log4 x + log8 x = log2(x^(1+1/2+1/3)) = log2(x^(11/6)); the equation is
     # x^(11/6) = 2^(11/2), i.e. x^11 = 2^33 for x > 0 (strictly monotone, so unique).
-    sols = [x for x in range(1, 1000) if x ** 11 == 2 ** 33]
+    sols = [x for x in range(1, 1000) if x**11 == 2**33]
     assert len(sols) == 1
     return sols[0]
 
@@ -292,12 +292,12 @@ def train_033():
 @check("train-034", "largest number shown is exactly $5$")
 def train_034():
     good = sum(1 for t in itertools.product(range(1, 7), repeat=4) if max(t) == 5)
-    return mn(Fraction(good, 6 ** 4))
+    return mn(Fraction(good, 6**4))
 
 
 @check("train-035", "Square $ABCD$ has side length $12$")
 def train_035():
-    A, B, C, D = (0, 0), (12, 0), (12, 12), (0, 12)
+    A, B, C, _D = (0, 0), (12, 0), (12, 12), (0, 12)
     E = ((B[0] + C[0]) // 2, (B[1] + C[1]) // 2)
     F = (C[0] - 4, C[1])  # on CD, 4 units from C toward D
     assert (E, F) == ((12, 6), (8, 12))
@@ -308,7 +308,7 @@ def train_035():
 
 @check("train-036", "11^{10}-1")
 def train_036():
-    return (11 ** 10 - 1) % 1000
+    return (11**10 - 1) % 1000
 
 
 @check("train-037", "3x+5y=200")
@@ -344,14 +344,14 @@ def train_040():
 
 @check("train-041", "1^{99}+2^{99}")
 def train_041():
-    return sum(k ** 99 for k in range(1, 100)) % 100
+    return sum(k**99 for k in range(1, 100)) % 100
 
 
 @check("train-042", "(1+i)^n")
 def train_042():
     cnt = 0
     z = (1, 0)
-    for n in range(1, 101):
+    for _ in range(1, 101):
         z = (z[0] - z[1], z[0] + z[1])  # multiply by (1+i)
         cnt += z[1] == 0
     return cnt
@@ -360,8 +360,9 @@ def train_042():
 @check("train-043", "$3$ identical rooks")
 def train_043():
     cells = [(r, c) for r in range(5) for c in range(5)]
-    return sum(1 for t in itertools.combinations(cells, 3)
-               if len({p[0] for p in t}) == 3 and len({p[1] for p in t}) == 3)
+    return sum(
+        1 for t in itertools.combinations(cells, 3) if len({p[0] for p in t}) == 3 and len({p[1] for p in t}) == 3
+    )
 
 
 @check("train-044", r"x,y\in\{0,1,2,3,4\}")
@@ -382,7 +383,7 @@ def train_044():
 @check("train-045", "2^n-1$ is divisible by $125$")
 def train_045():
     n = 1
-    while (2 ** n - 1) % 125 != 0:
+    while (2**n - 1) % 125 != 0:
         n += 1
     return n
 

@@ -15,7 +15,7 @@
 Every entry also names a fingerprint substring of the question, so the checks
 cannot drift out of sync with the data file.
 
-Run:  python tsrl/tasks/data/gpqa/check.py
+Run:  python tests/data_checks/gpqa/check.py
 """
 
 import json
@@ -26,7 +26,7 @@ from fractions import Fraction
 
 import checks_eval  # noqa: F401  (registers the eval split's checks)
 import checks_train  # noqa: F401  (registers the train split's checks)
-from checklib import HERE, DOMAINS, CALC, CONCEPT, ABS_TOL, calc, parse
+from checklib import ABS_TOL, CALC, CONCEPT, DOMAINS, HERE, parse
 
 
 # ================================================================== driver

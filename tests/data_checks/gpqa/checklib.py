@@ -1,16 +1,13 @@
 """Shared pieces of check.py (see its docstring): constants, helpers and the registries the per-split
 check modules fill."""
 
-import itertools
-import json
 import math
 import os
 import re
-import sys
-from collections import Counter
 from fractions import Fraction
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# the shipped data, inside the package (these checks stay out of it)
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tsrl", "tasks", "data", "gpqa")
 DOMAINS = {"physics", "chemistry", "biology"}
 
 # CODATA 2018 exact / recommended values (SI)
@@ -26,9 +23,9 @@ mu0 = 4e-7 * math.pi
 # standard atomic weights
 AW = {"H": 1.008, "C": 12.011, "O": 15.999}
 
-CALC = {}        # id -> (fingerprint, fn)
-CONCEPT = {}     # id -> (fingerprint, expected correct text, reason)
-ABS_TOL = {}     # id -> absolute tolerance (for log-scale quantities)
+CALC = {}  # id -> (fingerprint, fn)
+CONCEPT = {}  # id -> (fingerprint, expected correct text, reason)
+ABS_TOL = {}  # id -> absolute tolerance (for log-scale quantities)
 
 
 def calc(pid, fingerprint, abs_tol=None):
@@ -38,6 +35,7 @@ def calc(pid, fingerprint, abs_tol=None):
         if abs_tol is not None:
             ABS_TOL[pid] = abs_tol
         return fn
+
     return deco
 
 

@@ -4,13 +4,13 @@ import itertools
 import math
 from fractions import Fraction
 
-from checklib import R, F, calc, concept
+from checklib import F, R, calc, concept
 
 
 # ================================================================== eval
 @calc("eval-001", "proton (rest energy 938.3 MeV)")
 def eval_001():
-    gamma = 1 / math.sqrt(1 - 0.600 ** 2)
+    gamma = 1 / math.sqrt(1 - 0.600**2)
     return (gamma - 1) * 938.3
 
 
@@ -57,7 +57,7 @@ def eval_006():
 def eval_007():
     GM = 3.986e14
     r = (6371 + 400) * 1e3
-    return 2 * math.pi * math.sqrt(r ** 3 / GM) / 60  # minutes
+    return 2 * math.pi * math.sqrt(r**3 / GM) / 60  # minutes
 
 
 @calc("eval-008", "activation energy of 50.0 kJ/mol")
@@ -77,8 +77,7 @@ def eval_010():
     return math.log(1 / 0.200) / lam
 
 
-concept("eval-011", "2,3-dibromobutane",
-        "3", "(2R,3R), (2S,3S) and the meso (2R,3S) form.")
+concept("eval-011", "2,3-dibromobutane", "3", "(2R,3R), (2S,3S) and the meso (2R,3S) form.")
 
 
 @calc("eval-012", "ABO allele frequencies")
@@ -92,8 +91,12 @@ def eval_012():
     return typeA
 
 
-concept("eval-013", "Which of the following is a boson",
-        "A helium-4 atom", "He-4 contains 6 fermions (even) -> boson; He-3 has 5.")
+concept(
+    "eval-013",
+    "Which of the following is a boson",
+    "A helium-4 atom",
+    "He-4 contains 6 fermions (even) -> boson; He-3 has 5.",
+)
 
 
 @calc("eval-014", "high-spin octahedral Fe³⁺")
@@ -103,8 +106,7 @@ def eval_014():
     return math.sqrt(unpaired * (unpaired + 2))
 
 
-concept("eval-015", "placenta",
-        "IgG", "Only IgG is transported across the placenta (FcRn).")
+concept("eval-015", "placenta", "IgG", "Only IgG is transported across the placenta (FcRn).")
 
 
 @calc("eval-016", "(|↑⟩ + √3 |↓⟩)/2")

@@ -5,14 +5,14 @@ import math
 from collections import Counter
 from fractions import Fraction
 
-from checklib import h, c, e, m_e, R, R_ATM, k_C, mu0, AW, calc, concept
+from checklib import AW, R_ATM, R, c, calc, concept, e, h, k_C, m_e, mu0
 
 
 # ================================================================== train
 @calc("train-001", "Muons with a proper mean lifetime of 2.20")
 def train_001():
     v = 0.990 * c
-    gamma = 1 / math.sqrt(1 - 0.990 ** 2)
+    gamma = 1 / math.sqrt(1 - 0.990**2)
     return gamma * v * 2.20e-6 / 1000  # km
 
 
@@ -70,7 +70,7 @@ def train_009():
 @calc("train-010", "infinite square well of width 1.00 nm")
 def train_010():
     L = 1.00e-9
-    return h ** 2 / (8 * m_e * L ** 2) / e  # eV
+    return h**2 / (8 * m_e * L**2) / e  # eV
 
 
 @calc("train-011", "10.0 g of H2 and 64.0 g of O2")
@@ -122,8 +122,12 @@ def train_018():
     # NCBI translation table 1, codons in TCAG order (first, second, third base)
     aas = "FFLLSSSSYY**CC*WLLLLPPPPHHQQRRRRIIIMTTTTNNKKSSRRVVVVAAAADDEEGGGG"
     bases = "UCAG"
-    table = {a + b + cc: aas[16 * i + 4 * j + k]
-             for i, a in enumerate(bases) for j, b in enumerate(bases) for k, cc in enumerate(bases)}
+    table = {
+        a + b + cc: aas[16 * i + 4 * j + k]
+        for i, a in enumerate(bases)
+        for j, b in enumerate(bases)
+        for k, cc in enumerate(bases)
+    }
     assert table["AUG"] == "M" and table["UGG"] == "W" and table["UAA"] == "*"
     count = Counter(table.values())
     return count["M"] * count["L"] * count["W"]
@@ -161,9 +165,12 @@ def train_023():
     return 1 * 0.100 * R_ATM * 310
 
 
-concept("train-024", "positive supercoiling",
-        "DNA gyrase (a type II topoisomerase)",
-        "Gyrase (topoisomerase II) removes positive supercoils ahead of the fork; helicase creates them.")
+concept(
+    "train-024",
+    "positive supercoiling",
+    "DNA gyrase (a type II topoisomerase)",
+    "Gyrase (topoisomerase II) removes positive supercoils ahead of the fork; helicase creates them.",
+)
 
 
 @calc("train-025", "source emitting 500 Hz moves at 68.0 m/s")
@@ -177,8 +184,7 @@ def train_026():
     return Fraction("0.600") / (Fraction("1.20e4") * 1)
 
 
-concept("train-027", "where does glycolysis take place",
-        "Cytosol", "Glycolysis is cytosolic in all eukaryotic cells.")
+concept("train-027", "where does glycolysis take place", "Cytosol", "Glycolysis is cytosolic in all eukaryotic cells.")
 
 
 @calc("train-028", "Compton-scatters")
@@ -187,12 +193,10 @@ def train_028():
     return h / (m_e * c) * (1 - math.cos(theta)) * 1e12  # pm
 
 
-concept("train-029", "molecular geometry of SF4",
-        "Seesaw", "AX4E: 4 bonding pairs + 1 lone pair -> seesaw.")
+concept("train-029", "molecular geometry of SF4", "Seesaw", "AX4E: 4 bonding pairs + 1 lone pair -> seesaw.")
 
 
-concept("train-030", "binds the lac repressor",
-        "Allolactose", "Allolactose is the natural inducer that binds LacI.")
+concept("train-030", "binds the lac repressor", "Allolactose", "Allolactose is the natural inducer that binds LacI.")
 
 
 @calc("train-031", "first-order Bragg reflection")
@@ -200,8 +204,12 @@ def train_031():
     return math.degrees(math.asin(1 * 0.154 / (2 * 0.282)))
 
 
-concept("train-032", "species is aromatic",
-        "Cyclopentadienyl anion (C5H5⁻)", "6 pi electrons, planar, cyclic, fully conjugated (Hueckel 4n+2).")
+concept(
+    "train-032",
+    "species is aromatic",
+    "Cyclopentadienyl anion (C5H5⁻)",
+    "6 pi electrons, planar, cyclic, fully conjugated (Hueckel 4n+2).",
+)
 
 
 @calc("train-033", "N = 50")
@@ -216,13 +224,12 @@ def train_034():
     return Fraction(2) ** 2 * Fraction(1, 2) ** 4
 
 
-concept("train-035", "ethyl acetate",
-        "Quartet", "OCH2 is coupled to 3 equivalent CH3 protons: n+1 = 4.")
+concept("train-035", "ethyl acetate", "Quartet", "OCH2 is coupled to 3 equivalent CH3 protons: n+1 = 4.")
 
 
 @calc("train-036", "6-bp restriction site")
 def train_036():
-    return 4 ** 6
+    return 4**6
 
 
 @calc("train-037", "uniform solid sphere")
@@ -232,12 +239,10 @@ def train_037():
     return math.sqrt(g * hgt / (Fraction(1, 2) + Fraction(1, 5)))
 
 
-concept("train-038", "chromium atom",
-        "[Ar] 3d⁵ 4s¹", "Textbook aufbau exception (half-filled 3d subshell).")
+concept("train-038", "chromium atom", "[Ar] 3d⁵ 4s¹", "Textbook aufbau exception (half-filled 3d subshell).")
 
 
-concept("train-039", "P680",
-        "Photosystem II", "P680 is the PSII reaction center; PSI is P700.")
+concept("train-039", "P680", "Photosystem II", "P680 is the PSII reaction center; PSI is P700.")
 
 
 @calc("train-040", "+2.00 μC and −3.00 μC")
@@ -251,8 +256,7 @@ def train_040():
     return abs(E)
 
 
-concept("train-041", "[Fe(CN)6]⁴⁻",
-        "0", "Fe(II) d6 low spin: t2g^6 eg^0, diamagnetic.")
+concept("train-041", "[Fe(CN)6]⁴⁻", "0", "Fe(II) d6 low spin: t2g^6 eg^0, diamagnetic.")
 
 
 @calc("train-042", "circular loop of wire of radius 5.00 cm")
@@ -277,18 +281,17 @@ def train_045():
     return q  # kJ
 
 
-concept("train-046", "Noether",
-        "Linear momentum", "Spatial translation symmetry <-> momentum conservation.")
+concept("train-046", "Noether", "Linear momentum", "Spatial translation symmetry <-> momentum conservation.")
 
 
 @calc("train-047", "N2O4(g) ⇌ 2 NO2(g)")
 def train_047():
     no2 = Fraction("0.400")
     n2o4 = Fraction("1.00") - no2 / 2
-    return no2 ** 2 / n2o4
+    return no2**2 / n2o4
 
 
 @calc("train-048", "He⁺")
 def train_048():
     Z = 2
-    return -13.6 * Z ** 2
+    return -13.6 * Z**2
