@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: setup train test test-vllm test-judge-server test-fast docs bench mutate clean chromium
+.PHONY: setup train test test-vllm test-judge-server test-fast docs lint format bench mutate clean chromium
 
 setup: $(STAMP)
 
@@ -25,11 +25,26 @@ $(STAMP): pyproject.toml constraints.txt
 train: $(STAMP)
 	$(BIN)/tsrl-train recipes=cpu_demo $(ARGS)
 
+# Each stage's time is printed at the end, and pytest's 25 slowest tests after the main stage.
 test: $(STAMP) chromium
-	$(MAKE) --no-print-directory docs
-	TSRL_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -m "not vllm and not judge_server" tests
-	$(MAKE) --no-print-directory test-vllm
-	$(MAKE) --no-print-directory test-judge-server
+	@set -e; t0=$$(date +%s); \
+	$(MAKE) --no-print-directory lint docs; t1=$$(date +%s); \
+	TSRL_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q --durations=25 -m "not vllm and not judge_server" tests; \
+	t2=$$(date +%s); \
+	$(MAKE) --no-print-directory test-vllm; t3=$$(date +%s); \
+	$(MAKE) --no-print-directory test-judge-server; t4=$$(date +%s); \
+	echo "make test: lint + docs $$((t1 - t0)) s, main $$((t2 - t1)) s, vLLM $$((t3 - t2)) s, judge server $$((t4 - t3)) s;" \
+		"total $$((t4 - t0)) s after setup"
+
+# ruff lint and format check ([tool.ruff] in pyproject.toml; .pre-commit-config.yaml runs the same on commit).
+# `make format` applies ruff's fixes and formatting.
+lint: $(STAMP)
+	$(BIN)/ruff check --quiet .
+	$(BIN)/ruff format --check --quiet .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix --quiet .
+	$(BIN)/ruff format --quiet .
 
 # The docs site (mkdocs.yml, docs/): --strict turns every warning into a failure — a broken link or anchor, a page
 # missing from the nav, a docstring griffe cannot read. About 2 s. NO_MKDOCS_2_WARNING silences mkdocs-material's

@@ -2,7 +2,8 @@
 judge and evaluation, over seeds.
 
 Every method trains what `recipes/cpu_demo` trains — the bare defaults (the tiny policy, humor, the simulated
-judge `rubric_sim`, 100 steps of 8 prompts × 8 samples) with algo.mask_truncated=true — with one change: the algorithm (sft, dpo on the ranked ladder) or the reward (rubric, one_anchor,
+judge `rubric_sim`, 100 steps of 8 prompts × 8 samples) with algo.mask_truncated=true — with one change: the
+algorithm (sft, dpo on the ranked ladder) or the reward (rubric, one_anchor,
 ladder k = 4). Every run is measured by the same clean evaluation judge on the same 24 held-out prompts ×
 4 samples against their five reference anchors. Base is the untrained policy: each run's step-0 number (the
 evaluation has its own fixed seed, so it is the same in every run). Judge calls are those of the training steps;
@@ -47,9 +48,20 @@ def train(run_dir: Path, overrides: list[str], seed: int, steps: int, extra: lis
     done = finished(run_dir, steps)
     if done is None:
         start = time.perf_counter()
-        subprocess.run([TRAIN, "algo.mask_truncated=true", *overrides, f"seed={seed}", f"trainer.max_steps={steps}",
-                        f"run_dir={run_dir}", *extra], check=True, stdout=subprocess.DEVNULL,
-                       env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+        subprocess.run(
+            [
+                TRAIN,
+                "algo.mask_truncated=true",
+                *overrides,
+                f"seed={seed}",
+                f"trainer.max_steps={steps}",
+                f"run_dir={run_dir}",
+                *extra,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+        )
         print(f"  {run_dir.name}: {time.perf_counter() - start:.0f} s", flush=True)
         done = finished(run_dir, steps)
     steps = [json.loads(line)["judge/calls"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -91,18 +103,23 @@ def main() -> None:
         done.update({key: future.result() for key, future in futures.items()})
     results = {name: [done[(name, seed)] for seed in args.seeds] for name in METHODS}
     first = next(iter(results.values()))[0]
-    rows = ["| method | training steps | held-out win-rate, mean (std) | vs top anchors | judge calls in training |",
-            "|---|---|---|---|---|",
-            f"| Base (untrained) | 0 | {first['start']['winrate']:.1f} | "
-            f"{first['start'].get('winrate/top', float('nan')):.1f} | 0 |"]
+    rows = [
+        "| method | training steps | held-out win-rate, mean (std) | vs top anchors | judge calls in training |",
+        "|---|---|---|---|---|",
+        f"| Base (untrained) | 0 | {first['start']['winrate']:.1f} | "
+        f"{first['start'].get('winrate/top', float('nan')):.1f} | 0 |",
+    ]
     for name, runs in results.items():
-        rows.append(f"| {name} | {runs[0]['latest']['step']} | {mean_std([r['latest']['winrate'] for r in runs])} | "
-                    f"{mean_std([r['latest'].get('winrate/top', float('nan')) for r in runs])} | "
-                    f"{np.mean([r['judge_calls'] for r in runs]):.0f} |")
+        rows.append(
+            f"| {name} | {runs[0]['latest']['step']} | {mean_std([r['latest']['winrate'] for r in runs])} | "
+            f"{mean_std([r['latest'].get('winrate/top', float('nan')) for r in runs])} | "
+            f"{np.mean([r['judge_calls'] for r in runs]):.0f} |"
+        )
     judge = first["judge"]
     budget = f"equal judge budget of {args.budget} calls in training" if args.budget else f"{args.steps} steps"
-    text = "\n".join(rows) + (f"\n\n{len(args.seeds)} seeds, {budget}; evaluation judge: {judge['kind']} "
-                              f"({judge['model']}), clean\n")
+    text = "\n".join(rows) + (
+        f"\n\n{len(args.seeds)} seeds, {budget}; evaluation judge: {judge['kind']} ({judge['model']}), clean\n"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     (args.out / "results.md").write_text(text)

@@ -30,7 +30,8 @@ row's note (what its numbers do and do not show) goes under the table.
   the streamed step's speed-up over sync generating the same 2 prompts per call (no target: it stays
   on-policy, so it can hide at most the judging of all but the last arrival).
 
-Run time, on the idle 2-core machine: ≈ 9.5 min without the pipeline benchmark (trainer ≈ 6, judge ≈ 2.5, topology 16 s, bt a few seconds); the pipeline benchmark adds about 15 min (mostly the 26.7M policy).
+Run time, on the idle 2-core machine: ≈ 9.5 min without the pipeline benchmark (trainer ≈ 6, judge ≈ 2.5, topology
+16 s, bt a few seconds); the pipeline benchmark adds about 15 min (mostly the 26.7M policy).
 `--quick` gives each script its smallest sensible sizes. It is a smoke run of the whole chain; its numbers
 mean little. Not run here: scripts/generation_bench.py (hf against vLLM generation; it needs vLLM, so run it with
 .venv-vllm/bin/python) and scripts/scale_memory.py.
@@ -84,6 +85,7 @@ class Row:
 
 # ----- each script's JSON → rows (pure) -----------------------------------------------------------------------------
 
+
 def trainer_rows(results: dict[str, Any], command: str) -> list[Row]:
     """Per size: wall and CPU s/step against TRL, peak RSS against TRL, and tsrl's overhead over its lower bound."""
     rows, target = [], f"≤ {TRAINER_TARGET}× TRL"
@@ -91,16 +93,40 @@ def trainer_rows(results: dict[str, Any], command: str) -> list[Row]:
         tsrl, trl, name = res["tsrl"], res["trl"], f"trainer {size} ({res['params'] / 1e6:.1f}M)"
         for key, clock in (("step_s", "wall"), ("cpu_s", "cpu")):
             ratio = res[f"ratio_{clock}"]
-            rows.append(Row(f"{name}: {clock} s/step", f"tsrl {tsrl[key]:.2f} s", f"TRL {trl[key]:.2f} s", ratio,
-                            "× TRL (paired steps)", target, ratio <= TRAINER_TARGET, command))
-        rows.append(Row(f"{name}: peak RSS", f"tsrl {tsrl['peak_rss_mb']:.0f} MB", f"TRL {trl['peak_rss_mb']:.0f} MB",
-                        tsrl["peak_rss_mb"] / trl["peak_rss_mb"], "× TRL", command=command))
-        steady = [s for rep in res["repeats"] for s in rep["tsrl"]["steps"][results["warmup"]:]]
+            rows.append(
+                Row(
+                    f"{name}: {clock} s/step",
+                    f"tsrl {tsrl[key]:.2f} s",
+                    f"TRL {trl[key]:.2f} s",
+                    ratio,
+                    "× TRL (paired steps)",
+                    target,
+                    ratio <= TRAINER_TARGET,
+                    command,
+                )
+            )
+        rows.append(
+            Row(
+                f"{name}: peak RSS",
+                f"tsrl {tsrl['peak_rss_mb']:.0f} MB",
+                f"TRL {trl['peak_rss_mb']:.0f} MB",
+                tsrl["peak_rss_mb"] / trl["peak_rss_mb"],
+                "× TRL",
+                command=command,
+            )
+        )
+        steady = [s for rep in res["repeats"] for s in rep["tsrl"]["steps"][results["warmup"] :]]
         bounds = [s["metrics"]["time/generate_s"] + s["metrics"]["time/update_s"] for s in steady]
-        rows.append(Row(f"{name}: tsrl overhead", f"step {statistics.median(s['step_s'] for s in steady):.2f} s",
-                        f"generate + update {statistics.median(bounds):.2f} s",
-                        statistics.median(s["step_s"] / b for s, b in zip(steady, bounds)), "× bound (per step)",
-                        command=command))
+        rows.append(
+            Row(
+                f"{name}: tsrl overhead",
+                f"step {statistics.median(s['step_s'] for s in steady):.2f} s",
+                f"generate + update {statistics.median(bounds):.2f} s",
+                statistics.median(s["step_s"] / b for s, b in zip(steady, bounds)),
+                "× bound (per step)",
+                command=command,
+            )
+        )
     return rows
 
 
@@ -110,11 +136,19 @@ def judge_rows(results: dict[str, Any], command: str) -> list[Row]:
     for r in results["rows"]:
         ratio = r["wall"] / bound
         targeted = r["scenario"] == "fault-free" and r["transport"] == "aiohttp"
-        rows.append(Row(f"judge {r['scenario']}, {r['transport']}, hedge {r['hedge']}",
-                        f"{r['wall']:.3f} s, {r['verdicts']:.0f}/{results['n']} verdicts",
-                        f"bound ⌈{results['n']}/{results['concurrency']}⌉ × {results['latency_s'] * 1e3:.0f} ms "
-                        f"= {bound:.3f} s", ratio, "× bound", f"≤ {JUDGE_TARGET}× bound" if targeted else "—",
-                        ratio <= JUDGE_TARGET if targeted else None, command))
+        rows.append(
+            Row(
+                f"judge {r['scenario']}, {r['transport']}, hedge {r['hedge']}",
+                f"{r['wall']:.3f} s, {r['verdicts']:.0f}/{results['n']} verdicts",
+                f"bound ⌈{results['n']}/{results['concurrency']}⌉ × {results['latency_s'] * 1e3:.0f} ms "
+                f"= {bound:.3f} s",
+                ratio,
+                "× bound",
+                f"≤ {JUDGE_TARGET}× bound" if targeted else "—",
+                ratio <= JUDGE_TARGET if targeted else None,
+                command,
+            )
+        )
     return rows + judge_form_rows(results, command)
 
 
@@ -126,10 +160,17 @@ def judge_form_rows(results: dict[str, Any], command: str) -> list[Row]:
     if not {"direct", "reasoning"} <= by_form.keys():
         return []
     direct, reasoning = by_form["direct"], by_form["reasoning"]
-    rows = [Row(f"judge form direct vs reasoning: {what}",
-                f"direct ({direct['asked_as']}) {fmt.format(direct[key])}",
-                f"reasoning ({reasoning['asked_as']}) {fmt.format(reasoning[key])}", direct[key] / reasoning[key],
-                "× reasoning", command=command) for what, key, fmt in FORM_METRICS]
+    rows = [
+        Row(
+            f"judge form direct vs reasoning: {what}",
+            f"direct ({direct['asked_as']}) {fmt.format(direct[key])}",
+            f"reasoning ({reasoning['asked_as']}) {fmt.format(reasoning[key])}",
+            direct[key] / reasoning[key],
+            "× reasoning",
+            command=command,
+        )
+        for what, key, fmt in FORM_METRICS
+    ]
     rows[0].note = (
         f"{results['n']} comparisons, fault-free, concurrency {results['concurrency']}, against the loopback server "
         f"({forms['dialect']}, so judge.constrain=auto constrains both forms), which answers after "
@@ -140,16 +181,26 @@ def judge_form_rows(results: dict[str, Any], command: str) -> list[Row]:
         "waits longer for reasoning answers): for the cost per answer alone, compare CPU/call with judge_bench.py "
         "--latency-per-token 0. The loopback's reasoning is one short line "
         f"({reasoning['completion_tokens']:.0f} tokens); a real judge's usually runs longer (up to judge.max_tokens), "
-        "so the real gap in completion tokens and time is larger.")
+        "so the real gap in completion tokens and time is larger."
+    )
     return rows
 
 
 def bt_rows(results: dict[str, Any], command: str) -> list[Row]:
     """Batched Bradley–Terry (best run) against the scipy loop: speed-up; the target is on the batched time."""
     best = results["batched_s_best"]
-    return [Row(f"bt: {results['groups']} groups of N = {results['n']}", f"batched {best:.3f} s",
-                f"scipy loop {results['scipy_loop_s']:.3f} s", results["scipy_loop_s"] / best, "× faster",
-                f"batched ≤ {results['target_s']} s", best <= results["target_s"], command)]
+    return [
+        Row(
+            f"bt: {results['groups']} groups of N = {results['n']}",
+            f"batched {best:.3f} s",
+            f"scipy loop {results['scipy_loop_s']:.3f} s",
+            results["scipy_loop_s"] / best,
+            "× faster",
+            f"batched ≤ {results['target_s']} s",
+            best <= results["target_s"],
+            command,
+        )
+    ]
 
 
 def topology_rows(results: dict[str, Any], command: str) -> list[Row]:
@@ -158,10 +209,18 @@ def topology_rows(results: dict[str, Any], command: str) -> list[Row]:
     n = max(c["n"] for c in cells)
     taus = sorted({c["tau"] for c in cells if c["n"] == n})
     tau = taus[len(taus) // 2]
-    return [Row(f"topology {c['topology']} (N = {n}, τ = {tau})", f"Kendall τ {c['kendall']:.3f}",
-                f"{c['calls_per_sample']:.2f} matches/sample", c["kendall"] / c["calls_per_sample"],
-                "Kendall τ per match", command=command)
-            for c in cells if c["n"] == n and c["tau"] == tau]
+    return [
+        Row(
+            f"topology {c['topology']} (N = {n}, τ = {tau})",
+            f"Kendall τ {c['kendall']:.3f}",
+            f"{c['calls_per_sample']:.2f} matches/sample",
+            c["kendall"] / c["calls_per_sample"],
+            "Kendall τ per match",
+            command=command,
+        )
+        for c in cells
+        if c["n"] == n and c["tau"] == tau
+    ]
 
 
 def pipeline_rows(results: dict[str, Any], command: str) -> list[Row]:
@@ -170,18 +229,41 @@ def pipeline_rows(results: dict[str, Any], command: str) -> list[Row]:
     rows = []
     for r in results["rows"]:
         name = f"pipeline overlap, {r['size']}, judge latency {r['latency_s']:g} s"
-        rows.append(Row(f"{name}: step / bound", f"{r['overlap_step_s']:.2f} s",
-                        f"max(gen + update {r['generate_update_s']:.2f}, score {r['score_s']:.2f}) s",
-                        r["overlap_over_bound"], "× bound", f"≤ {PIPELINE_BOUND}×",
-                        r["overlap_over_bound"] <= PIPELINE_BOUND, command))
+        rows.append(
+            Row(
+                f"{name}: step / bound",
+                f"{r['overlap_step_s']:.2f} s",
+                f"max(gen + update {r['generate_update_s']:.2f}, score {r['score_s']:.2f}) s",
+                r["overlap_over_bound"],
+                "× bound",
+                f"≤ {PIPELINE_BOUND}×",
+                r["overlap_over_bound"] <= PIPELINE_BOUND,
+                command,
+            )
+        )
         balanced = abs(r["score_s"] - r["generate_update_s"]) <= 0.25 * max(r["score_s"], r["generate_update_s"])
-        rows.append(Row(f"{name}: speed-up", f"sync {r['sync_step_s']:.2f} s/step", f"overlap {r['overlap_step_s']:.2f}",
-                        r["speedup"], "× faster", f"≥ {PIPELINE_SPEEDUP}× (score ≈ gen + update)" if balanced else "—",
-                        (r["speedup"] >= PIPELINE_SPEEDUP) if balanced else None, command))
-        rows.append(Row(f"pipeline stream, {r['size']}, judge latency {r['latency_s']:g} s: speed-up",
-                        f"sync-2 {r['sync2_step_s']:.2f} s/step", f"stream {r['stream_step_s']:.2f} (waits "
-                        f"{r['stream_score_wait_s']:.2f} for the judge)", r["stream_speedup"], "× faster",
-                        command=command))
+        rows.append(
+            Row(
+                f"{name}: speed-up",
+                f"sync {r['sync_step_s']:.2f} s/step",
+                f"overlap {r['overlap_step_s']:.2f}",
+                r["speedup"],
+                "× faster",
+                f"≥ {PIPELINE_SPEEDUP}× (score ≈ gen + update)" if balanced else "—",
+                (r["speedup"] >= PIPELINE_SPEEDUP) if balanced else None,
+                command,
+            )
+        )
+        rows.append(
+            Row(
+                f"pipeline stream, {r['size']}, judge latency {r['latency_s']:g} s: speed-up",
+                f"sync-2 {r['sync2_step_s']:.2f} s/step",
+                f"stream {r['stream_step_s']:.2f} (waits {r['stream_score_wait_s']:.2f} for the judge)",
+                r["stream_speedup"],
+                "× faster",
+                command=command,
+            )
+        )
     return rows
 
 
@@ -193,6 +275,7 @@ def failed_row(name: str, returncode: int, stderr: str, command: str) -> Row:
 
 
 # ----- the table (pure) ---------------------------------------------------------------------------------------------
+
 
 def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
@@ -209,22 +292,29 @@ def table(rows: list[Row]) -> str:
     lines = ["| benchmark | measured | peer / bound | ratio | target | command |", "|---|---|---|---|---|---|"]
     for r in rows:
         ratio = "—" if r.ratio is None else f"**{r.ratio:.3g}** {r.ratio_label}"
-        lines.append(f"| {cell(r.benchmark)} | {cell(r.measured)} | {cell(r.peer)} | {cell(ratio)} | "
-                     f"{cell(target_cell(r))} | `{cell(r.command)}` |")
+        lines.append(
+            f"| {cell(r.benchmark)} | {cell(r.measured)} | {cell(r.peer)} | {cell(ratio)} | "
+            f"{cell(target_cell(r))} | `{cell(r.command)}` |"
+        )
     return "\n".join(lines)
 
 
 def report(rows: list[Row], quick: bool) -> str:
     """bench.md: a heading, the table, the rows' notes, and what was not run."""
-    note = ("\n_Quick mode: every script at its smallest sizes, a smoke run; the numbers mean little._\n"
-            if quick else "")
+    note = (
+        "\n_Quick mode: every script at its smallest sizes, a smoke run; the numbers mean little._\n" if quick else ""
+    )
     notes = "".join(f"- {r.benchmark}: {r.note}\n" for r in rows if r.note)
-    return (f"# Benchmarks\n{note}\n{table(rows)}\n\n" + (f"Notes:\n\n{notes}\n" if notes else "") +
-            "Not run here: `scripts/generation_bench.py` (hf against vLLM; run it with `.venv-vllm/bin/python`) "
-            "and `scripts/scale_memory.py`.\n")
+    return (
+        f"# Benchmarks\n{note}\n{table(rows)}\n\n"
+        + (f"Notes:\n\n{notes}\n" if notes else "")
+        + "Not run here: `scripts/generation_bench.py` (hf against vLLM; run it with `.venv-vllm/bin/python`) "
+        "and `scripts/scale_memory.py`.\n"
+    )
 
 
 # ----- running the scripts ------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Benchmark:
@@ -242,10 +332,15 @@ BENCHMARKS = {
     "trainer": Benchmark("trainer_bench.py", ("--sizes", "tiny", "--repeats", "1", "--steps", "2"), trainer_rows),
     "judge": Benchmark("judge_bench.py", ("--n", "256", "--repeats", "1", "--scenarios", "fault-free"), judge_rows),
     "bt": Benchmark("bt_bench.py", ("--groups", "64", "--repeats", "1"), bt_rows),
-    "topology": Benchmark("topology_fidelity.py", ("--groups", "20", "--sizes", "8", "--taus", "1.0"), topology_rows,
-                          out_is_folder=True),
-    "pipeline": Benchmark("pipeline_bench.py", ("--sizes", "tiny", "--latencies", "0.3", "--blocks", "1",
-                                                "--block-steps", "3"), pipeline_rows, out_is_folder=True),
+    "topology": Benchmark(
+        "topology_fidelity.py", ("--groups", "20", "--sizes", "8", "--taus", "1.0"), topology_rows, out_is_folder=True
+    ),
+    "pipeline": Benchmark(
+        "pipeline_bench.py",
+        ("--sizes", "tiny", "--latencies", "0.3", "--blocks", "1", "--block-steps", "3"),
+        pipeline_rows,
+        out_is_folder=True,
+    ),
 }
 
 
@@ -259,8 +354,12 @@ def run_benchmark(name: str, folder: Path, quick: bool) -> list[Row]:
     bench, results = BENCHMARKS[name], folder / "results.json"
     folder.mkdir(parents=True, exist_ok=True)
     results.unlink(missing_ok=True)  # a file left by an earlier run must not pass for this one's
-    args = [f"scripts/{bench.script}", *(bench.quick if quick else ()), "--out",
-            shown(folder if bench.out_is_folder else results)]
+    args = [
+        f"scripts/{bench.script}",
+        *(bench.quick if quick else ()),
+        "--out",
+        shown(folder if bench.out_is_folder else results),
+    ]
     command = shlex.join([shown(sys.executable), *args])
     print(f"bench: {name}: {command}", flush=True)
     t0 = time.perf_counter()
@@ -275,8 +374,14 @@ def run_benchmark(name: str, folder: Path, quick: bool) -> list[Row]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smallest sizes of every script (a smoke run)")
-    parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), default=list(BENCHMARKS),
-                        metavar="NAME", help=f"run only these, of {', '.join(BENCHMARKS)}")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(BENCHMARKS),
+        default=list(BENCHMARKS),
+        metavar="NAME",
+        help=f"run only these, of {', '.join(BENCHMARKS)}",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench", help="folder of bench.md and bench.json")
     args = parser.parse_args()
     out = args.out.resolve()
@@ -285,8 +390,9 @@ def main() -> None:
     for name in (n for n in BENCHMARKS if n in args.only):
         rows += run_benchmark(name, out / name, args.quick)
         (out / "bench.md").write_text(report(rows, args.quick))
-        (out / "bench.json").write_text(json.dumps({"quick": args.quick, "rows": [asdict(r) for r in rows]},
-                                                   indent=1, ensure_ascii=False))
+        (out / "bench.json").write_text(
+            json.dumps({"quick": args.quick, "rows": [asdict(r) for r in rows]}, indent=1, ensure_ascii=False)
+        )
     print(report(rows, args.quick))
     print(f"written to {shown(out / 'bench.md')} and bench.json")
 

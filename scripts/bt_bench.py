@@ -56,18 +56,28 @@ def main() -> None:
     t0 = time.perf_counter()
     loop = np.stack([fit_bradley_terry(args.n, m, l2=0.1) for m in matches])
     loop_s = time.perf_counter() - t0
-    result = {"groups": args.groups, "n": args.n, "matches_per_group": 3 * args.n,
-              "batched_s_best": min(batched_s), "batched_s_median": float(np.median(batched_s)),
-              "scipy_loop_s": loop_s, "speedup": loop_s / min(batched_s),
-              "max_abs_diff": float(np.abs(batched - loop).max()), "target_s": 0.5,
-              "max_grad_batched": max_gradient(batched, matches), "max_grad_scipy": max_gradient(loop, matches)}
+    result = {
+        "groups": args.groups,
+        "n": args.n,
+        "matches_per_group": 3 * args.n,
+        "batched_s_best": min(batched_s),
+        "batched_s_median": float(np.median(batched_s)),
+        "scipy_loop_s": loop_s,
+        "speedup": loop_s / min(batched_s),
+        "max_abs_diff": float(np.abs(batched - loop).max()),
+        "target_s": 0.5,
+        "max_grad_batched": max_gradient(batched, matches),
+        "max_grad_scipy": max_gradient(loop, matches),
+    }
     print(json.dumps(result, indent=1))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))
-    print(f"batched {min(batched_s):.3f} s vs scipy loop {loop_s:.2f} s: {loop_s / min(batched_s):.0f}x faster; "
-          f"max |Δβ| = {result['max_abs_diff']:.1e}; target ≤ 0.5 s: "
-          f"{'met' if min(batched_s) <= 0.5 else 'MISSED'}")
+    print(
+        f"batched {min(batched_s):.3f} s vs scipy loop {loop_s:.2f} s: {loop_s / min(batched_s):.0f}x faster; "
+        f"max |Δβ| = {result['max_abs_diff']:.1e}; target ≤ 0.5 s: "
+        f"{'met' if min(batched_s) <= 0.5 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

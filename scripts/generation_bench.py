@@ -34,10 +34,19 @@ def policy(seed: int = 0):
     corpus = [p.text for p in task.prompts("train")] + [a.text for p in task.prompts("train") for a in p.anchors]
     tokenizer = train_tokenizer(corpus, vocab_size=2048)
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
-                         num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=512,
-                         tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=512,
+        intermediate_size=1408,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
     return LlamaForCausalLM(config).eval(), tokenizer, task.prompts("train")
 
 
@@ -62,13 +71,16 @@ def main() -> None:
     from tsrl.generation.vllm import VLLMGeneratorConfig, build_vllm_generator
 
     model, tokenizer, prompts = policy()
-    prompts = prompts[:args.prompts]
+    prompts = prompts[: args.prompts]
     params = sum(p.numel() for p in model.parameters())
     threads = torch.get_num_threads()
     hf = HFGenerator(model, tokenizer, HFGeneratorConfig(max_new_tokens=args.new_tokens, prompts_per_call=args.prompts))
     start = time.perf_counter()
-    vllm = build_vllm_generator(VLLMGeneratorConfig(max_new_tokens=args.new_tokens, enforce_eager=args.eager,
-                                                    max_model_len=512), model, tokenizer)
+    vllm = build_vllm_generator(
+        VLLMGeneratorConfig(max_new_tokens=args.new_tokens, enforce_eager=args.eager, max_model_len=512),
+        model,
+        tokenizer,
+    )
     engine_start = time.perf_counter() - start
     syncs = []
     for _ in range(3):
@@ -85,15 +97,27 @@ def main() -> None:
             print(f"repeat {repeat} {name:4s}: {count} tokens in {seconds:.2f} s = {count / seconds:.1f} tokens/s")
     rate = {name: sum(c for c, _ in r) / sum(s for _, s in r) for name, r in runs.items()}
     best = {name: max(c / s for c, s in r) for name, r in runs.items()}  # least disturbed by other load
-    print(json.dumps({
-        "parameters": params, "torch_threads": [threads, torch.get_num_threads()], "prompts": args.prompts,
-        "group": args.group, "new_tokens": args.new_tokens, "repeats": args.repeats, "vllm_eager": args.eager,
-        "vllm_engine_start_s": round(engine_start, 1), "vllm_sync_s": [round(s, 3) for s in syncs],
-        "hf_tokens_per_s": round(rate["hf"], 1), "vllm_tokens_per_s": round(rate["vllm"], 1),
-        "vllm_over_hf": round(rate["vllm"] / rate["hf"], 2),
-        "best_run_tokens_per_s": {name: round(v, 1) for name, v in best.items()},
-        "best_run_vllm_over_hf": round(best["vllm"] / best["hf"], 2),
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "parameters": params,
+                "torch_threads": [threads, torch.get_num_threads()],
+                "prompts": args.prompts,
+                "group": args.group,
+                "new_tokens": args.new_tokens,
+                "repeats": args.repeats,
+                "vllm_eager": args.eager,
+                "vllm_engine_start_s": round(engine_start, 1),
+                "vllm_sync_s": [round(s, 3) for s in syncs],
+                "hf_tokens_per_s": round(rate["hf"], 1),
+                "vllm_tokens_per_s": round(rate["vllm"], 1),
+                "vllm_over_hf": round(rate["vllm"] / rate["hf"], 2),
+                "best_run_tokens_per_s": {name: round(v, 1) for name, v in best.items()},
+                "best_run_vllm_over_hf": round(best["vllm"] / best["hf"], 2),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":  # vLLM's CPU build needs the guard

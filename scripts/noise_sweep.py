@@ -41,8 +41,15 @@ def train(run_dir: Path, flip: float, seed: int, steps: int, extra: list[str]) -
     """One training run (reused when already finished); returns its eval.json."""
     done = finished(run_dir, steps)
     if done is None:
-        args = [TRAIN, "recipes=cpu_demo", f"judge.flip_prob={flip}", f"seed={seed}", f"trainer.max_steps={steps}",
-                f"run_dir={run_dir}", *extra]
+        args = [
+            TRAIN,
+            "recipes=cpu_demo",
+            f"judge.flip_prob={flip}",
+            f"seed={seed}",
+            f"trainer.max_steps={steps}",
+            f"run_dir={run_dir}",
+            *extra,
+        ]
         start = time.perf_counter()
         subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
         print(f"  p={flip} seed={seed}: {time.perf_counter() - start:.0f} s", flush=True)
@@ -51,17 +58,23 @@ def train(run_dir: Path, flip: float, seed: int, steps: int, extra: list[str]) -
 
 
 def table(flips: list[float], seeds: list[int], results: dict) -> tuple[str, dict]:
-    gains = {p: [results[(p, s)]["latest"]["winrate"] - results[(p, s)]["start"]["winrate"] for s in seeds]
-             for p in flips}
+    gains = {
+        p: [results[(p, s)]["latest"]["winrate"] - results[(p, s)]["start"]["winrate"] for s in seeds] for p in flips
+    }
     clean = float(np.mean(gains[flips[0]]))
-    rows = ["| judge flip p | " + " | ".join(f"gain, seed {s}" for s in seeds) + " | mean gain | kept of clean |",
-            "|---" * (len(seeds) + 3) + "|"]
+    rows = [
+        "| judge flip p | " + " | ".join(f"gain, seed {s}" for s in seeds) + " | mean gain | kept of clean |",
+        "|---" * (len(seeds) + 3) + "|",
+    ]
     summary = {}
     for p in flips:
         mean = float(np.mean(gains[p]))
         summary[str(p)] = {"gains": gains[p], "mean_gain": mean, "kept": mean / clean if clean else float("nan")}
-        rows.append(f"| {p} | " + " | ".join(f"{g:+.1f}" for g in gains[p]) +
-                    f" | {mean:+.1f} | {100 * summary[str(p)]['kept']:.0f} % |")
+        rows.append(
+            f"| {p} | "
+            + " | ".join(f"{g:+.1f}" for g in gains[p])
+            + f" | {mean:+.1f} | {100 * summary[str(p)]['kept']:.0f} % |"
+        )
     return "\n".join(rows), summary
 
 
@@ -75,19 +88,23 @@ def main() -> None:
     args = parser.parse_args()
     if args.flips[0] != 0.0:
         parser.error("the first --flips value must be 0: it is the clean-judge reference")
-    results = {(p, s): train(args.out / f"p{p}_s{s}", p, s, args.steps, args.extra)
-               for p in args.flips for s in args.seeds}
+    results = {
+        (p, s): train(args.out / f"p{p}_s{s}", p, s, args.steps, args.extra) for p in args.flips for s in args.seeds
+    }
     judges = {json.dumps(r["judge"], sort_keys=True) for r in results.values()}
     if len(judges) != 1:
         raise SystemExit(f"runs were measured by different evaluation judges: {sorted(judges)}")
     markdown, summary = table(args.flips, args.seeds, results)
     start = sorted({round(r["start"]["winrate"], 3) for r in results.values()})
-    text = (f"{markdown}\n\nEvaluation judge (every run): {next(iter(results.values()))['judge']['kind']}, "
-            f"clean; held-out win-rate at the start: {', '.join(f'{w:.1f} %' for w in start)}.\n")
+    text = (
+        f"{markdown}\n\nEvaluation judge (every run): {next(iter(results.values()))['judge']['kind']}, "
+        f"clean; held-out win-rate at the start: {', '.join(f'{w:.1f} %' for w in start)}.\n"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(text)
-    (args.out / "results.json").write_text(json.dumps({"eval_judge": next(iter(results.values()))["judge"],
-                                                       "per_flip": summary}, indent=1))
+    (args.out / "results.json").write_text(
+        json.dumps({"eval_judge": next(iter(results.values()))["judge"], "per_flip": summary}, indent=1)
+    )
     print(text)
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 ITEM_TAU = (0.0, 0.5, 1.0, 2.0)  # verdict temperature τ; item noise σ_ε = τπ/√6
-FRAMES = (0.0, math.sqrt(2.25 - math.pi ** 2 / 6), 1.5, 3.0)  # σ_η; the second makes (τ = 1, 11 levels) the ideal
+FRAMES = (0.0, math.sqrt(2.25 - math.pi**2 / 6), 1.5, 3.0)  # σ_η; the second makes (τ = 1, 11 levels) the ideal
 LEVELS = (11, 5, 3)
 PROFILES = ("ideal", "gpt4-mtbench", "gpt35-mtbench", "smollm2-135m-vllm")
 METHODS = {"tsrl": ("ladder", 4), "rubric": ("rubric", 1), "one_anchor": ("one_anchor", 1)}  # regime, calls/sample
@@ -44,8 +44,11 @@ BOOTSTRAP = 1000
 
 def cell_overrides(tau: float, frame: float, levels: int) -> list[str]:
     item = tau * math.pi / math.sqrt(6.0)
-    return [f"judge.tau={max(tau, TAU_FLOOR)}", f"judge.rubric_noise={math.hypot(item, frame)}",
-            f"judge.grade_levels={levels}"]
+    return [
+        f"judge.tau={max(tau, TAU_FLOOR)}",
+        f"judge.rubric_noise={math.hypot(item, frame)}",
+        f"judge.grade_levels={levels}",
+    ]
 
 
 def load_groups(runs: list[Path]) -> list[tuple[str, list[str]]]:
@@ -72,8 +75,9 @@ def pair_scores(rewards: np.ndarray, quality: np.ndarray) -> float:
     return float(np.mean((sign + 1) / 2))
 
 
-def score_cell(groups, quality, overrides: list[str], seeds: int, run_root: Path,
-               known: dict | None = None) -> dict[str, np.ndarray]:
+def score_cell(
+    groups, quality, overrides: list[str], seeds: int, run_root: Path, known: dict | None = None
+) -> dict[str, np.ndarray]:
     """Per method, P_g of every group averaged over the judge seeds ([n_groups]). `known`: methods already
     scored for this cell's verdicts (σ_η and L change only grades, so the verdict methods are shared by τ)."""
     from tsrl import build_scorer
@@ -86,9 +90,14 @@ def score_cell(groups, quality, overrides: list[str], seeds: int, run_root: Path
             continue
         per_seed = []
         for seed in range(seeds):
-            scorer = build_scorer(regime, "rubric_sim", "humor", prompts=sorted(set(prompts)),
-                                  overrides=[*overrides, f"judge.seed={seed}", "judge.cache_path="],
-                                  run_dir=run_root / f"{method}-{seed}")
+            scorer = build_scorer(
+                regime,
+                "rubric_sim",
+                "humor",
+                prompts=sorted(set(prompts)),
+                overrides=[*overrides, f"judge.seed={seed}", "judge.cache_path="],
+                run_dir=run_root / f"{method}-{seed}",
+            )
             rewards = scorer.score(prompts, completions).rewards
             per_seed.append([pair_scores(r, q) for r, q in zip(rewards, quality)])
         out[method] = np.nanmean(np.array(per_seed, float), axis=0)
@@ -97,6 +106,7 @@ def score_cell(groups, quality, overrides: list[str], seeds: int, run_root: Path
 
 def summarise(p: dict[str, np.ndarray], rng: np.random.Generator) -> dict:
     """S per method and the bootstrap intervals of the differences that decide the cell."""
+
     def signal(values: np.ndarray, calls: int) -> float:
         return (2.0 * float(np.nanmean(values)) - 1.0) * math.sqrt(4 / calls)
 
@@ -142,13 +152,18 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| cell | P tsrl | P rubric | P one-anchor | S tsrl | S rubric | S one-anchor | S tsrl − S rubric [95 %] | "
-             "verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| cell | P tsrl | P rubric | P one-anchor | S tsrl | S rubric | S one-anchor | S tsrl − S rubric [95 %] | "
+        "verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         d = r["tsrl-rubric"]
-        lines.append(f"| {r['cell']} | {r['P_tsrl']:.3f} | {r['P_rubric']:.3f} | {r['P_one_anchor']:.3f} | "
-                     f"{r['S_tsrl']:.3f} | {r['S_rubric']:.3f} | {r['S_one_anchor']:.3f} | "
-                     f"{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}] | {r['verdict']} |")
+        lines.append(
+            f"| {r['cell']} | {r['P_tsrl']:.3f} | {r['P_rubric']:.3f} | {r['P_one_anchor']:.3f} | "
+            f"{r['S_tsrl']:.3f} | {r['S_rubric']:.3f} | {r['S_one_anchor']:.3f} | "
+            f"{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}] | {r['verdict']} |"
+        )
     return "\n".join(lines)
 
 
@@ -170,8 +185,10 @@ def main() -> None:
     print(f"{len(groups)} groups of {len(groups[0][1])} from {len(args.runs)} runs")
     cells = []
     if args.only != "profiles":
-        cells += [(f"τ={t:g} σ_η={f:.2f} L={n}", cell_overrides(t, f, n), {"tau": t, "frame": f, "levels": n})
-                  for t, f, n in itertools.product(ITEM_TAU, FRAMES, LEVELS)]
+        cells += [
+            (f"τ={t:g} σ_η={f:.2f} L={n}", cell_overrides(t, f, n), {"tau": t, "frame": f, "levels": n})
+            for t, f, n in itertools.product(ITEM_TAU, FRAMES, LEVELS)
+        ]
     if args.only != "grid":
         cells += [(f"profile {name}", [f"judge.profile={name}"], {"profile": name}) for name in PROFILES]
     rng = np.random.default_rng(0)
@@ -186,8 +203,11 @@ def main() -> None:
             rows.append(row)
             sink.write(json.dumps(row) + "\n")
             sink.flush()
-            print(f"{name:28s} S tsrl {row['S_tsrl']:.3f} rubric {row['S_rubric']:.3f} "
-                  f"one-anchor {row['S_one_anchor']:.3f} -> {row['verdict']}", flush=True)
+            print(
+                f"{name:28s} S tsrl {row['S_tsrl']:.3f} rubric {row['S_rubric']:.3f} "
+                f"one-anchor {row['S_one_anchor']:.3f} -> {row['verdict']}",
+                flush=True,
+            )
     (args.out / "map.md").write_text(table(rows) + "\n")
     if any("tau" in r for r in rows):
         plot(rows, args.out / "map.png")

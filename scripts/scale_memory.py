@@ -40,11 +40,19 @@ def build_model(folder: Path, hidden: int, layers: int, positions: int = 512) ->
     load_components()
     tiny = policy_source(TinyModelConfig(warmstart_steps=0), build_task(HumorConfig()))
     tokenizer = load_tokenizer(tiny)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
-                         num_key_value_heads=max(1, hidden // 64), max_position_embeddings=positions,
-                         tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        num_key_value_heads=max(1, hidden // 64),
+        max_position_embeddings=positions,
+        tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
     model = LlamaForCausalLM(config)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -52,10 +60,20 @@ def build_model(folder: Path, hidden: int, layers: int, positions: int = 512) ->
 
 
 def run(kind: str, model: Path, run_dir: Path, steps: int) -> dict:
-    overrides = ["model=hf", f"model.path={model}", "trainer.prompts_per_step=2", "trainer.group_size=4",
-                 f"trainer.max_steps={steps}", "generator.max_new_tokens=16", "trainer.eval.every=0",
-                 "trainer.eval.max_prompts=2", "trainer.eval.samples=1", "trainer.checkpoint.every=0",
-                 f"reward.ladder_dir={run_dir.parent / 'ladders'}", f"run_dir={run_dir}"]
+    overrides = [
+        "model=hf",
+        f"model.path={model}",
+        "trainer.prompts_per_step=2",
+        "trainer.group_size=4",
+        f"trainer.max_steps={steps}",
+        "generator.max_new_tokens=16",
+        "trainer.eval.every=0",
+        "trainer.eval.max_prompts=2",
+        "trainer.eval.samples=1",
+        "trainer.checkpoint.every=0",
+        f"reward.ladder_dir={run_dir.parent / 'ladders'}",
+        f"run_dir={run_dir}",
+    ]
     env = dict(os.environ)
     if kind == "one":
         command = [sys.executable, "-m", "tsrl.cli", *overrides]
@@ -65,15 +83,26 @@ def run(kind: str, model: Path, run_dir: Path, steps: int) -> dict:
             env["ACCELERATE_USE_CPU"] = "true"
         else:
             env.pop("ACCELERATE_USE_CPU", None)
-        command = [str(BIN / "accelerate"), "launch", "--config_file", str(ROOT / "configs/accelerate" / config),
-                   "-m", "tsrl.cli", *overrides]
+        command = [
+            str(BIN / "accelerate"),
+            "launch",
+            "--config_file",
+            str(ROOT / "configs/accelerate" / config),
+            "-m",
+            "tsrl.cli",
+            *overrides,
+        ]
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
     if result.returncode != 0:
         sys.exit(f"{kind} failed:\n{result.stderr[-3000:]}")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return {"peak_gib": rows[-1]["memory/peak_gib"], "s_per_step": rows[-1]["time/step_s"],
-            "update_s": rows[-1]["time/update_s"], "wall_s": time.perf_counter() - start}
+    return {
+        "peak_gib": rows[-1]["memory/peak_gib"],
+        "s_per_step": rows[-1]["time/step_s"],
+        "update_s": rows[-1]["time/update_s"],
+        "wall_s": time.perf_counter() - start,
+    }
 
 
 def main() -> None:
@@ -85,13 +114,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tsrl-scale-") as scratch:
         model = Path(scratch) / "model"
         params = build_model(model, args.hidden, args.layers)
-        print(f"model: {params / 1e6:.1f}M parameters (float32: {params * 4 / 2**30:.2f} GiB of weights; "
-              f"with gradients and AdamW's two moments {params * 16 / 2**30:.2f} GiB)")
-        print("\n| launch | processes | peak memory per process | s/step (last) | update s | wall |\n|---|---|---|---|---|---|")
+        print(
+            f"model: {params / 1e6:.1f}M parameters (float32: {params * 4 / 2**30:.2f} GiB of weights; "
+            f"with gradients and AdamW's two moments {params * 16 / 2**30:.2f} GiB)"
+        )
+        print(
+            "\n| launch | processes | peak memory per process | s/step (last) | update s | wall |"
+            "\n|---|---|---|---|---|---|"
+        )
         for kind, processes in (("one", 1), ("ddp", 2), ("zero3", 2)):
             r = run(kind, model, Path(scratch) / kind, args.steps)
-            print(f"| {kind} | {processes} | {r['peak_gib']:.2f} GiB | {r['s_per_step']:.2f} | {r['update_s']:.2f} | "
-                  f"{r['wall_s']:.0f} s |", flush=True)
+            print(
+                f"| {kind} | {processes} | {r['peak_gib']:.2f} GiB | {r['s_per_step']:.2f} | {r['update_s']:.2f} | "
+                f"{r['wall_s']:.0f} s |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -111,8 +111,11 @@ def rubric_misorder(gap: float, sigma: float) -> float:
 def orderings(rewards: np.ndarray) -> Row:
     """Monte Carlo misorder (R1 > R2), tie and correct (R1 < R2) frequencies of rewards [T, 2]."""
     wrong, tie = rewards[:, 0] > rewards[:, 1], rewards[:, 0] == rewards[:, 1]
-    return {"mc_misorder": float(wrong.mean()), "mc_tie": float(tie.mean()),
-            "mc_correct": float(1 - wrong.mean() - tie.mean())}
+    return {
+        "mc_misorder": float(wrong.mean()),
+        "mc_tie": float(tie.mean()),
+        "mc_correct": float(1 - wrong.mean() - tie.mean()),
+    }
 
 
 def z_score(mc: float, exact: float, trials: int) -> float:
@@ -126,77 +129,131 @@ def ladder_cell(p: np.ndarray, trials: int, rng: np.random.Generator) -> Row:
     mc = orderings(counts)
     misorder, tie = exact_ladder(p)
     delta = p[1].mean() - p[0].mean()
-    return {**mc, "exact_misorder": misorder, "exact_tie": tie, "exact_misorder_or_tie": misorder + tie,
-            "exact_coin": misorder + tie / 2, "delta": float(delta),
-            "hoeffding": float(hoeffding_bound(delta, k)),
-            "hoeffding_2k": float(hoeffding_bound(delta, k, paired=False)),
-            "mc_var": float((counts / k).var(0).mean()), "var": float(ladder_variance(p).mean()),
-            "var_bound": 1 / (4 * k), "z_misorder": z_score(mc["mc_misorder"], misorder, trials),
-            "z_tie": z_score(mc["mc_tie"], tie, trials)}
+    return {
+        **mc,
+        "exact_misorder": misorder,
+        "exact_tie": tie,
+        "exact_misorder_or_tie": misorder + tie,
+        "exact_coin": misorder + tie / 2,
+        "delta": float(delta),
+        "hoeffding": float(hoeffding_bound(delta, k)),
+        "hoeffding_2k": float(hoeffding_bound(delta, k, paired=False)),
+        "mc_var": float((counts / k).var(0).mean()),
+        "var": float(ladder_variance(p).mean()),
+        "var_bound": 1 / (4 * k),
+        "z_misorder": z_score(mc["mc_misorder"], misorder, trials),
+        "z_tie": z_score(mc["mc_tie"], tie, trials),
+    }
 
 
 def pair_cell(p: np.ndarray, h2h: float, trials: int, rng: np.random.Generator) -> Row:
     """Single shared anchor (p [2, 1]) and head-to-head (exact misorder `h2h`) Monte Carlo vs closed forms."""
     wins = ladder_trial(p, trials, rng)  # [T, 2]
     exact, mc = single_pair(float(p[0, 0]), float(p[1, 0])), orderings(wins)
-    return {**mc, **exact, "coin": exact["wrong"] + exact["tie"] / 2, "mc_var": float(wins.var(0).mean()),
-            "var": float(ladder_variance(p).mean()), "h2h": h2h,
-            "mc_h2h": float((rng.random(trials) < h2h).mean()),
-            "z_misorder": z_score(mc["mc_misorder"], exact["wrong"], trials),
-            "z_tie": z_score(mc["mc_tie"], exact["tie"], trials)}
+    return {
+        **mc,
+        **exact,
+        "coin": exact["wrong"] + exact["tie"] / 2,
+        "mc_var": float(wins.var(0).mean()),
+        "var": float(ladder_variance(p).mean()),
+        "h2h": h2h,
+        "mc_h2h": float((rng.random(trials) < h2h).mean()),
+        "z_misorder": z_score(mc["mc_misorder"], exact["wrong"], trials),
+        "z_tie": z_score(mc["mc_tie"], exact["tie"], trials),
+    }
 
 
 def rubric_cell(gap: float, sigma: float, trials: int, rng: np.random.Generator) -> Row:
     scores = rubric_trial(qualities(gap), sigma, trials, rng)  # [T, 2]
     exact = rubric_misorder(gap, sigma)
     mc = orderings(scores)
-    return {**mc, "exact_misorder": exact, "mc_var": float(scores.var(0).mean()), "var": sigma**2,
-            "z_misorder": z_score(mc["mc_misorder"], exact, trials)}
+    return {
+        **mc,
+        "exact_misorder": exact,
+        "mc_var": float(scores.var(0).mean()),
+        "var": sigma**2,
+        "z_misorder": z_score(mc["mc_misorder"], exact, trials),
+    }
 
 
 def sweep(trials: int, seed: int, tau: float) -> dict[str, list[Row]]:
     """Every (K, f, Δq) ladder cell, (f, Δq) single-pair cell and (σ, Δq) rubric cell."""
     rng = np.random.default_rng(seed)
-    ladder = [{"k": k, "flip": f, "gap": g,
-               **ladder_cell(win_prob(qualities(g), anchor_qualities(k), tau, f), trials, rng)}
-              for g in GAPS for f in FLIPS for k in KS]
-    pair = [{"flip": f, "gap": g,
-             **pair_cell(win_prob(qualities(g), np.zeros(1), tau, f), head_to_head(g, tau, f), trials, rng)}
-            for g in GAPS for f in FLIPS]
+    ladder = [
+        {"k": k, "flip": f, "gap": g, **ladder_cell(win_prob(qualities(g), anchor_qualities(k), tau, f), trials, rng)}
+        for g in GAPS
+        for f in FLIPS
+        for k in KS
+    ]
+    pair = [
+        {
+            "flip": f,
+            "gap": g,
+            **pair_cell(win_prob(qualities(g), np.zeros(1), tau, f), head_to_head(g, tau, f), trials, rng),
+        }
+        for g in GAPS
+        for f in FLIPS
+    ]
     matched = float(np.pi * tau / np.sqrt(6))
-    rubric = [{"sigma": s, "gap": g, **rubric_cell(g, s, trials, rng)}
-              for g in GAPS for s in (*SIGMAS, matched)]
+    rubric = [{"sigma": s, "gap": g, **rubric_cell(g, s, trials, rng)} for g in GAPS for s in (*SIGMAS, matched)]
     return {"ladder": ladder, "pair": pair, "rubric": rubric}
 
 
 COLUMNS = {
-    "ladder": [("K", "k", "d"), ("f", "flip", ".1f"), ("Δq", "gap", ".2f"),
-               ("MC misorder", "mc_misorder", ".4f"), ("exact misorder", "exact_misorder", ".4f"),
-               ("z", "z_misorder", "+.1f"), ("MC tie", "mc_tie", ".4f"), ("exact tie", "exact_tie", ".4f"),
-               ("exact misorder + ½ tie", "exact_coin", ".4f"),
-               ("exact P(R1 ≥ R2)", "exact_misorder_or_tie", ".4f"),
-               ("Hoeffding e^(−Kδ²/2)", "hoeffding", ".3f"), ("e^(−Kδ²)", "hoeffding_2k", ".3f"),
-               ("MC var", "mc_var", ".4f"), ("var", "var", ".4f"), ("1/(4K)", "var_bound", ".4f")],
-    "pair": [("f", "flip", ".1f"), ("Δq", "gap", ".2f"), ("MC correct", "mc_correct", ".4f"),
-             ("p2(1−p1)", "correct", ".4f"), ("MC misorder", "mc_misorder", ".4f"),
-             ("p1(1−p2)", "wrong", ".4f"),
-             ("MC tie", "mc_tie", ".4f"), ("exact tie", "tie", ".4f"), ("misorder + ½ tie", "coin", ".4f"),
-             ("MC var", "mc_var", ".4f"), ("p(1−p)", "var", ".4f"),
-             ("MC head-to-head misorder", "mc_h2h", ".4f"), ("exact", "h2h", ".4f")],
-    "rubric": [("σ", "sigma", ".2f"), ("Δq", "gap", ".2f"), ("MC misorder", "mc_misorder", ".4f"),
-               ("Φ(−Δq/(√2σ))", "exact_misorder", ".4f"), ("z", "z_misorder", "+.1f"),
-               ("MC tie", "mc_tie", ".4f"), ("MC var", "mc_var", ".4f"), ("σ²", "var", ".4f")],
+    "ladder": [
+        ("K", "k", "d"),
+        ("f", "flip", ".1f"),
+        ("Δq", "gap", ".2f"),
+        ("MC misorder", "mc_misorder", ".4f"),
+        ("exact misorder", "exact_misorder", ".4f"),
+        ("z", "z_misorder", "+.1f"),
+        ("MC tie", "mc_tie", ".4f"),
+        ("exact tie", "exact_tie", ".4f"),
+        ("exact misorder + ½ tie", "exact_coin", ".4f"),
+        ("exact P(R1 ≥ R2)", "exact_misorder_or_tie", ".4f"),
+        ("Hoeffding e^(−Kδ²/2)", "hoeffding", ".3f"),
+        ("e^(−Kδ²)", "hoeffding_2k", ".3f"),
+        ("MC var", "mc_var", ".4f"),
+        ("var", "var", ".4f"),
+        ("1/(4K)", "var_bound", ".4f"),
+    ],
+    "pair": [
+        ("f", "flip", ".1f"),
+        ("Δq", "gap", ".2f"),
+        ("MC correct", "mc_correct", ".4f"),
+        ("p2(1−p1)", "correct", ".4f"),
+        ("MC misorder", "mc_misorder", ".4f"),
+        ("p1(1−p2)", "wrong", ".4f"),
+        ("MC tie", "mc_tie", ".4f"),
+        ("exact tie", "tie", ".4f"),
+        ("misorder + ½ tie", "coin", ".4f"),
+        ("MC var", "mc_var", ".4f"),
+        ("p(1−p)", "var", ".4f"),
+        ("MC head-to-head misorder", "mc_h2h", ".4f"),
+        ("exact", "h2h", ".4f"),
+    ],
+    "rubric": [
+        ("σ", "sigma", ".2f"),
+        ("Δq", "gap", ".2f"),
+        ("MC misorder", "mc_misorder", ".4f"),
+        ("Φ(−Δq/(√2σ))", "exact_misorder", ".4f"),
+        ("z", "z_misorder", "+.1f"),
+        ("MC tie", "mc_tie", ".4f"),
+        ("MC var", "mc_var", ".4f"),
+        ("σ²", "var", ".4f"),
+    ],
 }
-TITLES = {"ladder": "Anchor ladder (misorder: R1 > R2 strictly; misorder + ½ tie: ties broken by a coin; "
-                    "the Hoeffding bounds are on P(R1 ≥ R2))",
-          "pair": "Single pair: one shared anchor at a = 0, and head-to-head (no ties)",
-          "rubric": "Rubric scalar (the last σ of each Δq is πτ/√6, the rubric matched to the judge's noise)"}
+TITLES = {
+    "ladder": "Anchor ladder (misorder: R1 > R2 strictly; misorder + ½ tie: ties broken by a coin; "
+    "the Hoeffding bounds are on P(R1 ≥ R2))",
+    "pair": "Single pair: one shared anchor at a = 0, and head-to-head (no ties)",
+    "rubric": "Rubric scalar (the last σ of each Δq is πτ/√6, the rubric matched to the judge's noise)",
+}
 
 
 def markdown(name: str, rows: list[Row]) -> str:
     columns = COLUMNS[name]
-    lines = [f"### {TITLES[name]}", "", "| " + " | ".join(c[0] for c in columns) + " |",
-             "|---" * len(columns) + "|"]
+    lines = [f"### {TITLES[name]}", "", "| " + " | ".join(c[0] for c in columns) + " |", "|---" * len(columns) + "|"]
     lines += ["| " + " | ".join(format(r[key], fmt) for _, key, fmt in columns) + " |" for r in rows]
     return "\n".join(lines)
 
@@ -221,12 +278,12 @@ def plot(results: dict[str, list[Row]], tau: float, path: Path) -> None:
                 ax.plot(ks, [r[exact] for r in cells], color=colour, label=f"ladder, f = {f}")
                 ax.scatter(ks, [r["mc_misorder"] + row * r["mc_tie"] / 2 for r in cells], color=colour, s=18)
                 ax.plot(ks, [r["hoeffding"] for r in cells], color=colour, ls="--", lw=1)
-            ax.axhline(pair["wrong"] + row * pair["tie"] / 2, color="grey", ls=":",
-                       label="single pair, f = 0")
+            ax.axhline(pair["wrong"] + row * pair["tie"] / 2, color="grey", ls=":", label="single pair, f = 0")
             if row:
                 ax.axhline(pair["h2h"], color="grey", ls="-.", label="head-to-head, f = 0")
-                ax.axhline(rubric["exact_misorder"], color="black", ls=":",
-                           label=f"rubric, σ = πτ/√6 = {rubric['sigma']:.2f}")
+                ax.axhline(
+                    rubric["exact_misorder"], color="black", ls=":", label=f"rubric, σ = πτ/√6 = {rubric['sigma']:.2f}"
+                )
             ax.set(xscale="log", yscale="log", ylim=(5e-3, 1.05), title=f"Δq = {g}, τ = {tau}")
             ax.set_xticks(KS, [str(k) for k in KS])
             ax.grid(alpha=0.3, which="both")
@@ -248,11 +305,12 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     results = sweep(args.trials, args.seed, args.tau)
-    zs = np.abs([r[z] for name in results for r in results[name] for z in ("z_misorder", "z_tie")
-                 if z in r])
+    zs = np.abs([r[z] for name in results for r in results[name] for z in ("z_misorder", "z_tie") if z in r])
     text = "\n\n".join(markdown(name, rows) for name, rows in results.items())
-    text += (f"\n\n{args.trials} trials per cell, seed {args.seed}, τ = {args.tau}; largest |MC − exact| "
-             f"over all cells: {zs.max():.1f} standard errors ({zs.size} frequencies).\n")
+    text += (
+        f"\n\n{args.trials} trials per cell, seed {args.seed}, τ = {args.tau}; largest |MC − exact| "
+        f"over all cells: {zs.max():.1f} standard errors ({zs.size} frequencies).\n"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(text)
     header = {"trials": args.trials, "seed": args.seed, "tau": args.tau}

@@ -23,14 +23,23 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from tsrl.ranking import (TOPOLOGIES, ConstitutionalBracket, LiveTrace, Match, Schedule, TraceRoundRobin,
-                          rank_rewards, run_schedules, standardise)
+from tsrl.ranking import (
+    TOPOLOGIES,
+    ConstitutionalBracket,
+    LiveTrace,
+    Match,
+    Schedule,
+    TraceRoundRobin,
+    rank_rewards,
+    run_schedules,
+    standardise,
+)
 
 MAKERS: dict[str, Callable[[int, int], Schedule]] = {
     **TOPOLOGIES,
@@ -38,9 +47,11 @@ MAKERS: dict[str, Callable[[int, int], Schedule]] = {
     "trace_round_robin": lambda n, seed: TraceRoundRobin(n),
     "constitutional": lambda n, seed: ConstitutionalBracket(n, 1, seed=seed),
 }
-REWARD: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    name: rank_rewards for name in TOPOLOGIES} | {"live_bwm": standardise, "trace_round_robin": standardise,
-                                                 "constitutional": standardise}
+REWARD: dict[str, Callable[[np.ndarray], np.ndarray]] = {name: rank_rewards for name in TOPOLOGIES} | {
+    "live_bwm": standardise,
+    "trace_round_robin": standardise,
+    "constitutional": standardise,
+}
 
 
 def correlation(fn, scores: np.ndarray, q: np.ndarray) -> float:
@@ -70,17 +81,27 @@ def cell(name: str, n: int, tau: float, groups: int, seed: int) -> dict[str, flo
     oracle = np.stack([rank_rewards(row) for row in q])  # [R, N]
     scores = [s.scores() for s in schedules]
     rewards = np.stack([REWARD[name](sc) for sc in scores])  # [R, N]
-    return {"topology": name, "n": n, "tau": tau, "calls_per_sample": matches / (groups * n),
-            "kendall": float(np.mean([correlation(kendalltau, sc, row) for sc, row in zip(scores, q)])),
-            "spearman": float(np.mean([correlation(spearmanr, sc, row) for sc, row in zip(scores, q)])),
-            "adv_rmse": float(np.sqrt(np.mean((rewards - oracle) ** 2)))}
+    return {
+        "topology": name,
+        "n": n,
+        "tau": tau,
+        "calls_per_sample": matches / (groups * n),
+        "kendall": float(np.mean([correlation(kendalltau, sc, row) for sc, row in zip(scores, q)])),
+        "spearman": float(np.mean([correlation(spearmanr, sc, row) for sc, row in zip(scores, q)])),
+        "adv_rmse": float(np.sqrt(np.mean((rewards - oracle) ** 2))),
+    }
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| topology | N | τ | calls/sample | Kendall τ | Spearman ρ | adv. RMSE |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| topology | N | τ | calls/sample | Kendall τ | Spearman ρ | adv. RMSE |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['topology']} | {r['n']} | {r['tau']} | {r['calls_per_sample']:.2f} | {r['kendall']:.3f} "
-                     f"| {r['spearman']:.3f} | {r['adv_rmse']:.3f} |")
+        lines.append(
+            f"| {r['topology']} | {r['n']} | {r['tau']} | {r['calls_per_sample']:.2f} | {r['kendall']:.3f} "
+            f"| {r['spearman']:.3f} | {r['adv_rmse']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -98,7 +119,9 @@ def plot(rows: list[dict], path: Path) -> None:
         for row, key in enumerate(("kendall", "adv_rmse")):
             ax = axes[row][col]
             for name in MAKERS:
-                pts = sorted((r["tau"], r["calls_per_sample"], r[key]) for r in rows if r["n"] == n and r["topology"] == name)
+                pts = sorted(
+                    (r["tau"], r["calls_per_sample"], r[key]) for r in rows if r["n"] == n and r["topology"] == name
+                )
                 ax.plot([p[1] for p in pts], [p[2] for p in pts], color=colours[name], alpha=0.4)
                 for tau, x, y in pts:
                     ax.scatter(x, y, color=colours[name], marker=markers[tau], label=name if tau == taus[0] else None)

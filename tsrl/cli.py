@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -89,8 +90,10 @@ def _train(cfg: DictConfig) -> None:
     if not summary["main_process"]:
         return
     if summary.get("already_done"):
-        print(f"{summary['run_dir']} already finished (done.json); nothing to train. Raise trainer.max_steps or "
-              "trainer.max_judge_calls to continue it, or set trainer.checkpoint.resume=never to train it again.")
+        print(
+            f"{summary['run_dir']} already finished (done.json); nothing to train. Raise trainer.max_steps or "
+            "trainer.max_judge_calls to continue it, or set trainer.checkpoint.resume=never to train it again."
+        )
     if summary["heldout_start"] is not None:
         start, end = summary["heldout_start"], summary["heldout_end"]
         print(f"{summary['headline']}: {start:.1f}% -> {end:.1f}% ({end - start:+.1f} points)")
@@ -120,12 +123,17 @@ def _judge_check(cfg: DictConfig) -> None:
     print(format_report(report))
     print(f"report: {Path(cfg.run_dir) / 'judge_check.json'}")
     if report["answered"] == 0:
-        print(f"tsrl: judge check failed: the judge answered none of the {report['questions']} questions "
-              "(errors above).", file=sys.stderr)
+        print(
+            f"tsrl: judge check failed: the judge answered none of the {report['questions']} questions (errors above).",
+            file=sys.stderr,
+        )
         sys.exit(1)
     if report["accuracy"] < cfg.check.min_accuracy:
-        print(f"tsrl: judge check failed: accuracy {100 * report['accuracy']:.1f}% is below check.min_accuracy="
-              f"{cfg.check.min_accuracy}.", file=sys.stderr)
+        print(
+            f"tsrl: judge check failed: accuracy {100 * report['accuracy']:.1f}% is below check.min_accuracy="
+            f"{cfg.check.min_accuracy}.",
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 

@@ -35,8 +35,10 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         if self.every < 0 or self.samples < 1 or self.max_prompts < 0:
-            raise ConfigError(f"trainer.eval needs every >= 0, samples >= 1 and max_prompts >= 0; got every={self.every}, "
-                              f"samples={self.samples}, max_prompts={self.max_prompts}.")
+            raise ConfigError(
+                f"trainer.eval needs every >= 0, samples >= 1 and max_prompts >= 0; got every={self.every}, "
+                f"samples={self.samples}, max_prompts={self.max_prompts}."
+            )
 
 
 @dataclass
@@ -52,8 +54,9 @@ class CheckpointConfig:
 
     def __post_init__(self) -> None:
         if self.every < 0 or self.keep < 1:
-            raise ConfigError(f"trainer.checkpoint needs every >= 0 and keep >= 1; got every={self.every}, "
-                              f"keep={self.keep}.")
+            raise ConfigError(
+                f"trainer.checkpoint needs every >= 0 and keep >= 1; got every={self.every}, keep={self.keep}."
+            )
 
 
 PIPELINES, FILLS = ("sync", "stream", "overlap"), ("none", "resample")
@@ -118,17 +121,23 @@ class TrainerConfig:
         if self.pipeline not in PIPELINES:
             raise ConfigError(f"trainer.pipeline={self.pipeline!r} is unknown; use {' or '.join(PIPELINES)}.")
         if self.fill not in FILLS or self.fill_max_batches < 1:
-            raise ConfigError(f"trainer.fill={self.fill!r} / fill_max_batches={self.fill_max_batches}: use fill "
-                              f"{' or '.join(FILLS)} and fill_max_batches >= 1.")
+            raise ConfigError(
+                f"trainer.fill={self.fill!r} / fill_max_batches={self.fill_max_batches}: use fill "
+                f"{' or '.join(FILLS)} and fill_max_batches >= 1."
+            )
         if self.fill == "resample" and self.pipeline == "overlap":
-            raise ConfigError("trainer.fill=resample runs with trainer.pipeline=sync or stream, not overlap (an "
-                              "overlapped step cannot yet draw more batches while the judge scores); pick one.")
+            raise ConfigError(
+                "trainer.fill=resample runs with trainer.pipeline=sync or stream, not overlap (an "
+                "overlapped step cannot yet draw more batches while the judge scores); pick one."
+            )
         if self.step_multiplier < 1:
             raise ConfigError(f"trainer.step_multiplier={self.step_multiplier} must be >= 1 (1 = train max_steps).")
         self.max_steps, self.step_multiplier = self.max_steps * self.step_multiplier, 1
         if self.group_size < 2:
-            raise ConfigError(f"trainer.group_size={self.group_size} but group-relative advantages need at least "
-                              "2 completions per prompt; set trainer.group_size=2 or more.")
+            raise ConfigError(
+                f"trainer.group_size={self.group_size} but group-relative advantages need at least "
+                "2 completions per prompt; set trainer.group_size=2 or more."
+            )
         if self.lr_schedule not in ("constant", "linear", "cosine"):
             raise ConfigError(f"trainer.lr_schedule={self.lr_schedule!r} is unknown; use constant, linear or cosine.")
         if min(self.max_steps, self.prompts_per_step, self.micro_batch_size) < 1:
@@ -138,8 +147,10 @@ class TrainerConfig:
         if self.max_judge_calls < 0:
             raise ConfigError(f"trainer.max_judge_calls={self.max_judge_calls} must be >= 0 (0 = no limit).")
         if min(self.warmup_steps, self.weight_decay, self.grad_clip) < 0:
-            raise ConfigError("trainer.warmup_steps, weight_decay and grad_clip must be >= 0 (grad_clip=0 turns "
-                              f"clipping off); got {self.warmup_steps}, {self.weight_decay}, {self.grad_clip}.")
+            raise ConfigError(
+                "trainer.warmup_steps, weight_decay and grad_clip must be >= 0 (grad_clip=0 turns "
+                f"clipping off); got {self.warmup_steps}, {self.weight_decay}, {self.grad_clip}."
+            )
 
 
 @dataclass
@@ -190,8 +201,10 @@ class LadderStepConfig:
 
     def __post_init__(self) -> None:
         if self.build not in LADDER_BUILDS or self.source not in LADDER_SOURCES:
-            raise ConfigError(f"ladder.build={self.build!r} / ladder.source={self.source!r}: use build "
-                              f"{' | '.join(LADDER_BUILDS)} and source {' | '.join(LADDER_SOURCES)}.")
+            raise ConfigError(
+                f"ladder.build={self.build!r} / ladder.source={self.source!r}: use build "
+                f"{' | '.join(LADDER_BUILDS)} and source {' | '.join(LADDER_SOURCES)}."
+            )
         if self.samples < 0:
             raise ConfigError(f"ladder.samples={self.samples} must be >= 0 (0 = as many as reward.k needs).")
 
@@ -221,9 +234,9 @@ def register_configs() -> None:
     `<family>/<name>_schema`, the trainer's as `trainer/trainer_schema` and the root as `run_schema`; put the
     installed recipes/ on Hydra's search path (configs/config.yaml reads TSRL_RECIPES_ROOT, the folder that
     holds recipes/: the repository root in an editable install, tsrl/configs from a wheel)."""
-    from hydra.core.config_store import ConfigStore
-
     from importlib import resources
+
+    from hydra.core.config_store import ConfigStore
 
     load_components()
     recipes = Path(str(resources.files("tsrl.configs.recipes")))  # the repository's recipes/ or the wheel's copy

@@ -18,13 +18,21 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from tsrl.errors import ConfigError
 
-PACKAGES = ("tsrl.tasks", "tsrl.models", "tsrl.judging", "tsrl.rewards", "tsrl.algo", "tsrl.generation",
-            "tsrl.training.logs")
+PACKAGES = (
+    "tsrl.tasks",
+    "tsrl.models",
+    "tsrl.judging",
+    "tsrl.rewards",
+    "tsrl.algo",
+    "tsrl.generation",
+    "tsrl.training.logs",
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +52,10 @@ class Registry:
     def register(self, name: str, config: type, build: Callable[..., Any]) -> None:
         old = self._components.get(name)
         if old is not None and old.config.__qualname__ != config.__qualname__:
-            raise ValueError(f"{self.family} {name!r} is registered twice ({old.config.__qualname__} and "
-                             f"{config.__qualname__}); give one of them another name.")
+            raise ValueError(
+                f"{self.family} {name!r} is registered twice ({old.config.__qualname__} and "
+                f"{config.__qualname__}); give one of them another name."
+            )
         self._components[name] = Component(name, config, build)
 
     def __iter__(self) -> Iterator[Component]:
@@ -58,8 +68,10 @@ class Registry:
         """The component registered with `cfg`'s exact config class (a subclass of it is another component)."""
         match = next((c for c in self._components.values() if type(cfg) is c.config), None)
         if match is None:
-            raise ConfigError(f"No {self.family} is registered for a {type(cfg).__name__} config; "
-                              f"the registered {self.family}s are: {', '.join(self.names())}.")
+            raise ConfigError(
+                f"No {self.family} is registered for a {type(cfg).__name__} config; "
+                f"the registered {self.family}s are: {', '.join(self.names())}."
+            )
         return match
 
     def build(self, cfg: Any, *args: Any, **kwargs: Any) -> Any:
@@ -68,8 +80,15 @@ class Registry:
 
 TASKS, MODELS, JUDGES = Registry("task"), Registry("model"), Registry("judge")
 REWARDS, ALGOS, GENERATORS, LOGGERS = Registry("reward"), Registry("algo"), Registry("generator"), Registry("logger")
-FAMILIES: dict[str, Registry] = {"task": TASKS, "model": MODELS, "judge": JUDGES, "reward": REWARDS, "algo": ALGOS,
-                                 "generator": GENERATORS, "logger": LOGGERS}
+FAMILIES: dict[str, Registry] = {
+    "task": TASKS,
+    "model": MODELS,
+    "judge": JUDGES,
+    "reward": REWARDS,
+    "algo": ALGOS,
+    "generator": GENERATORS,
+    "logger": LOGGERS,
+}
 
 _loaded = False
 
@@ -87,8 +106,10 @@ def load_components() -> None:
         try:
             importlib.import_module(name)
         except ImportError as err:
-            raise ConfigError(f"tsrl plugin module {name!r} could not be imported ({err}); check TSRL_PLUGINS "
-                              "and that the module is on PYTHONPATH.") from None
+            raise ConfigError(
+                f"tsrl plugin module {name!r} could not be imported ({err}); check TSRL_PLUGINS "
+                "and that the module is on PYTHONPATH."
+            ) from None
     _loaded = True
 
 

@@ -40,20 +40,54 @@ from typing import Any
 
 import numpy as np
 
-from tsrl.reproduce_tables import (NOISE_AXIS, SEED, _sortable, mean_std, noise_fractions, noise_table, plot,
-                                  routing_table, side_tables)
+from tsrl.reproduce_tables import (
+    NOISE_AXIS,
+    SEED,
+    _sortable,
+    mean_std,
+    noise_fractions,
+    noise_table,
+    plot,
+    routing_table,
+    side_tables,
+)
 
 METHOD = "method"
 # --cpu: the CPU stand-ins for a GPU recipe (the tiny policy, the simulated judge, HF generation) at the sizes of
 # `make train` (recipes/cpu_demo); --smoke: the same stand-ins for a few steps.
-CPU = ["model=tiny", "judge=rubric_sim", "judge@eval_judge=rubric_sim", "generator=hf", "trainer.max_steps=100",
-       "trainer.prompts_per_step=8", "trainer.group_size=8", "trainer.lr=5e-4", "trainer.micro_batch_size=32",
-       "trainer.eval.every=20", "trainer.eval.samples=4", "trainer.checkpoint.every=0", "generator.max_new_tokens=48",
-       "algo.mask_truncated=true"]
-SMOKE = list({o.split("=")[0]: o for o in [
-    *CPU, "trainer.max_steps=2", "trainer.prompts_per_step=2", "trainer.group_size=4", "trainer.micro_batch_size=8",
-    "trainer.eval.every=0", "trainer.eval.samples=1", "trainer.eval.max_prompts=2", "generator.max_new_tokens=12",
-    "task.max_prompts=4"]}.values())  # each key once, the smoke value
+CPU = [
+    "model=tiny",
+    "judge=rubric_sim",
+    "judge@eval_judge=rubric_sim",
+    "generator=hf",
+    "trainer.max_steps=100",
+    "trainer.prompts_per_step=8",
+    "trainer.group_size=8",
+    "trainer.lr=5e-4",
+    "trainer.micro_batch_size=32",
+    "trainer.eval.every=20",
+    "trainer.eval.samples=4",
+    "trainer.checkpoint.every=0",
+    "generator.max_new_tokens=48",
+    "algo.mask_truncated=true",
+]
+SMOKE = list(
+    {
+        o.split("=")[0]: o
+        for o in [
+            *CPU,
+            "trainer.max_steps=2",
+            "trainer.prompts_per_step=2",
+            "trainer.group_size=4",
+            "trainer.micro_batch_size=8",
+            "trainer.eval.every=0",
+            "trainer.eval.samples=1",
+            "trainer.eval.max_prompts=2",
+            "generator.max_new_tokens=12",
+            "task.max_prompts=4",
+        ]
+    }.values()
+)  # each key once, the smoke value
 SMOKE_DROPS = ("model", "judge.model", "eval_judge.", "task.anchors_file")  # axes the CPU stand-ins replace
 
 
@@ -67,8 +101,10 @@ def grid_of(recipe: str, overrides: list[str]) -> dict[str, list[str]]:
         cfg = compose("config", overrides=[f"recipes={recipe}", *overrides], return_hydra_config=True)
     params = cfg.hydra.sweeper.params or {}
     if not params:
-        raise SystemExit(f"tsrl-reproduce: error: recipes/{recipe}.yaml has no hydra.sweeper.params grid; "
-                         "a paper recipe lists its methods, settings and seeds there (see recipes/paper/).")
+        raise SystemExit(
+            f"tsrl-reproduce: error: recipes/{recipe}.yaml has no hydra.sweeper.params grid; "
+            "a paper recipe lists its methods, settings and seeds there (see recipes/paper/)."
+        )
     return {str(axis): [v.strip() for v in str(values).split(",")] for axis, values in params.items()}
 
 
@@ -127,12 +163,23 @@ def command(recipe: str, out: Path, grid: dict[str, list[str]], fixed: list[str]
     overrides can narrow it), run directories named by the grid values alone, resume=auto."""
     exclude = sorted({o.split("=", 1)[0].lstrip("+~") for o in fixed} | {"trainer.checkpoint.resume", "recipes"})
     bin_dir = Path(sys.executable).parent
-    head = ([str(bin_dir / "accelerate"), "launch", "--config_file", accelerate, "-m", "tsrl.cli"] if accelerate
-            else [str(bin_dir / "tsrl-train")])
-    return [*head, "-m", f"recipes={recipe}", f"hydra.sweep.dir={out}", "hydra.sweep.subdir=${hydra.job.override_dirname}",
-            f"hydra.job.config.override_dirname.exclude_keys=[{','.join(exclude)}]",
-            "hydra.sweeper.params=null",  # the grid is given below, axis by axis (--smoke and overrides narrow it)
-            "trainer.checkpoint.resume=auto", *fixed, *(f"{axis}={','.join(values)}" for axis, values in grid.items())]
+    head = (
+        [str(bin_dir / "accelerate"), "launch", "--config_file", accelerate, "-m", "tsrl.cli"]
+        if accelerate
+        else [str(bin_dir / "tsrl-train")]
+    )
+    return [
+        *head,
+        "-m",
+        f"recipes={recipe}",
+        f"hydra.sweep.dir={out}",
+        "hydra.sweep.subdir=${hydra.job.override_dirname}",
+        f"hydra.job.config.override_dirname.exclude_keys=[{','.join(exclude)}]",
+        "hydra.sweeper.params=null",  # the grid is given below, axis by axis (--smoke and overrides narrow it)
+        "trainer.checkpoint.resume=auto",
+        *fixed,
+        *(f"{axis}={','.join(values)}" for axis, values in grid.items()),
+    ]
 
 
 def collect(out: Path) -> list[dict[str, Any]]:
@@ -146,18 +193,32 @@ def collect(out: Path) -> list[dict[str, Any]]:
             continue
         values = dict(o.split("=", 1) for o in yaml.safe_load(overrides_file.read_text()) if "=" in o)
         evals = json.loads((run_dir / "eval.json").read_text())
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()] \
-            if (run_dir / "metrics.jsonl").is_file() else []
+        rows = (
+            [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+            if (run_dir / "metrics.jsonl").is_file()
+            else []
+        )
         config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
-        runs.append({"dir": str(run_dir), "values": values, "evals": evals, "done": (run_dir / "done.json").is_file(),
-                     "judge_calls": sum(r.get("judge/calls", 0.0) for r in rows), "steps": len(rows),
-                     "group_size": config.get("trainer", {}).get("group_size"),
-                     "zero_var": [(r["step"], r["reward/zero_var_frac"]) for r in rows if "reward/zero_var_frac" in r],
-                     "refresh_steps": [b["step"] for a, b in zip([{}] + rows, rows)  # self_bootstrap's ladder rebuilds
-                                       if b.get("bootstrap/refreshes", 0) > a.get("bootstrap/refreshes", 0)],
-                     "zero_var_frac": mean_metric(rows, "reward/zero_var_frac"),
-                     "route_verifier_frac": mean_metric(rows, "route/verifier_frac"),
-                     "tournament_groups": mean_metric(rows, "route/tournament")})
+        runs.append(
+            {
+                "dir": str(run_dir),
+                "values": values,
+                "evals": evals,
+                "done": (run_dir / "done.json").is_file(),
+                "judge_calls": sum(r.get("judge/calls", 0.0) for r in rows),
+                "steps": len(rows),
+                "group_size": config.get("trainer", {}).get("group_size"),
+                "zero_var": [(r["step"], r["reward/zero_var_frac"]) for r in rows if "reward/zero_var_frac" in r],
+                "refresh_steps": [
+                    b["step"]
+                    for a, b in zip([{}] + rows, rows)  # self_bootstrap's ladder rebuilds
+                    if b.get("bootstrap/refreshes", 0) > a.get("bootstrap/refreshes", 0)
+                ],
+                "zero_var_frac": mean_metric(rows, "reward/zero_var_frac"),
+                "route_verifier_frac": mean_metric(rows, "route/verifier_frac"),
+                "tournament_groups": mean_metric(rows, "route/tournament"),
+            }
+        )
     return runs
 
 
@@ -179,8 +240,10 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     every = [r for r in collect(out) if all(r["values"].get(a) in v for a, v in grid.items() if a in r["values"])]
     runs = [r for r in every if r["done"]]  # a run still going (or stopped) has a partial eval.json: left out
     if not runs:
-        raise SystemExit(f"tsrl-reproduce: error: no finished run under {out} (no done.json beside an eval.json "
-                         "and a .hydra/overrides.yaml); run the grid first.")
+        raise SystemExit(
+            f"tsrl-reproduce: error: no finished run under {out} (no done.json beside an eval.json "
+            "and a .hydra/overrides.yaml); run the grid first."
+        )
     key = headline_key(runs[0]["evals"])
     row_axis = METHOD if METHOD in grid else next(a for a in grid if a != SEED)
     col_axes = [a for a in grid if a not in (row_axis, SEED) and len(grid[a]) > 1]
@@ -210,21 +273,38 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
             count += len(group)
             finals.append(mean_std([r["evals"]["latest"][key] for r in group]))
             calls += [r["judge_calls"] for r in group]
-            records += [{row_axis: m, **fixed_axes, **dict(zip(col_axes, c)), SEED: r["values"].get(SEED, ""),
-                         "start": r["evals"]["start"][key], "final": r["evals"]["latest"][key],
-                         "final_step": r["evals"]["latest"]["step"], "judge_calls": r["judge_calls"],
-                         "zero_var_frac": r["zero_var_frac"], "route_verifier_frac": r["route_verifier_frac"],
-                         "signal_samples_per_step": None if r["tournament_groups"] is None or not r["group_size"]
-                         else r["tournament_groups"] * r["group_size"], "run_dir": r["dir"]} for r in group]
+            records += [
+                {
+                    row_axis: m,
+                    **fixed_axes,
+                    **dict(zip(col_axes, c)),
+                    SEED: r["values"].get(SEED, ""),
+                    "start": r["evals"]["start"][key],
+                    "final": r["evals"]["latest"][key],
+                    "final_step": r["evals"]["latest"]["step"],
+                    "judge_calls": r["judge_calls"],
+                    "zero_var_frac": r["zero_var_frac"],
+                    "route_verifier_frac": r["route_verifier_frac"],
+                    "signal_samples_per_step": None
+                    if r["tournament_groups"] is None or not r["group_size"]
+                    else r["tournament_groups"] * r["group_size"],
+                    "run_dir": r["dir"],
+                }
+                for r in group
+            ]
         lines.append(f"| {m} | " + " | ".join(finals) + f" | {np.mean(calls):.0f} | {count} |")
     judge = runs[0]["evals"].get("judge", {})
     setting = "".join(f"; {a}={v}" for a, v in fixed_axes.items())
-    text = (f"Held-out {key} at each run's last evaluation, mean (std) over seeds{setting}; evaluation judge: "
-            f"{judge.get('kind', '?')} ({judge.get('model', '?')}), clean.\n\n" + "\n".join(lines) + "\n")
+    text = (
+        f"Held-out {key} at each run's last evaluation, mean (std) over seeds{setting}; evaluation judge: "
+        f"{judge.get('kind', '?')} ({judge.get('model', '?')}), clean.\n\n" + "\n".join(lines) + "\n"
+    )
     unfinished = [r["dir"] for r in every if not r["done"]]
     if unfinished:
-        text += (f"\n{len(unfinished)} unfinished run(s) left out (still running, or stopped: run the same command "
-                 f"to resume): {', '.join(Path(d).name for d in unfinished)}\n")
+        text += (
+            f"\n{len(unfinished)} unfinished run(s) left out (still running, or stopped: run the same command "
+            f"to resume): {', '.join(Path(d).name for d in unfinished)}\n"
+        )
     text += side_tables(runs, rows_order, columns, cell, key, label) + noise_table(records, row_axis)
     text += routing_table(records, row_axis)
     noise = noise_fractions(records, row_axis) if NOISE_AXIS in grid else {}
@@ -237,9 +317,20 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
         writer = csv.DictWriter(handle, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
-    (out / "results.json").write_text(json.dumps({"metric": key, "grid": grid, "runs": records, "noise": {
-        name: {m: {str(p): v for p, v in by_flip.items()} for m, by_flip in by_method.items()}
-        for name, by_method in noise.items()}}, indent=1))
+    (out / "results.json").write_text(
+        json.dumps(
+            {
+                "metric": key,
+                "grid": grid,
+                "runs": records,
+                "noise": {
+                    name: {m: {str(p): v for p, v in by_flip.items()} for m, by_flip in by_method.items()}
+                    for name, by_method in noise.items()
+                },
+            },
+            indent=1,
+        )
+    )
     plot(out, runs, records, key, row_axis, col_axes)
     return text
 
@@ -261,8 +352,9 @@ def main(argv: list[str] | None = None) -> None:
     folder = Path(os.environ["TSRL_RECIPES_ROOT"]) / "recipes"
     if not (folder / f"{recipe}.yaml").is_file():
         known = ", ".join(sorted(p.stem for p in (folder / "paper").glob("*.yaml")))
-        raise SystemExit(f"tsrl-reproduce: error: {recipe} is not a recipe under {folder}; the paper recipes are: "
-                         f"{known}.")
+        raise SystemExit(
+            f"tsrl-reproduce: error: {recipe} is not a recipe under {folder}; the paper recipes are: {known}."
+        )
     stand_ins = SMOKE if args.smoke else CPU if args.cpu else []
     grid = grid_of(recipe, [*stand_ins, *not_sweeps(args.overrides)])
     grid = smoke_grid(grid) if args.smoke else cpu_grid(grid) if args.cpu else grid
@@ -280,8 +372,11 @@ def main(argv: list[str] | None = None) -> None:
     print(aggregate(out, grid))
     print(f"tables and plots: {out}/table.md, table.csv, curves.png")
     if failed:
-        print(f"tsrl-reproduce: error: the sweep stopped with exit status {failed}; the table holds the runs that "
-              "finished. Run the same command again to resume.", file=sys.stderr)
+        print(
+            f"tsrl-reproduce: error: the sweep stopped with exit status {failed}; the table holds the runs that "
+            "finished. Run the same command again to resume.",
+            file=sys.stderr,
+        )
         sys.exit(failed)
 
 

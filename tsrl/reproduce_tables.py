@@ -22,8 +22,10 @@ def mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.1f} ({std:.1f})" + ("" if len(values) > 1 else " n=1")
 
 
-SIDE_METRICS = {"winrate_all": "against every tier of the reference anchors",
-                "winrate_top": "against the top tier of the reference anchors"}
+SIDE_METRICS = {
+    "winrate_all": "against every tier of the reference anchors",
+    "winrate_top": "against the top tier of the reference anchors",
+}
 
 
 def side_tables(runs: list[dict], rows: list[str], columns: list[tuple], cell: dict, key: str, label) -> str:
@@ -32,14 +34,22 @@ def side_tables(runs: list[dict], rows: list[str], columns: list[tuple], cell: d
     text = ""
     for name, what in SIDE_METRICS.items():
         if not all(name in r["evals"]["latest"] for r in runs) or all(
-                r["evals"]["latest"][name] == r["evals"]["latest"][key] for r in runs):
+            r["evals"]["latest"][name] == r["evals"]["latest"][key] for r in runs
+        ):
             continue
-        lines = [f"| | {' | '.join(label(c) for c in columns)} |", "|---" * (len(columns) + 1) + "|",
-                 "| Base (step 0) | " + " | ".join(f"{np.mean([r['evals']['start'][name] for r in runs]):.1f}"
-                                                  for _ in columns) + " |"]
+        lines = [
+            f"| | {' | '.join(label(c) for c in columns)} |",
+            "|---" * (len(columns) + 1) + "|",
+            "| Base (step 0) | "
+            + " | ".join(f"{np.mean([r['evals']['start'][name] for r in runs]):.1f}" for _ in columns)
+            + " |",
+        ]
         for m in rows:
-            lines.append(f"| {m} | " + " | ".join(
-                mean_std([r["evals"]["latest"][name] for r in cell.get((m, c), [])]) for c in columns) + " |")
+            lines.append(
+                f"| {m} | "
+                + " | ".join(mean_std([r["evals"]["latest"][name] for r in cell.get((m, c), [])]) for c in columns)
+                + " |"
+            )
         text += f"\nHeld-out {name} ({what}):\n\n" + "\n".join(lines) + "\n"
     return text
 
@@ -53,9 +63,9 @@ def _sortable(value: str) -> tuple:
 
 NOISE_METRICS = {
     "performance_retained": "Performance retained (TSRL's headline, §4.4/§4.5): mean held-out score at p ÷ mean "
-                            "held-out score at p = {clean}",
-    "gain_kept": "Gain kept (ours; the baselines' \"lose over 40 % of their gains\"): (mean score at p − mean base) ÷ "
-                 "(mean score at p = {clean} − mean base), base = the step-0 score",
+    "held-out score at p = {clean}",
+    "gain_kept": 'Gain kept (ours; the baselines\' "lose over 40 % of their gains"): (mean score at p − mean base) ÷ '
+    "(mean score at p = {clean} − mean base), base = the step-0 score",
 }
 """The two noise-robustness metrics, by key (table.csv, results.json) and label (table.md, plots)."""
 
@@ -86,11 +96,17 @@ def noise_table(records: list[dict], row_axis: str) -> str:
     flips = sorted({float(r[NOISE_AXIS]) for r in records})
     lines = []
     for name, by_method in noise_fractions(records, row_axis).items():
-        lines += ["", NOISE_METRICS[name].format(clean=flips[0]) + ":", "",
-                  f"| {row_axis} | " + " | ".join(f"p = {p}" for p in flips) + " |", "|---" * (len(flips) + 1) + "|"]
+        lines += [
+            "",
+            NOISE_METRICS[name].format(clean=flips[0]) + ":",
+            "",
+            f"| {row_axis} | " + " | ".join(f"p = {p}" for p in flips) + " |",
+            "|---" * (len(flips) + 1) + "|",
+        ]
         for m, by_flip in by_method.items():
-            lines.append(f"| {m} | " + " | ".join(f"{100 * by_flip[p]:.0f} %" if p in by_flip else "—"
-                                                  for p in flips) + " |")
+            lines.append(
+                f"| {m} | " + " | ".join(f"{100 * by_flip[p]:.0f} %" if p in by_flip else "—" for p in flips) + " |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -106,15 +122,22 @@ def routing_table(records: list[dict], row_axis: str) -> str:
         values = [v for v in values if v is not None]
         return f"{100 * np.mean(values):.0f} %" if values else "—"
 
-    lines = ["", "Routing (mean over steps and seeds):", "",
-             f"| {row_axis} | zero-variance groups | settled by the verifier | samples given a signal by the "
-             "tournament, per step | judge calls per run |", "|---|---|---|---|---|"]
+    lines = [
+        "",
+        "Routing (mean over steps and seeds):",
+        "",
+        f"| {row_axis} | zero-variance groups | settled by the verifier | samples given a signal by the "
+        "tournament, per step | judge calls per run |",
+        "|---|---|---|---|---|",
+    ]
     for m in dict.fromkeys(r[row_axis] for r in records):
         mine = [r for r in records if r[row_axis] == m]
         rescued = [r["signal_samples_per_step"] for r in mine if r["signal_samples_per_step"] is not None]
-        lines.append(f"| {m} | {pct([r['zero_var_frac'] for r in mine])} | "
-                     f"{pct([r['route_verifier_frac'] for r in mine])} | "
-                     f"{f'{np.mean(rescued):.1f}' if rescued else '—'} | {np.mean([r['judge_calls'] for r in mine]):.0f} |")
+        lines.append(
+            f"| {m} | {pct([r['zero_var_frac'] for r in mine])} | "
+            f"{pct([r['route_verifier_frac'] for r in mine])} | "
+            f"{f'{np.mean(rescued):.1f}' if rescued else '—'} | {np.mean([r['judge_calls'] for r in mine]):.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -145,9 +168,13 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for r in runs:
             history = r["evals"]["history"]
-            line, = ax.plot([e["step"] for e in history], [e[key] for e in history], marker="o", ms=3,
-                            label=", ".join(f"{a}={r['values'][a]}" for a in (row_axis, *col_axes, SEED)
-                                            if a in r["values"]))
+            (line,) = ax.plot(
+                [e["step"] for e in history],
+                [e[key] for e in history],
+                marker="o",
+                ms=3,
+                label=", ".join(f"{a}={r['values'][a]}" for a in (row_axis, *col_axes, SEED) if a in r["values"]),
+            )
             for step in r["refresh_steps"]:
                 ax.axvline(step, color=line.get_color(), ls=":", lw=1)
         ax.set(xlabel="step (dotted: ladder rebuilt)", ylabel=f"held-out {key}", title="self-bootstrap iterations")
@@ -182,8 +209,14 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
                 line = [r["final"] for r in records if r[row_axis] == m and r[axis] == ""]
                 ax.axhline(float(np.mean(line)), ls="--", lw=1, color="grey", label=f"{m} (no {axis})")
                 continue
-            ax.errorbar([position[v] for v in shown], [np.mean(finals[v]) for v in shown],
-                        yerr=[np.std(finals[v]) for v in shown], marker="o", capsize=3, label=m)
+            ax.errorbar(
+                [position[v] for v in shown],
+                [np.mean(finals[v]) for v in shown],
+                yerr=[np.std(finals[v]) for v in shown],
+                marker="o",
+                capsize=3,
+                label=m,
+            )
         if not numeric:
             ax.set_xticks(range(len(values)), values)
         ax.set(xlabel=axis, ylabel=f"held-out {key} (final)", title=f"{key} against {axis}")
@@ -197,9 +230,13 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
             for m, frac in by_method.items():
                 ax.plot(list(frac), [100 * f for f in frac.values()], marker="o", label=m)
             ax.axhline(80, color="grey", ls=":", lw=1)
-            ax.set(xlabel="judge flip probability p", ylabel=f"{name.replace('_', ' ')} (%)",
-                   title="performance retained (TSRL's headline)" if name == "performance_retained"
-                   else "gain kept (ours)")
+            ax.set(
+                xlabel="judge flip probability p",
+                ylabel=f"{name.replace('_', ' ')} (%)",
+                title="performance retained (TSRL's headline)"
+                if name == "performance_retained"
+                else "gain kept (ours)",
+            )
             ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "noise_kept.png", dpi=120)

@@ -5,8 +5,8 @@ Dimension letters used across tsrl: B prompts, G completions per prompt (group),
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -115,7 +115,7 @@ class Count(float):
     dropped groups). Every other metric value is averaged across processes. Whoever emits a metric decides:
     wrap a counter in Count, leave a rate or a mean a plain float."""
 
-    def __add__(self, other: float) -> "Count":
+    def __add__(self, other: float) -> Count:
         return Count(float(self) + float(other))
 
     __radd__ = __add__

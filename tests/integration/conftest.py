@@ -19,9 +19,17 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 # A 2-layer, 32-wide policy with a 30-step warm start and tiny batches: every CLI test builds it once per session.
-TINY = ["model.warmstart_steps=30", "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2",
-        "model.vocab_size=600", "trainer.prompts_per_step=2", "trainer.group_size=4", "trainer.eval.samples=1",
-        "generator.max_new_tokens=12"]
+TINY = [
+    "model.warmstart_steps=30",
+    "model.hidden_size=32",
+    "model.num_layers=2",
+    "model.num_heads=2",
+    "model.vocab_size=600",
+    "trainer.prompts_per_step=2",
+    "trainer.group_size=4",
+    "trainer.eval.samples=1",
+    "generator.max_new_tokens=12",
+]
 
 
 def cli_env() -> dict[str, str]:
@@ -31,8 +39,13 @@ def cli_env() -> dict[str, str]:
 
 def tiny_overrides(cache_dir: Path) -> list[str]:
     """The tiny policy (built once per session under cache_dir), 3 steps, a 4-prompt evaluation."""
-    return [f"model.cache_dir={cache_dir / 'models'}", *TINY, f"reward.ladder_dir={cache_dir / 'ladders'}",
-            "trainer.max_steps=3", "trainer.eval.max_prompts=4"]
+    return [
+        f"model.cache_dir={cache_dir / 'models'}",
+        *TINY,
+        f"reward.ladder_dir={cache_dir / 'ladders'}",
+        "trainer.max_steps=3",
+        "trainer.eval.max_prompts=4",
+    ]
 
 
 def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

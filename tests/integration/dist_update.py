@@ -8,7 +8,8 @@ write the losses and the final consolidated weights (tests/integration/test_scal
 The groups are random token ids with random advantages and lengths (seeded, identical on every process);
 process r takes groups r, r + W, ...; 3 updates of 2 epochs in micro-batches of 2 rows, then 2 updates as
 trainer.pipeline=overlap takes them (stale=True: the ratio against the rollouts' sampling log-probs), KL to the
-reference on (one minibatch: with several, each process would shuffle only its own rows into them), so accumulation, the cross-process normaliser and the reference model are all exercised."""
+reference on (one minibatch: with several, each process would shuffle only its own rows into them), so accumulation,
+the cross-process normaliser and the reference model are all exercised."""
 
 from __future__ import annotations
 
@@ -39,14 +40,25 @@ def main() -> None:
     load_components()
     handlers = [InitProcessGroupKwargs(backend="gloo")] if int(os.environ.get("WORLD_SIZE", "1")) > 1 else []
     acc = Accelerator(kwargs_handlers=handlers)
-    model_cfg = TinyModelConfig(warmstart_steps=0, hidden_size=32, num_layers=2, num_heads=2, vocab_size=600,
-                                cache_dir=os.environ["TSRL_TEST_CACHE"],
-                                lora=LoraSettings(r=4, alpha=8.0) if lora else LoraSettings())
-    cfg = RunConfig(task=HumorConfig(), model=model_cfg, judge=None, reward=None,
-                    algo=GRPOConfig(epochs=2, kl_beta=0.05, adv_scale="none"),
-                    generator=HFGeneratorConfig(max_new_tokens=10), logger=None,
-                    trainer=TrainerConfig(micro_batch_size=2, lr=5e-3, grad_clip=1.0, lr_schedule="linear",
-                                        max_steps=6))  # a schedule the ZeRO optimizer must follow
+    model_cfg = TinyModelConfig(
+        warmstart_steps=0,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        vocab_size=600,
+        cache_dir=os.environ["TSRL_TEST_CACHE"],
+        lora=LoraSettings(r=4, alpha=8.0) if lora else LoraSettings(),
+    )
+    cfg = RunConfig(
+        task=HumorConfig(),
+        model=model_cfg,
+        judge=None,
+        reward=None,
+        algo=GRPOConfig(epochs=2, kl_beta=0.05, adv_scale="none"),
+        generator=HFGeneratorConfig(max_new_tokens=10),
+        logger=None,
+        trainer=TrainerConfig(micro_batch_size=2, lr=5e-3, grad_clip=1.0, lr_schedule="linear", max_steps=6),
+    )  # a schedule the ZeRO optimizer must follow
     learner = Learner.build(cfg, build_task(cfg.task), acc)
     rng = torch.Generator().manual_seed(0)
     groups = []
@@ -62,8 +74,17 @@ def main() -> None:
     batch = collate([groups[i] for i in mine], advantages[mine], learner.tokenizer.pad_token_id)
     # trainer.pipeline=overlap's update: the same rollouts as if sampled one version earlier (their sampling
     # log-probs, seeded, identical on every process), the ratio taken against them
-    stale_groups = [Group(g.prompt, g.prompt_ids, [Rollout("", r.token_ids, (-0.5 - 2.5 * torch.rand(
-        len(r.token_ids), generator=rng)).tolist(), False) for r in g.rollouts]) for g in groups]
+    stale_groups = [
+        Group(
+            g.prompt,
+            g.prompt_ids,
+            [
+                Rollout("", r.token_ids, (-0.5 - 2.5 * torch.rand(len(r.token_ids), generator=rng)).tolist(), False)
+                for r in g.rollouts
+            ],
+        )
+        for g in groups
+    ]
     stale = collate([stale_groups[i] for i in mine], advantages[mine], learner.tokenizer.pad_token_id)
     losses = []
     for step in range(1, 6):
@@ -71,10 +92,17 @@ def main() -> None:
         losses.append(float(acc.reduce(torch.tensor(metrics["train/loss"]), reduction="mean")))
     weights = learner.state_dict_full(bucket_elements=20_000)  # many buckets: the tiny policy has ~100k weights
     if acc.is_main_process:
-        json.dump({"losses": losses, "processes": acc.num_processes, "distributed": str(acc.distributed_type),
-                   "zero_stage": learner.zero_stage,
-                   "partitioned_on_load": learner.partitioned_on_load, "weights": {k: v.flatten().tolist() for k, v in weights.items()}},
-                  open(out, "w"))
+        json.dump(
+            {
+                "losses": losses,
+                "processes": acc.num_processes,
+                "distributed": str(acc.distributed_type),
+                "zero_stage": learner.zero_stage,
+                "partitioned_on_load": learner.partitioned_on_load,
+                "weights": {k: v.flatten().tolist() for k, v in weights.items()},
+            },
+            open(out, "w"),
+        )
 
 
 if __name__ == "__main__":

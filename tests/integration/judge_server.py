@@ -36,6 +36,7 @@ Run as a script for use from another process:
         [--fault-kinds blackhole] [--hang 8] [--seed 0] [--dialect structured_outputs] [--free-text]
         [--latency-per-token 0.01]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,15 +54,22 @@ from typing import Any
 
 FENCE = re.compile(r"\[\[RESPONSE ([AB]) ([0-9a-f]+)\]\]\n(.*?)\n\[\[END RESPONSE \1 \2\]\]", re.DOTALL)
 FAULTS = ("rate_limited", "server_error", "hang", "drop", "malformed_json", "empty", "wrong_format", "echo")
-TRANSPORT = {"rate_limited": "rate_limited", "server_error": "server_error", "hang": "timeout",
-             "drop": "connection", "malformed_json": "malformed_response"}  # server fault → client error kind
+TRANSPORT = {
+    "rate_limited": "rate_limited",
+    "server_error": "server_error",
+    "hang": "timeout",
+    "drop": "connection",
+    "malformed_json": "malformed_response",
+}  # server fault → client error kind
 CONTENT = {"empty": "empty_content", "wrong_format": "unparseable_verdict", "echo": "echoed_prompt"}
 DIALECTS = ("structured_outputs", "guided", "sglang", "response_format", "none")
 CONSTRAINTS = ("choice", "regex", "json")
 VALUES = {"verdict": ("A", "B", "TIE"), "score": tuple(str(g) for g in range(11))}
 LINE = {"verdict": "VERDICT", "score": "SCORE"}
-REASONING = {"verdict": "Response A and response B were compared on the criteria.",
-             "score": "The response was graded on the criteria."}
+REASONING = {
+    "verdict": "Response A and response B were compared on the criteria.",
+    "score": "The response was graded on the criteria.",
+}
 SHORT_REASONING = "Compared."  # fits the shortest reasoning line a judge allows (16 characters)
 RAMBLE = "The first joke is about cats. The second joke is about a dog who wants to be a cat, and then the dog"
 ASKS_DIRECT = re.compile(r"nothing else", re.IGNORECASE)
@@ -118,7 +126,7 @@ def json_answer(kind: str, value: str, schema: Any) -> Answer | None:
             filled = allows[0] if allows else None
         if filled is None:
             return None
-        answer[name] = filled[:prop["maxLength"]] if isinstance(filled, str) and "maxLength" in prop else filled
+        answer[name] = filled[: prop["maxLength"]] if isinstance(filled, str) and "maxLength" in prop else filled
     if not set(schema.get("required", [])) <= set(answer):
         return None
     text = json.dumps(answer)
@@ -133,9 +141,13 @@ def regex_answer(kind: str, value: str, pattern: str) -> Answer | None:
     """The first candidate the regex matches in full, else the regex itself when it is a literal."""
     regex = re.compile(pattern)
     direct = tuple(v for v in VALUES[kind] if regex.fullmatch(v))
-    candidates = [reasoning_answer(kind, value, REASONING[kind]), reasoning_answer(kind, value, SHORT_REASONING),
-                  Answer(value, "direct", value, direct), json_answer(kind, value, None),
-                  json_answer(kind, value, {"properties": {kind: {}}})]
+    candidates = [
+        reasoning_answer(kind, value, REASONING[kind]),
+        reasoning_answer(kind, value, SHORT_REASONING),
+        Answer(value, "direct", value, direct),
+        json_answer(kind, value, None),
+        json_answer(kind, value, {"properties": {kind: {}}}),
+    ]
     for candidate in candidates:
         if candidate is not None and regex.fullmatch(candidate.text):
             return candidate
@@ -158,9 +170,11 @@ def requested_constraint(body: dict, dialect: str) -> tuple[str, Any] | None:
     """The (constraint, spec) of `body` that a `dialect` server obeys; None when it obeys none of its fields."""
     if dialect == "none":
         return None
-    spelled = {"structured_outputs": body.get("structured_outputs") or {},
-               "guided": {c: body.get(f"guided_{c}") for c in CONSTRAINTS},
-               "sglang": {"regex": body.get("regex")}}.get(dialect, {})
+    spelled = {
+        "structured_outputs": body.get("structured_outputs") or {},
+        "guided": {c: body.get(f"guided_{c}") for c in CONSTRAINTS},
+        "sglang": {"regex": body.get("regex")},
+    }.get(dialect, {})
     found = [(c, spelled[c]) for c in CONSTRAINTS if spelled.get(c) is not None]
     response_format = body.get("response_format") or {}
     if response_format.get("type") == "json_schema":
@@ -195,11 +209,11 @@ def logprob_tokens(answer: Answer, top_n: Any) -> list[dict] | None:
     if answer.shape == "reasoning":
         label = answer.text.rsplit("\n", 1)[-1].partition(":")[0]
         return [generated(label), generated(":"), generated(space + first[answer.value], -0.1, alternatives)]
-    head, tail = answer.text[:answer.at], answer.text[answer.at + len(answer.value):]
+    head, tail = answer.text[: answer.at], answer.text[answer.at + len(answer.value) :]
     p = probs[answer.allowed.index(answer.value)]
     tokens = [generated(head)] if head else []
     tokens.append(generated(first[answer.value], math.log(p), alternatives))
-    tokens += [generated(piece) for piece in (answer.value[len(first[answer.value]):], tail) if piece]
+    tokens += [generated(piece) for piece in (answer.value[len(first[answer.value]) :], tail) if piece]
     return tokens
 
 
@@ -208,11 +222,23 @@ class JudgeServer:
     costs a sleep, not a thread); `stats`, `auth_headers` and `bodies` are only written from that loop.
     `keep_bodies` keeps every request body and its arrival time (time.monotonic) for tests that inspect them."""
 
-    def __init__(self, fault_rate: float = 0.0, fault_kinds: tuple[str, ...] = FAULTS, latency_s: float = 0.0,
-                 hang_s: float = 3.0, seed: int = 0, logprobs: bool = True, keep_bodies: bool = False,
-                 retry_after_s: float = 0.05, model: str = "judge", serve_models: bool = True,
-                 first_unreadable: bool = False, dialect: str = "none", free_text: bool = False,
-                 latency_per_token_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        fault_rate: float = 0.0,
+        fault_kinds: tuple[str, ...] = FAULTS,
+        latency_s: float = 0.0,
+        hang_s: float = 3.0,
+        seed: int = 0,
+        logprobs: bool = True,
+        keep_bodies: bool = False,
+        retry_after_s: float = 0.05,
+        model: str = "judge",
+        serve_models: bool = True,
+        first_unreadable: bool = False,
+        dialect: str = "none",
+        free_text: bool = False,
+        latency_per_token_s: float = 0.0,
+    ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"dialect={dialect!r} is unknown; choose one of {list(DIALECTS)}.")
         self.fault_rate, self.fault_kinds, self.latency_s, self.hang_s = fault_rate, fault_kinds, latency_s, hang_s
@@ -232,7 +258,7 @@ class JudgeServer:
         self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
-    def __enter__(self) -> "JudgeServer":
+    def __enter__(self) -> JudgeServer:
         self.thread.start()
         return self
 
@@ -254,8 +280,11 @@ class JudgeServer:
 
     def next_fault(self) -> str | None:
         self.stats["requests"] += 1
-        fault = self.queue.pop(0) if self.queue else (
-            self.rng.choice(self.fault_kinds) if self.rng.random() < self.fault_rate else None)
+        fault = (
+            self.queue.pop(0)
+            if self.queue
+            else (self.rng.choice(self.fault_kinds) if self.rng.random() < self.fault_rate else None)
+        )
         if fault:
             self.stats[f"fault/{fault}"] += 1
         return fault
@@ -279,8 +308,11 @@ class JudgeServer:
                 self.stats["rejected"] += 1
                 message = f"no answer can meet the {constraint[0]} constraint {json.dumps(constraint[1])[:200]}"
                 return 400, {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
-        faulted = {"empty": "", "wrong_format": "I think the first one is somewhat better overall.",
-                   "echo": user + "\nVERDICT: A"}
+        faulted = {
+            "empty": "",
+            "wrong_format": "I think the first one is somewhat better overall.",
+            "echo": user + "\nVERDICT: A",
+        }
         if fault in faulted:
             answer = Answer(faulted[fault], "plain")
         return 200, self._reply(body, user, answer, fault)
@@ -304,17 +336,28 @@ class JudgeServer:
         return "wrong_format"
 
     def _reply(self, body: dict, user: str, answer: Answer, fault: str | None) -> dict:
-        choice: dict = {"index": 0, "finish_reason": answer.finish,
-                        "message": {"role": "assistant", "content": answer.text}}
-        tokens = logprob_tokens(answer, body.get("top_logprobs")) \
-            if body.get("logprobs") and self.logprobs and fault is None else None
+        choice: dict = {
+            "index": 0,
+            "finish_reason": answer.finish,
+            "message": {"role": "assistant", "content": answer.text},
+        }
+        tokens = (
+            logprob_tokens(answer, body.get("top_logprobs"))
+            if body.get("logprobs") and self.logprobs and fault is None
+            else None
+        )
         if tokens:
             choice["logprobs"] = {"content": tokens}
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         out = limit if answer.finish == "length" and limit else max(1, len(answer.text) // 4)
-        return {"id": "cmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                "choices": [choice], "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": out,
-                                               "total_tokens": len(user) // 4 + out}}
+        return {
+            "id": "cmpl-test",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [choice],
+            "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": out, "total_tokens": len(user) // 4 + out},
+        }
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One keep-alive HTTP/1.1 connection: read requests until the client closes it."""
@@ -374,8 +417,12 @@ class JudgeServer:
 
     @staticmethod
     def _send(writer: asyncio.StreamWriter, status: int, payload: bytes, headers: dict) -> None:
-        lines = [f"HTTP/1.1 {status} {REASONS[status]}", "content-type: application/json",
-                 f"content-length: {len(payload)}", *(f"{name}: {value}" for name, value in headers.items())]
+        lines = [
+            f"HTTP/1.1 {status} {REASONS[status]}",
+            "content-type: application/json",
+            f"content-length: {len(payload)}",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload)
 
 
@@ -390,12 +437,23 @@ def main() -> None:
     parser.add_argument("--stats-file", default="")
     parser.add_argument("--dialect", default="none", choices=DIALECTS, help="the constraint fields obeyed")
     parser.add_argument("--free-text", action="store_true", help="unconstrained answers ramble without a verdict")
-    parser.add_argument("--latency-per-token", type=float, default=0.0,
-                        help="seconds added to --latency per completion token (models decode time)")
+    parser.add_argument(
+        "--latency-per-token",
+        type=float,
+        default=0.0,
+        help="seconds added to --latency per completion token (models decode time)",
+    )
     args = parser.parse_args()
-    with JudgeServer(fault_rate=args.fault_rate, fault_kinds=tuple(args.fault_kinds), latency_s=args.latency,
-                     hang_s=args.hang, seed=args.seed, dialect=args.dialect, free_text=args.free_text,
-                     latency_per_token_s=args.latency_per_token) as server:
+    with JudgeServer(
+        fault_rate=args.fault_rate,
+        fault_kinds=tuple(args.fault_kinds),
+        latency_s=args.latency,
+        hang_s=args.hang,
+        seed=args.seed,
+        dialect=args.dialect,
+        free_text=args.free_text,
+        latency_per_token_s=args.latency_per_token,
+    ) as server:
         Path(args.port_file).write_text(server.url)
         try:
             while True:

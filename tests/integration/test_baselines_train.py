@@ -12,17 +12,31 @@ from tests.integration.conftest import TINY, read_metrics, run_cli
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("recipe, extra, metric", [
-    ("baseline_sft", ["task=stories"], "train/entropy"),
-    ("baseline_dpo", ["task=stories", "algo.max_pairs=4"], "train/dpo/accuracy"),
-    ("baseline_rlaif", ["task=aime"], "rubric/mean_grade"),
-    ("baseline_adaptive_pointwise", ["task=aime"], "route/tournament_frac"),
-])
+@pytest.mark.parametrize(
+    "recipe, extra, metric",
+    [
+        ("baseline_sft", ["task=stories"], "train/entropy"),
+        ("baseline_dpo", ["task=stories", "algo.max_pairs=4"], "train/dpo/accuracy"),
+        ("baseline_rlaif", ["task=aime"], "rubric/mean_grade"),
+        ("baseline_adaptive_pointwise", ["task=aime"], "route/tournament_frac"),
+    ],
+)
 def test_baseline_trains_and_evaluates(cache_dir, tmp_path, recipe, extra, metric):
     ladder = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if recipe in ("baseline_sft", "baseline_dpo") else []
-    result = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}",
-                      f"recipes={recipe}", "trainer.max_steps=2", "trainer.eval.max_prompts=2", "task.max_prompts=4",
-                      *ladder, *extra], tmp_path)
+    result = run_cli(
+        [
+            f"model.cache_dir={cache_dir / 'models'}",
+            *TINY,
+            f"run_dir={tmp_path / 'run'}",
+            f"recipes={recipe}",
+            "trainer.max_steps=2",
+            "trainer.eval.max_prompts=2",
+            "task.max_prompts=4",
+            *ladder,
+            *extra,
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2] and all(metric in r for r in rows)
@@ -36,10 +50,22 @@ def test_baseline_trains_and_evaluates(cache_dir, tmp_path, recipe, extra, metri
 
 def test_dpo_starts_at_log_2_and_separates_its_pairs(cache_dir, tmp_path):
     """At step 1 the policy is its reference: loss log 2, no pair ordered. Later steps order pairs."""
-    result = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}",
-                      "recipes=baseline_dpo", "task=stories", "task.max_prompts=2", "trainer.max_steps=4",
-                      "trainer.eval.every=0", "trainer.eval.max_prompts=1", "algo.max_pairs=0",
-                      f"reward.ladder_dir={cache_dir / 'ladders'}"], tmp_path)
+    result = run_cli(
+        [
+            f"model.cache_dir={cache_dir / 'models'}",
+            *TINY,
+            f"run_dir={tmp_path / 'run'}",
+            "recipes=baseline_dpo",
+            "task=stories",
+            "task.max_prompts=2",
+            "trainer.max_steps=4",
+            "trainer.eval.every=0",
+            "trainer.eval.max_prompts=1",
+            "algo.max_pairs=0",
+            f"reward.ladder_dir={cache_dir / 'ladders'}",
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
     assert rows[0]["train/loss"] == pytest.approx(0.6931, abs=1e-3) and rows[0]["train/dpo/accuracy"] == 0.0
@@ -49,10 +75,24 @@ def test_dpo_starts_at_log_2_and_separates_its_pairs(cache_dir, tmp_path):
 def test_dpo_under_lora_uses_the_base_as_its_reference(cache_dir, tmp_path):
     """Under LoRA the reference is the base with the adapter off; the adapter starts at zero (B = 0), so the
     first step's loss is exactly log 2 there too, and the adapter learns to order the pairs."""
-    result = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}",
-                      "recipes=baseline_dpo", "task=stories", "task.max_prompts=2", "trainer.max_steps=3",
-                      "trainer.eval.every=0", "trainer.eval.max_prompts=1", "model.lora.r=4", "model.lora.alpha=8",
-                      "trainer.lr=5e-3", f"reward.ladder_dir={cache_dir / 'ladders'}"], tmp_path)
+    result = run_cli(
+        [
+            f"model.cache_dir={cache_dir / 'models'}",
+            *TINY,
+            f"run_dir={tmp_path / 'run'}",
+            "recipes=baseline_dpo",
+            "task=stories",
+            "task.max_prompts=2",
+            "trainer.max_steps=3",
+            "trainer.eval.every=0",
+            "trainer.eval.max_prompts=1",
+            "model.lora.r=4",
+            "model.lora.alpha=8",
+            "trainer.lr=5e-3",
+            f"reward.ladder_dir={cache_dir / 'ladders'}",
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
     assert rows[0]["train/loss"] == pytest.approx(0.6931, abs=1e-3)

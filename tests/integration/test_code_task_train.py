@@ -21,9 +21,20 @@ def test_code_trains_two_steps_with_the_verifier_and_reports_pass_at_k(cache_dir
     """The tiny policy writes 12 tokens, never a whole code block, so its rewards are 0 without a process being
     started (the sandbox itself is covered by tests/unit/test_sandbox.py); what this pins is the wiring: the task
     builds, warm-starts the tiny policy on the reference solutions, rewards with the verifier, and evaluates."""
-    result = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}", "task=code",
-                      "reward=verifier", "trainer.max_steps=2", "task.max_prompts=4", "trainer.eval.max_prompts=2",
-                      "trainer.eval.samples=5"], tmp_path)
+    result = run_cli(
+        [
+            f"model.cache_dir={cache_dir / 'models'}",
+            *TINY,
+            f"run_dir={tmp_path / 'run'}",
+            "task=code",
+            "reward=verifier",
+            "trainer.max_steps=2",
+            "task.max_prompts=4",
+            "trainer.eval.max_prompts=2",
+            "trainer.eval.samples=5",
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2] and all(r["judge/calls"] == 0 for r in rows)
@@ -50,7 +61,8 @@ def test_reasoning_arena_table1_composes_with_code_for_every_method():
     assert gpu.task.report_k == [5] and gpu.task.release == "release_v6"
     assert grid_of("paper/reasoning_arena_table1", SMOKE)["task"] == ["aime", "gpqa", "code"]
     for method in METHODS:
-        cfg = composed(["recipes=paper/reasoning_arena_table1", *SMOKE, "task=code", f"method={method}",
-                        "run_dir=unused"])
+        cfg = composed(
+            ["recipes=paper/reasoning_arena_table1", *SMOKE, "task=code", f"method={method}", "run_dir=unused"]
+        )
         task = build_task(to_run_config(cfg).task)
         assert task.name == "code" and len(task.prompts("train")) == 4  # task.max_prompts=4 of --smoke

@@ -21,7 +21,11 @@ EASY = [  # (prompt, clearly better, clearly worse)
     ("What do bees make?", "Bees make honey.", "Bees make cars."),
     ("What is water made of?", "Water is made of hydrogen and oxygen.", "zzzz"),
     ("Who wrote Romeo and Juliet?", "William Shakespeare wrote Romeo and Juliet.", "A dog wrote it last week."),
-    ("What is the largest planet in our solar system?", "Jupiter is the largest planet.", "The Moon is the largest planet."),
+    (
+        "What is the largest planet in our solar system?",
+        "Jupiter is the largest planet.",
+        "The Moon is the largest planet.",
+    ),
     ("Say thank you politely.", "Thank you very much for your help!", "whatever"),
     ("What is 10 minus 3?", "10 minus 3 is 7.", "10 minus 3 is a potato."),
     ("Which animal barks?", "Dogs bark.", "Fish bark loudly at night."),

@@ -11,24 +11,38 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 
 from tsrl.evaluation import heldout_rows
 from tsrl.evaluation.human_study import KEY_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
-QUALITY = {"tsrl": 6.0, "anchor/top": 5.0, "anchor/good": 4.0, "one_anchor": 3.0, "anchor/okay": 2.0, "rubric": 1.0,
-           "anchor/weak": 0.0, "anchor/low": -1.0}
+QUALITY = {
+    "tsrl": 6.0,
+    "anchor/top": 5.0,
+    "anchor/good": 4.0,
+    "one_anchor": 3.0,
+    "anchor/okay": 2.0,
+    "rubric": 1.0,
+    "anchor/weak": 0.0,
+    "anchor/low": -1.0,
+}
 """The simulated annotators' latent quality of each method and anchor tier (higher = better)."""
 
 
 def study_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tsrl.evaluation.human_study", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "tsrl.evaluation.human_study", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def make_run(root: Path, method: str, seed: int, winrate: float) -> None:
@@ -41,13 +55,30 @@ def make_run(root: Path, method: str, seed: int, winrate: float) -> None:
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "overrides.yaml").write_text(f"- method={method}\n- seed={seed}\n- task=stories\n")
     latest = {"step": 20, "winrate": winrate}
-    (run / "eval.json").write_text(json.dumps({"judge": {"kind": "rubric_sim"}, "start": {"step": 0, "winrate": 10},
-                                               "latest": latest, "history": [latest]}))
+    (run / "eval.json").write_text(
+        json.dumps(
+            {
+                "judge": {"kind": "rubric_sim"},
+                "start": {"step": 0, "winrate": 10},
+                "latest": latest,
+                "history": [latest],
+            }
+        )
+    )
     prompts = build_task(StoriesConfig()).prompts("eval")
     rows = []
     for step in (0, 20):
-        groups = [Group(p, [], [Rollout(f"story {len(method)} seed {seed} step {step} sample {i} on {p.id}", [], [], False)
-                                for i in range(2)]) for p in prompts]
+        groups = [
+            Group(
+                p,
+                [],
+                [
+                    Rollout(f"story {len(method)} seed {seed} step {step} sample {i} on {p.id}", [], [], False)
+                    for i in range(2)
+                ],
+            )
+            for p in prompts
+        ]
         rows += heldout_rows(step, groups)
     (run / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -77,8 +108,9 @@ def test_export_import_judge_report_round_trip(tmp_path):
     study = tmp_path / "study"
     ambiguous = study_cli("export", "--runs", str(runs), "--out", str(study))
     assert ambiguous.returncode == 2 and "share the label" in ambiguous.stderr and "--where" in ambiguous.stderr
-    done = study_cli("export", "--runs", str(runs), "--where", "seed=0", "--out", str(study), "--prompts", "50",
-                     "--annotators", "6")
+    done = study_cli(
+        "export", "--runs", str(runs), "--where", "seed=0", "--out", str(study), "--prompts", "50", "--annotators", "6"
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "16 held-out prompts, not the 50" in done.stdout  # the shipped sample has 16
     key = json.loads((study / KEY_FILE).read_text())
@@ -107,7 +139,9 @@ def test_export_import_judge_report_round_trip(tmp_path):
     assert all(r["low"] <= r["mean"] <= r["high"] for r in report["mean_rank"])
     assert report["kendalls_w"]["mean_over_prompts"] > 0.7 and len(report["annotators"]) == 6
     assert report["vs_winrate"]["tau_b"] == 1.0  # 70 > 50 > 30, as the humans rank the three methods
-    assert -1.0 <= report["vs_judge"]["tau_b_over_labels"] <= 1.0 and report["vs_judge"]["judge"]["kind"] == "rubric_sim"
+    assert (
+        -1.0 <= report["vs_judge"]["tau_b_over_labels"] <= 1.0 and report["vs_judge"]["judge"]["kind"] == "rubric_sim"
+    )
     text = (study / "report.md").read_text()
     assert "| tsrl |" in text and "Kendall's W" in text and "τ_b" in text
 
@@ -142,17 +176,27 @@ def test_the_html_sheets_download_is_a_csv_that_imports(tmp_path):
     make_run(tmp_path / "runs", "tsrl", 0, 60.0)
     assert study_cli("export", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "s")).returncode == 0
     page = (tmp_path / "s" / "sheets" / "annotator_01.html").read_text()
-    script = page[page.index("<script>") + len("<script>"):page.index("</script>")]
-    sections = [{"prompt": m.group(1), "number": m.group(2), "items": [[i, ""] for i in re.findall(
-        r'data-item="([^"]+)"', m.group(3))]} for m in re.finditer(
-        r'<section data-prompt="([^"]+)" data-number="(\d+)">(.*?)</section>', page, re.S)]
+    script = page[page.index("<script>") + len("<script>") : page.index("</script>")]
+    sections = [
+        {
+            "prompt": m.group(1),
+            "number": m.group(2),
+            "items": [[i, ""] for i in re.findall(r'data-item="([^"]+)"', m.group(3))],
+        }
+        for m in re.finditer(r'<section data-prompt="([^"]+)" data-number="(\d+)">(.*?)</section>', page, re.S)
+    ]
     for section in sections:
         for rank, item in enumerate(section["items"], start=1):
             item[1] = str(rank)
 
     def drive() -> dict:
-        out = subprocess.run(["node", "-e", PAGE_DRIVER], input=json.dumps({"script": script, "sections": sections}),
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["node", "-e", PAGE_DRIVER],
+            input=json.dumps({"script": script, "sections": sections}),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 

@@ -16,8 +16,14 @@ CHECK = str(Path(sys.executable).parent / "tsrl-judge-check")
 
 
 def check(tmp_path: Path, *overrides: str) -> tuple[subprocess.CompletedProcess, dict]:
-    done = subprocess.run([CHECK, f"run_dir={tmp_path / 'check'}", "check.prompts=6", *overrides],
-                          capture_output=True, text=True, env=cli_env(), cwd=tmp_path, timeout=300)
+    done = subprocess.run(
+        [CHECK, f"run_dir={tmp_path / 'check'}", "check.prompts=6", *overrides],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=tmp_path,
+        timeout=300,
+    )
     report_file = tmp_path / "check" / "judge_check.json"
     return done, json.loads(report_file.read_text()) if report_file.is_file() else {}
 
@@ -47,8 +53,15 @@ def test_min_accuracy_gates_the_exit_status(tmp_path):
 
 def test_an_openai_compatible_judge_reports_latency_and_tokens(tmp_path):
     with JudgeServer(latency_s=0.01, dialect="structured_outputs") as server:  # as vLLM: constraints honoured
-        done, report = check(tmp_path, "judge=openai", f"judge.base_urls=[{server.url}]", "judge.api_key_env=",
-                             "judge.price_in_per_m=1.0", "judge.order=both", "judge.flip_prob=0.5")
+        done, report = check(
+            tmp_path,
+            "judge=openai",
+            f"judge.base_urls=[{server.url}]",
+            "judge.api_key_env=",
+            "judge.price_in_per_m=1.0",
+            "judge.order=both",
+            "judge.flip_prob=0.5",
+        )
     assert done.returncode == 0, done.stderr[-2000:]
     # one probe (judge.constrain=auto), then the questions: fixed order, no doubling, no noise, every one constrained
     assert server.stats["requests"] - 1 == report["questions"] == server.stats["constrained/regex"] - 1 == 120
@@ -72,10 +85,16 @@ def test_a_check_on_the_train_split_pays_for_the_ladder_of_the_run_that_follows(
     with JudgeServer() as server:
         judge = ["judge=openai", f"judge.base_urls=[{server.url}]", "judge.api_key_env="]
         cache = f"judge.cache_path={tmp_path / 'verdicts.sqlite'}"
-        train = [*tiny_overrides(cache_dir), *judge, f"reward.ladder_dir={tmp_path / 'ladders'}",
-                 "judge.budget.max_calls_per_step=200", "trainer.max_steps=1"]
-        refused = run_cli([*train, f"judge.cache_path={tmp_path / 'other.sqlite'}", f"run_dir={tmp_path / 'a'}"],
-                          tmp_path)
+        train = [
+            *tiny_overrides(cache_dir),
+            *judge,
+            f"reward.ladder_dir={tmp_path / 'ladders'}",
+            "judge.budget.max_calls_per_step=200",
+            "trainer.max_steps=1",
+        ]
+        refused = run_cli(
+            [*train, f"judge.cache_path={tmp_path / 'other.sqlite'}", f"run_dir={tmp_path / 'a'}"], tmp_path
+        )
         assert refused.returncode == 2 and "judge.budget.max_calls_per_step=200" in refused.stderr
         done, report = check(tmp_path, *judge, cache, "check.split=train", "check.prompts=0")
         assert done.returncode == 0, done.stderr[-2000:]

@@ -11,28 +11,42 @@ import re
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from tests.integration.judge_server import JudgeServer
-from tests.integration.test_openai_judge import api_key  # noqa: F401  (autouse: the key; judges closed after)
-from tests.integration.test_openai_judge import FAST, PROMPT, expected, judge_for, word_pairs
+from tests.integration.test_openai_judge import (
+    FAST,
+    PROMPT,
+    api_key,  # noqa: F401  (autouse: the key; judges closed after)
+    expected,
+    judge_for,
+    word_pairs,
+)
 from tsrl.errors import ConfigError
 from tsrl.judging import JudgeUnavailable, JudgeUnreadable, OpenAIJudgeConfig
-from tsrl.judging.constrain import (DIRECT_POINTWISE, DIRECT_PAIRWISE, fields, parse_direct, parse_json, regex,
-                                    schema)
+from tsrl.judging.constrain import DIRECT_PAIRWISE, DIRECT_POINTWISE, fields, parse_direct, parse_json, regex, schema
 from tsrl.judging.prompting import ParseError
 from tsrl.types import ScoreRequest
 
 CHOICE = ["A", "B", "TIE"]
 REGEX = r"[^\n]{1,240}\nVERDICT: (A|B|TIE)"  # max_tokens 256 − 16 characters of reasoning, then the verdict line
 VERDICT = {"type": "string", "enum": CHOICE}
-SCHEMA = {"type": "object", "properties": {"reasoning": {"type": "string", "maxLength": 208}, "verdict": VERDICT},
-          "required": ["reasoning", "verdict"], "additionalProperties": False}  # 208 = 256 − 48
-DIRECT_SCHEMA = {"type": "object", "properties": {"verdict": VERDICT}, "required": ["verdict"],
-                 "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"reasoning": {"type": "string", "maxLength": 208}, "verdict": VERDICT},
+    "required": ["reasoning", "verdict"],
+    "additionalProperties": False,
+}  # 208 = 256 − 48
+DIRECT_SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": VERDICT},
+    "required": ["verdict"],
+    "additionalProperties": False,
+}
 CONSTRAINT_FIELDS = ("structured_outputs", "guided_choice", "guided_regex", "guided_json", "regex", "response_format")
 # P(A) + ½P(TIE) by the server's log-prob table: the " A"/" B"/" T" table at a VERDICT line (0.9/0.08/0.02 for A);
 # at a value alone (a direct answer, a JSON verdict) the answer holds 0.9 and the others share 0.1
@@ -41,8 +55,12 @@ VALUE_SOFT = {1.0: 0.9 + 0.05 / 2, 0.0: 0.05 + 0.05 / 2, 0.5: 0.05 + 0.9 / 2}
 
 
 def response_format(value: dict) -> dict:
-    return {"response_format": {"type": "json_schema",
-                                "json_schema": {"name": "tsrl_answer", "schema": value, "strict": True}}}
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "tsrl_answer", "schema": value, "strict": True},
+        }
+    }
 
 
 # dialect, form → (constraint fields of every answer's body, max_tokens, Verdict.form, probe requests)
@@ -134,10 +152,17 @@ def test_each_endpoint_is_asked_in_its_own_dialect():
     """One judge over a vLLM-style endpoint and one that only knows response_format: each is probed on its own
     and each gets its own fields (a body built for one never reaches the other)."""
     requests = word_pairs(40)
-    with JudgeServer(dialect="structured_outputs", keep_bodies=True) as vllm, \
-            JudgeServer(dialect="response_format", keep_bodies=True) as hosted:
-        judge = judge_for(vllm, base_urls=[vllm.url, hosted.url], constrain="auto", concurrency=4,
-                          retry=replace(FAST, endpoint_cooldown_s=0.0))
+    with (
+        JudgeServer(dialect="structured_outputs", keep_bodies=True) as vllm,
+        JudgeServer(dialect="response_format", keep_bodies=True) as hosted,
+    ):
+        judge = judge_for(
+            vllm,
+            base_urls=[vllm.url, hosted.url],
+            constrain="auto",
+            concurrency=4,
+            retry=replace(FAST, endpoint_cooldown_s=0.0),
+        )
         verdicts = judge.compare(requests)
     vllm_bodies, hosted_bodies = answers(vllm, 1), answers(hosted, 4)
     assert len(vllm_bodies) + len(hosted_bodies) == len(requests) and vllm_bodies and hosted_bodies
@@ -163,10 +188,13 @@ def test_an_explicit_regex_a_server_cannot_honour_stops_the_build_naming_the_url
     assert server.stats["requests"] == 3  # the regex probes of structured_outputs, guided and sglang; not JSON
 
 
-@pytest.mark.parametrize("dialect, constraint", [
-    ("structured_outputs", {"structured_outputs": {"json": SCHEMA, "disable_any_whitespace": True}}),
-    ("guided", response_format(SCHEMA)),  # no structured_outputs: OpenAI's spelling
-])
+@pytest.mark.parametrize(
+    "dialect, constraint",
+    [
+        ("structured_outputs", {"structured_outputs": {"json": SCHEMA, "disable_any_whitespace": True}}),
+        ("guided", response_format(SCHEMA)),  # no structured_outputs: OpenAI's spelling
+    ],
+)
 def test_an_explicit_json_constraint_uses_vllm_s_own_spelling_where_it_can(dialect, constraint):
     requests = word_pairs(12)
     with JudgeServer(dialect=dialect, keep_bodies=True) as server:
@@ -211,8 +239,12 @@ def test_the_direct_form_asks_for_the_verdict_alone_and_reads_p_a_from_its_first
 def test_pointwise_grades_in_both_forms(dialect, form):
     """The server grades a response min(10, its words); 1 to 12 words cover the whole scale's top."""
     requests = [ScoreRequest(PROMPT, " ".join(["word"] * n)) for n in range(1, 13)]
-    label = {("structured_outputs", "reasoning"): "reasoning/regex", ("structured_outputs", "direct"): "direct/choice",
-             ("response_format", "reasoning"): "reasoning/json", ("response_format", "direct"): "direct/json"}
+    label = {
+        ("structured_outputs", "reasoning"): "reasoning/regex",
+        ("structured_outputs", "direct"): "direct/choice",
+        ("response_format", "reasoning"): "reasoning/json",
+        ("response_format", "direct"): "direct/json",
+    }
     with JudgeServer(dialect=dialect, keep_bodies=True) as server:
         scores = judge_for(server, constrain="auto", form=form).score(requests)
     assert [s.value for s in scores] == [float(min(10, n)) for n in range(1, 13)]
@@ -393,14 +425,22 @@ def test_the_reasoning_regex_bounds_the_reasoning_line_so_the_verdict_fits():
     assert score.fullmatch("7") and score.fullmatch("10") and not score.fullmatch("11")
 
 
-@pytest.mark.parametrize("text, value", [("A", 1.0), (" **B** ", 0.0), ("TIE.", 0.5), ("Verdict: A", 1.0),
-                                         ("`tie`", 0.5), ("b\n", 0.0)])
+@pytest.mark.parametrize(
+    "text, value", [("A", 1.0), (" **B** ", 0.0), ("TIE.", 0.5), ("Verdict: A", 1.0), ("`tie`", 0.5), ("b\n", 0.0)]
+)
 def test_parse_direct_reads_a_verdict_alone_give_or_take_markdown(text, value):
     assert parse_direct(text, "verdict") == value
 
 
-@pytest.mark.parametrize("text, kind", [("A joke", "unparseable_verdict"), ("A or B", "unparseable_verdict"),
-                                        ("VERDICT: A\nB", "unparseable_verdict"), ("  ", "empty_content")])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("A joke", "unparseable_verdict"),
+        ("A or B", "unparseable_verdict"),
+        ("VERDICT: A\nB", "unparseable_verdict"),
+        ("  ", "empty_content"),
+    ],
+)
 def test_parse_direct_rejects_anything_but_the_verdict(text, kind):
     with pytest.raises(ParseError) as err:
         parse_direct(text, "verdict")
@@ -418,9 +458,15 @@ def test_parse_json_reads_the_verdict_field_and_nothing_else():
     assert parse_json('{"verdict":"B"}', "verdict") == 0.0
     assert parse_json('{"reasoning": "x", "verdict": "TIE"}', "verdict") == 0.5
     assert parse_json('{"reasoning": "x", "score": 7}', "score") == 7.0
-    for text, kind in [('{"verdict":"C"}', "verdict"), ("VERDICT: A", "verdict"), ('["A"]', "verdict"),
-                       ('{"reasoning": "A"}', "verdict"), ('{"score": 11}', "score"), ('{"score": "7"}', "score"),
-                       ('{"score": true}', "score")]:
+    for text, kind in [
+        ('{"verdict":"C"}', "verdict"),
+        ("VERDICT: A", "verdict"),
+        ('["A"]', "verdict"),
+        ('{"reasoning": "A"}', "verdict"),
+        ('{"score": 11}', "score"),
+        ('{"score": "7"}', "score"),
+        ('{"score": true}', "score"),
+    ]:
         with pytest.raises(ParseError) as err:
             parse_json(text, kind)
         assert err.value.kind == f"unparseable_{kind}", text
@@ -433,8 +479,9 @@ def test_schema_is_a_closed_json_schema_object(kind, form):
     assert value["type"] == "object" and value["additionalProperties"] is False
     assert value["required"] == list(value["properties"]) == (["reasoning", kind] if form == "reasoning" else [kind])
     answer = value["properties"][kind]
-    assert answer == ({"type": "string", "enum": CHOICE} if kind == "verdict" else
-                      {"type": "integer", "enum": list(range(11))})
+    assert answer == (
+        {"type": "string", "enum": CHOICE} if kind == "verdict" else {"type": "integer", "enum": list(range(11))}
+    )
     if form == "reasoning":
         assert value["properties"]["reasoning"] == {"type": "string", "maxLength": 208}
 
@@ -443,6 +490,7 @@ def test_fields_spell_each_constraint_in_each_dialect():
     assert fields("structured_outputs", "choice", CHOICE) == {"structured_outputs": {"choice": CHOICE}}
     assert fields("guided", "regex", REGEX) == {"guided_regex": REGEX}
     assert fields("sglang", "choice", ["A", "B", "T.E"]) == {"regex": r"(A|B|T\.E)"}  # choices escaped
-    assert fields("structured_outputs", "json", SCHEMA) == {"structured_outputs": {"json": SCHEMA,
-                                                                                   "disable_any_whitespace": True}}
+    assert fields("structured_outputs", "json", SCHEMA) == {
+        "structured_outputs": {"json": SCHEMA, "disable_any_whitespace": True}
+    }
     assert fields("guided", "json", SCHEMA) == response_format(SCHEMA)

@@ -13,28 +13,45 @@ import pytest
 
 from tests.integration.judge_server import DIALECTS, JudgeServer
 
-PAIR = ("[[RESPONSE A 0a1b]]\nthree words here\n[[END RESPONSE A 0a1b]]\n\n"
-        "[[RESPONSE B 0a1b]]\ntwo words\n[[END RESPONSE B 0a1b]]\n\nWhich is better?")  # A wins on word count
+PAIR = (
+    "[[RESPONSE A 0a1b]]\nthree words here\n[[END RESPONSE A 0a1b]]\n\n"
+    "[[RESPONSE B 0a1b]]\ntwo words\n[[END RESPONSE B 0a1b]]\n\nWhich is better?"
+)  # A wins on word count
 POINT = "[[RESPONSE A 0a1b]]\nfour words are here\n[[END RESPONSE A 0a1b]]\n\nGrade it."  # grade 4
-PROBE_SCHEMA = {"type": "object", "properties": {"probe": {"type": "string", "enum": ["zqx-probe"]}},
-                "required": ["probe"], "additionalProperties": False}
+PROBE_SCHEMA = {
+    "type": "object",
+    "properties": {"probe": {"type": "string", "enum": ["zqx-probe"]}},
+    "required": ["probe"],
+    "additionalProperties": False,
+}
 PROBES = {  # each dialect's spelling of "answer exactly zqx-probe"
     "structured_outputs": {"structured_outputs": {"regex": r"zqx\-probe"}},
     "guided": {"guided_regex": r"zqx\-probe"},
     "sglang": {"regex": r"zqx\-probe"},
-    "response_format": {"response_format": {"type": "json_schema",
-                                            "json_schema": {"name": "probe", "schema": PROBE_SCHEMA, "strict": True}}},
+    "response_format": {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "probe", "schema": PROBE_SCHEMA, "strict": True},
+        }
+    },
 }
-VERDICT_SCHEMA = {"type": "object", "properties": {"reasoning": {"type": "string", "maxLength": 24},
-                                                   "verdict": {"type": "string", "enum": ["A", "B", "TIE"]}},
-                  "required": ["reasoning", "verdict"], "additionalProperties": False}
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string", "maxLength": 24},
+        "verdict": {"type": "string", "enum": ["A", "B", "TIE"]},
+    },
+    "required": ["reasoning", "verdict"],
+    "additionalProperties": False,
+}
 
 
 def ask(server: JudgeServer, fields: dict, user: str = PAIR, **extra) -> tuple[int, dict]:
     """(status, JSON body) of one chat completion with `fields` added to the request body."""
     body = {"model": "judge", "messages": [{"role": "user", "content": user}], "max_tokens": 64, **extra, **fields}
-    request = urllib.request.Request(f"{server.url}/chat/completions", json.dumps(body).encode(),
-                                     {"content-type": "application/json"})
+    request = urllib.request.Request(
+        f"{server.url}/chat/completions", json.dumps(body).encode(), {"content-type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, json.loads(response.read())
@@ -84,11 +101,15 @@ def test_constrained_answers_hold_the_scripted_verdict_or_grade_in_the_asked_for
     with JudgeServer(dialect="guided") as server:
         assert content(server, {"guided_regex": reasoning}) == "Compared.\nVERDICT: A"
         assert content(server, {"guided_regex": "(A|B|TIE)"}) == "A"
-        assert content(server, {"guided_regex": r"[^\n]{1,64}\nSCORE: ([0-9]|10)"}, POINT) == \
-            "The response was graded on the criteria.\nSCORE: 4"
+        assert (
+            content(server, {"guided_regex": r"[^\n]{1,64}\nSCORE: ([0-9]|10)"}, POINT)
+            == "The response was graded on the criteria.\nSCORE: 4"
+        )
         assert content(server, {"guided_choice": [str(g) for g in range(11)]}, POINT) == "4"
-        assert json.loads(content(server, {"guided_json": VERDICT_SCHEMA})) == \
-            {"reasoning": "Response A and response B"[:24], "verdict": "A"}
+        assert json.loads(content(server, {"guided_json": VERDICT_SCHEMA})) == {
+            "reasoning": "Response A and response B"[:24],
+            "verdict": "A",
+        }
         score = {"type": "object", "properties": {"score": {"type": "integer", "enum": list(range(11))}}}
         assert json.loads(content(server, {"guided_json": score}, POINT)) == {"score": 4}
 
@@ -110,7 +131,8 @@ def test_a_weak_model_rambles_unconstrained_and_still_obeys_a_constraint():
         assert not any(word in choice["message"]["content"] for word in ("VERDICT", "SCORE"))
         assert content(server, {"structured_outputs": {"choice": ["A", "B", "TIE"]}}) == "A"
         assert content(server, {"structured_outputs": {"regex": r"[^\n]{1,64}\nVERDICT: (A|B|TIE)"}}).endswith(
-            "\nVERDICT: A")
+            "\nVERDICT: A"
+        )
 
 
 def test_without_a_dialect_the_answer_is_the_template_s_reasoning_form():

@@ -17,8 +17,13 @@ import pytest
 
 from tests.integration.conftest import TRAIN, cli_env, run_cli, tiny_overrides
 from tests.integration.judge_server import FENCE, JudgeServer
-from tests.integration.test_openai_judge import api_key  # noqa: F401  (autouse: the key; judges closed after)
-from tests.integration.test_openai_judge import FAST, expected, judge_for, word_pairs
+from tests.integration.test_openai_judge import (
+    FAST,
+    api_key,  # noqa: F401  (autouse: the key; judges closed after)
+    expected,
+    judge_for,
+    word_pairs,
+)
 from tsrl.errors import ConfigError
 from tsrl.judging import HedgeConfig, JudgeUnavailable
 from tsrl.judging.transport import TRANSPORTS
@@ -39,8 +44,9 @@ def test_a_blackholed_request_is_answered_through_its_hedge(transport):
     timeout; no attempt fails, and the silent copy is cancelled."""
     with JudgeServer(latency_s=0.01) as server:
         server.queue = [None] * 10 + ["blackhole"]
-        judge = judge_for(server, transport=transport, concurrency=8, hedge=QUICK_HEDGE,
-                          retry=replace(FAST, timeout_s=5.0))
+        judge = judge_for(
+            server, transport=transport, concurrency=8, hedge=QUICK_HEDGE, retry=replace(FAST, timeout_s=5.0)
+        )
         start = time.perf_counter()
         verdicts = judge.compare(word_pairs(40))
         elapsed = time.perf_counter() - start
@@ -56,8 +62,9 @@ def test_without_hedging_a_blackholed_request_holds_the_batch_for_the_whole_time
     """The same fault with hedging off: the batch waits out retry.timeout_s, then the retry answers."""
     with JudgeServer(latency_s=0.01) as server:
         server.queue = [None] * 10 + ["blackhole"]
-        judge = judge_for(server, concurrency=8, hedge=replace(QUICK_HEDGE, enabled=False),
-                          retry=replace(FAST, timeout_s=1.5))
+        judge = judge_for(
+            server, concurrency=8, hedge=replace(QUICK_HEDGE, enabled=False), retry=replace(FAST, timeout_s=1.5)
+        )
         start = time.perf_counter()
         verdicts = judge.compare(word_pairs(40))
         elapsed = time.perf_counter() - start
@@ -69,8 +76,9 @@ def test_without_hedging_a_blackholed_request_holds_the_batch_for_the_whole_time
 def test_hedges_go_to_the_other_endpoint():
     with JudgeServer(latency_s=0.01, keep_bodies=True) as a, JudgeServer(latency_s=0.01, keep_bodies=True) as b:
         a.queue = [None] * 5 + ["blackhole"]
-        judge = judge_for(a, base_urls=[a.url, b.url], concurrency=4, hedge=QUICK_HEDGE,
-                          retry=replace(FAST, timeout_s=5.0))
+        judge = judge_for(
+            a, base_urls=[a.url, b.url], concurrency=4, hedge=QUICK_HEDGE, retry=replace(FAST, timeout_s=5.0)
+        )
         verdicts = judge.compare(word_pairs(30))
         metrics = judge.drain_metrics()
         silent, answered = a.bodies[5], list(b.bodies)
@@ -82,8 +90,12 @@ def test_the_hedge_budget_holds_when_many_requests_are_never_answered():
     """A third of all requests (hedges included) are blackholed: hedges are capped at 1 + 5 % of the attempts
     and the rest wait out the 0.4 s timeout and are retried; every verdict still arrives."""
     with JudgeServer(latency_s=0.01, fault_rate=0.3, fault_kinds=("blackhole",), seed=5) as server:
-        judge = judge_for(server, concurrency=16, hedge=replace(QUICK_HEDGE, floor_s=0.05),
-                          retry=replace(FAST, timeout_s=0.4, max_retries=10))
+        judge = judge_for(
+            server,
+            concurrency=16,
+            hedge=replace(QUICK_HEDGE, floor_s=0.05),
+            retry=replace(FAST, timeout_s=0.4, max_retries=10),
+        )
         verdicts = judge.compare(word_pairs(200))
         metrics = judge.drain_metrics()
         sent = server.stats["requests"]
@@ -114,8 +126,12 @@ def test_an_unreadable_answer_is_asked_again_with_a_fresh_fence(transport):
     assert len(fences) == 30 and all(len(tokens) == 2 for tokens in fences.values())  # a new fence per ask
 
     with JudgeServer(first_unreadable=True) as server:
-        judge = judge_for(server, transport=transport, logprobs=False,
-                          retry=replace(FAST, reask=0, max_consecutive_failures=100, first_answers=0))
+        judge = judge_for(
+            server,
+            transport=transport,
+            logprobs=False,
+            retry=replace(FAST, reask=0, max_consecutive_failures=100, first_answers=0),
+        )
         verdicts = judge.compare(requests)
         metrics = judge.drain_metrics()
     assert all(v.p_first is None and v.error.startswith("unparseable_verdict") for v in verdicts)
@@ -126,8 +142,12 @@ def test_an_unreadable_answer_is_asked_again_with_a_fresh_fence(transport):
 def test_preflight_names_the_url_and_the_fix(transport):
     with JudgeServer() as server:
         url = server.url
-        with pytest.raises(ConfigError, match=re.escape(f"The judge endpoint {url} does not serve model 'other' "
-                                                        "(it serves 'judge'); set judge.model")):
+        with pytest.raises(
+            ConfigError,
+            match=re.escape(
+                f"The judge endpoint {url} does not serve model 'other' (it serves 'judge'); set judge.model"
+            ),
+        ):
             judge_for(server, transport=transport, model="other")
         assert server.stats["requests"] == 0 and server.stats["models_requests"] == 1
         judge_for(server, transport=transport)  # the served name passes
@@ -142,22 +162,34 @@ def test_preflight_names_the_url_and_the_fix(transport):
 
 def test_a_judge_dropped_without_close_leaves_nothing_open():
     """The plain API: a judge used once and dropped, then the interpreter exits."""
-    driver = ("import gc, sys\nfrom tests.conftest import NumberTask\nfrom tests.integration.test_openai_judge import "
-              "word_pairs\nfrom tsrl.judging import OpenAIJudgeConfig, build_judge\n"
-              "cfg = OpenAIJudgeConfig(base_urls=[sys.argv[1]], api_key_env='', order='fixed')\n"
-              "print(build_judge(cfg, NumberTask()).compare(word_pairs(5))[0].p_first is not None)\ngc.collect()\n"
-              "kept = build_judge(cfg, NumberTask())\nkept.compare(word_pairs(5))\n")  # `kept` closes at exit
+    driver = (
+        "import gc, sys\nfrom tests.conftest import NumberTask\nfrom tests.integration.test_openai_judge import "
+        "word_pairs\nfrom tsrl.judging import OpenAIJudgeConfig, build_judge\n"
+        "cfg = OpenAIJudgeConfig(base_urls=[sys.argv[1]], api_key_env='', order='fixed')\n"
+        "print(build_judge(cfg, NumberTask()).compare(word_pairs(5))[0].p_first is not None)\ngc.collect()\n"
+        "kept = build_judge(cfg, NumberTask())\nkept.compare(word_pairs(5))\n"
+    )  # `kept` closes at exit
     with JudgeServer() as server:
-        done = subprocess.run([sys.executable, "-c", driver, server.url], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", driver, server.url],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+            timeout=120,
+        )
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
     assert_closed_cleanly(done.stderr)
 
 
 def check_run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CHECK, f"run_dir={tmp_path / 'check'}", "check.prompts=6", "judge=openai",
-                           "judge.api_key_env=", *overrides], capture_output=True, text=True, env=cli_env(),
-                          cwd=tmp_path, timeout=300)
+    return subprocess.run(
+        [CHECK, f"run_dir={tmp_path / 'check'}", "check.prompts=6", "judge=openai", "judge.api_key_env=", *overrides],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=tmp_path,
+        timeout=300,
+    )
 
 
 def test_judge_check_with_one_request_in_a_hundred_never_answered_ends_in_seconds_not_a_timeout(tmp_path):
@@ -181,16 +213,26 @@ def test_preflight_failures_stop_both_commands_before_anything_is_built(case, ca
     with JudgeServer() as server:
         live = server.url
         url, extra, message = {
-            "bad_port": ("http://127.0.0.1:99999/v1", [], "judge.base_urls entry 'http://127.0.0.1:99999/v1' has port "
-                         "'99999', which is not a number in 1–65535; fix the port."),
+            "bad_port": (
+                "http://127.0.0.1:99999/v1",
+                [],
+                "judge.base_urls entry 'http://127.0.0.1:99999/v1' has port "
+                "'99999', which is not a number in 1–65535; fix the port.",
+            ),
             "unreachable": (dead_url, [], f"The judge endpoint {dead_url} is unreachable ("),
-            "wrong_model": (live, ["judge.model=Qwen/Qwen3-8B"], f"The judge endpoint {live} does not serve model "
-                            "'Qwen/Qwen3-8B' (it serves 'judge'); set judge.model to the served name."),
+            "wrong_model": (
+                live,
+                ["judge.model=Qwen/Qwen3-8B"],
+                f"The judge endpoint {live} does not serve model "
+                "'Qwen/Qwen3-8B' (it serves 'judge'); set judge.model to the served name.",
+            ),
         }[case]
         overrides = ["judge=openai", f"judge.base_urls=[{url}]", "judge.api_key_env=", *extra]
         models = tmp_path / "models"
-        train = run_cli([*tiny_overrides(cache_dir), f"model.cache_dir={models}", f"run_dir={tmp_path / 'run'}",
-                         *overrides], tmp_path)
+        train = run_cli(
+            [*tiny_overrides(cache_dir), f"model.cache_dir={models}", f"run_dir={tmp_path / 'run'}", *overrides],
+            tmp_path,
+        )
         check = check_run(tmp_path, f"judge.base_urls=[{url}]", *extra)
         assert server.stats["requests"] == 0
     for done in (train, check):
@@ -206,10 +248,20 @@ def test_a_judge_dead_during_the_ladder_build_stops_the_run_with_its_session_clo
     """The endpoint lists its model, then answers every question with a 500: the ladder build stops after
     max_consecutive_failures with one sentence naming the URL, and nothing else is printed after it."""
     with JudgeServer(fault_rate=1.0, fault_kinds=("server_error",)) as server:
-        done = run_cli([*tiny_overrides(cache_dir), f"reward.ladder_dir={tmp_path / 'ladders'}",
-                        f"run_dir={tmp_path / 'run'}", "judge=openai", f"judge.base_urls=[{server.url}]",
-                        "judge.api_key_env=", "judge.retry.backoff_s=0.001", "judge.retry.max_retries=1",
-                        "judge.constrain=off"], tmp_path)  # dead after the start: no probe answers 500 first
+        done = run_cli(
+            [
+                *tiny_overrides(cache_dir),
+                f"reward.ladder_dir={tmp_path / 'ladders'}",
+                f"run_dir={tmp_path / 'run'}",
+                "judge=openai",
+                f"judge.base_urls=[{server.url}]",
+                "judge.api_key_env=",
+                "judge.retry.backoff_s=0.001",
+                "judge.retry.max_retries=1",
+                "judge.constrain=off",
+            ],
+            tmp_path,
+        )  # dead after the start: no probe answers 500 first
     assert done.returncode == 2, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"tsrl: error: The judge at {server.url} failed 20 requests in a row")
@@ -219,10 +271,22 @@ def test_a_judge_dead_during_the_ladder_build_stops_the_run_with_its_session_clo
 @pytest.mark.slow
 def test_ctrl_c_during_the_ladder_build_leaves_no_session_open(cache_dir, tmp_path):
     with JudgeServer(latency_s=0.05) as server:
-        proc = subprocess.Popen([TRAIN, *tiny_overrides(cache_dir), f"reward.ladder_dir={tmp_path / 'ladders'}",
-                                 f"run_dir={tmp_path / 'run'}", "judge=openai", f"judge.base_urls=[{server.url}]",
-                                 "judge.api_key_env="], env=cli_env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                TRAIN,
+                *tiny_overrides(cache_dir),
+                f"reward.ladder_dir={tmp_path / 'ladders'}",
+                f"run_dir={tmp_path / 'run'}",
+                "judge=openai",
+                f"judge.base_urls=[{server.url}]",
+                "judge.api_key_env=",
+            ],
+            env=cli_env(),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         while server.stats["requests"] < 200:
             assert proc.poll() is None, proc.stderr.read()[-2000:]
             time.sleep(0.01)

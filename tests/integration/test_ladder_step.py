@@ -24,10 +24,17 @@ def one_reference_copy(tmp_path):
 
 def test_a_run_on_one_reference_per_prompt_builds_its_ladder_trains_and_reuses_it(cache_dir, tmp_path):
     run = tmp_path / "run"
-    base = [f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={run}", "task=humor",
-            f"task.train_file={one_reference_copy(tmp_path)}", "reward.k=4",
-            f"reward.ladder_dir={tmp_path / 'ladders'}",
-            "trainer.eval.max_prompts=2", "trainer.eval.every=0"]
+    base = [
+        f"model.cache_dir={cache_dir / 'models'}",
+        *TINY,
+        f"run_dir={run}",
+        "task=humor",
+        f"task.train_file={one_reference_copy(tmp_path)}",
+        "reward.k=4",
+        f"reward.ladder_dir={tmp_path / 'ladders'}",
+        "trainer.eval.max_prompts=2",
+        "trainer.eval.every=0",
+    ]
     off = run_cli([*base, "ladder.build=off", "trainer.max_steps=1"], tmp_path)
     assert off.returncode == 2 and "set ladder.build=auto" in off.stderr and "has 1" in off.stderr, off.stderr[-2000:]
 

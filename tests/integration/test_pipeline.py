@@ -11,8 +11,15 @@ import pytest
 
 from tests.integration.conftest import TINY, read_metrics, run_cli
 
-KEYS = ("reward/mean", "train/loss", "train/grad_norm", "completion/length_mean", "judge/calls",
-        "pipeline/staleness", "train/clip_frac")
+KEYS = (
+    "reward/mean",
+    "train/loss",
+    "train/grad_norm",
+    "completion/length_mean",
+    "judge/calls",
+    "pipeline/staleness",
+    "train/clip_frac",
+)
 
 
 def test_overlapped_samples_are_at_most_one_version_stale_and_the_ratio_sees_it(tsrl, tmp_path):
@@ -29,8 +36,13 @@ def test_a_killed_overlapped_run_resumes_onto_the_same_trajectory(tsrl, tmp_path
     """4 overlapped steps with a checkpoint at step 2; a second run directory that holds only that checkpoint
     (as if the run had been killed during step 3) resumes: steps 3 and 4 equal the uninterrupted run's."""
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    done = tsrl("trainer.pipeline=overlap", "trainer.max_steps=4", "trainer.checkpoint.every=2",
-                "trainer.checkpoint.keep=2", run_dir=whole)
+    done = tsrl(
+        "trainer.pipeline=overlap",
+        "trainer.max_steps=4",
+        "trainer.checkpoint.every=2",
+        "trainer.checkpoint.keep=2",
+        run_dir=whole,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     state = json.loads((whole / "checkpoints" / "step_000002" / "trainer_state.json").read_text())
     assert state["pending"]["version"] == 1 and len(state["pending"]["groups"]) == 2  # step 3's groups in flight
@@ -41,41 +53,64 @@ def test_a_killed_overlapped_run_resumes_onto_the_same_trajectory(tsrl, tmp_path
     assert [r["step"] for r in b] == [3, 4]
     for key in KEYS:
         assert [r[key] for r in a] == pytest.approx([r[key] for r in b], rel=1e-6), key
-    assert json.loads((whole / "eval.json").read_text())["latest"] == json.loads((killed / "eval.json").read_text())["latest"]
+    assert (
+        json.loads((whole / "eval.json").read_text())["latest"]
+        == json.loads((killed / "eval.json").read_text())["latest"]
+    )
 
 
 def test_the_judge_budget_stops_an_overlapped_run_where_it_stops_a_sync_one(tsrl, tmp_path):
     """trainer.max_judge_calls: the same last step and the same total of training calls."""
     totals = {}
     for pipeline in ("sync", "overlap"):
-        done = tsrl(f"trainer.pipeline={pipeline}", "trainer.max_steps=10", "trainer.max_judge_calls=70",
-                    run_dir=tmp_path / pipeline)
+        done = tsrl(
+            f"trainer.pipeline={pipeline}",
+            "trainer.max_steps=10",
+            "trainer.max_judge_calls=70",
+            run_dir=tmp_path / pipeline,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         rows = read_metrics(tmp_path / pipeline)
         totals[pipeline] = (rows[-1]["step"], rows[-1]["judge/calls_total"])
     assert totals["sync"] == totals["overlap"] and totals["sync"][0] < 10
 
 
-@pytest.mark.parametrize("override, message", [
-    ("method=sft", "nothing to take off the critical path"),
-    ("trainer.pipeline=async", "trainer.pipeline='async' is unknown"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("method=sft", "nothing to take off the critical path"),
+        ("trainer.pipeline=async", "trainer.pipeline='async' is unknown"),
+    ],
+)
 def test_what_cannot_overlap_is_refused_in_one_sentence(tsrl, override, message):
     done = tsrl("trainer.pipeline=overlap", override)
     assert done.returncode != 0 and message in done.stderr, done.stderr[-2000:]
 
 
 def test_a_regime_that_reads_the_live_policy_is_refused(cache_dir, tmp_path):
-    done = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}", "reward=intuitor",
-                    "trainer.pipeline=overlap"], tmp_path)
+    done = run_cli(
+        [
+            f"model.cache_dir={cache_dir / 'models'}",
+            *TINY,
+            f"run_dir={tmp_path / 'run'}",
+            "reward=intuitor",
+            "trainer.pipeline=overlap",
+        ],
+        tmp_path,
+    )
     assert done.returncode != 0 and "reads the live policy while scoring" in done.stderr, done.stderr[-2000:]
 
 
 def test_resampling_fills_each_step_with_groups_that_carry_a_signal(tsrl, tmp_path):
     """trainer.fill=resample: a group whose rewards are all equal is set aside and further batches are drawn;
     the update sees prompts_per_step groups with a signal, and every batch drawn is counted and paid for."""
-    done = tsrl("trainer.fill=resample", "trainer.fill_max_batches=6", "trainer.max_steps=3", "reward.k=1",
-                run_dir=tmp_path / "run")  # one anchor: win-rates of 0 or 1, many flat groups
+    done = tsrl(
+        "trainer.fill=resample",
+        "trainer.fill_max_batches=6",
+        "trainer.max_steps=3",
+        "reward.k=1",
+        run_dir=tmp_path / "run",
+    )  # one anchor: win-rates of 0 or 1, many flat groups
     assert done.returncode == 0, done.stderr[-3000:]
     for r in read_metrics(tmp_path / "run"):
         batches = r["fill/batches"]
@@ -100,9 +135,20 @@ def test_a_streamed_run_follows_the_sync_trajectory(cache_dir, tmp_path, reward)
     extra = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if reward == "ladder" else ["reward.topology=swiss"]
     rows = {}
     for pipeline in ("sync", "stream"):
-        done = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"reward={reward}", *extra,
-                        "trainer.max_steps=3", "trainer.eval.max_prompts=4", f"trainer.pipeline={pipeline}",
-                        "generator.prompts_per_call=1", f"run_dir={tmp_path / pipeline}"], tmp_path)
+        done = run_cli(
+            [
+                f"model.cache_dir={cache_dir / 'models'}",
+                *TINY,
+                f"reward={reward}",
+                *extra,
+                "trainer.max_steps=3",
+                "trainer.eval.max_prompts=4",
+                f"trainer.pipeline={pipeline}",
+                "generator.prompts_per_call=1",
+                f"run_dir={tmp_path / pipeline}",
+            ],
+            tmp_path,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         rows[pipeline] = read_metrics(tmp_path / pipeline)
     for key in ("reward/mean", "train/loss", "train/grad_norm", "completion/length_mean", "judge/calls"):
@@ -111,10 +157,26 @@ def test_a_streamed_run_follows_the_sync_trajectory(cache_dir, tmp_path, reward)
 
 
 def test_streaming_fills_batches_and_refuses_what_cannot_stream(tsrl, cache_dir, tmp_path):
-    done = tsrl("trainer.pipeline=stream", "trainer.fill=resample", "trainer.fill_max_batches=3", "reward.k=1",
-                "trainer.max_steps=2", run_dir=tmp_path / "fill")
+    done = tsrl(
+        "trainer.pipeline=stream",
+        "trainer.fill=resample",
+        "trainer.fill_max_batches=3",
+        "reward.k=1",
+        "trainer.max_steps=2",
+        run_dir=tmp_path / "fill",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert all(r["fill/generations_per_step"] == r["fill/batches"] * 8 for r in read_metrics(tmp_path / "fill"))
-    done = run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}", "reward=intuitor",
-                    "trainer.pipeline=stream"], tmp_path)
-    assert done.returncode != 0 and "trainer.pipeline=stream cannot run reward=intuitor" in done.stderr, done.stderr[-2000:]
+    done = run_cli(
+        [
+            f"model.cache_dir={cache_dir / 'models'}",
+            *TINY,
+            f"run_dir={tmp_path / 'run'}",
+            "reward=intuitor",
+            "trainer.pipeline=stream",
+        ],
+        tmp_path,
+    )
+    assert done.returncode != 0 and "trainer.pipeline=stream cannot run reward=intuitor" in done.stderr, done.stderr[
+        -2000:
+    ]

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tests.integration.conftest import TINY, cli_env, read_metrics, TRAIN
+from tests.integration.conftest import TINY, TRAIN, cli_env, read_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -88,9 +88,11 @@ JUDGES.register("shorter", ShorterConfig, lambda cfg, task: ShorterJudge(cfg))
 ALGOS.register("reinforce", ReinforceConfig, reinforce)
 '''
 
-YAML = {"reward/length_bonus.yaml": "defaults:\n  - length_bonus_schema\ncap: 30\n",
-        "judge/shorter.yaml": "defaults:\n  - shorter_schema\n",
-        "algo/reinforce.yaml": "defaults:\n  - reinforce_schema\nadvantage_scale: 2.0\n"}
+YAML = {
+    "reward/length_bonus.yaml": "defaults:\n  - length_bonus_schema\ncap: 30\n",
+    "judge/shorter.yaml": "defaults:\n  - shorter_schema\n",
+    "algo/reinforce.yaml": "defaults:\n  - reinforce_schema\nadvantage_scale: 2.0\n",
+}
 
 
 def test_new_regime_judge_and_loss_train_through_the_cli(cache_dir, tmp_path):
@@ -104,8 +106,14 @@ def test_new_regime_judge_and_loss_train_through_the_cli(cache_dir, tmp_path):
     common = [f"model.cache_dir={cache_dir / 'models'}", *TINY, "trainer.max_steps=2", "trainer.eval.max_prompts=2"]
 
     def run(run_dir, *overrides):
-        result = subprocess.run([TRAIN, "--config-dir", str(tmp_path / "conf"), *common, f"run_dir={run_dir}",
-                                 *overrides], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        result = subprocess.run(
+            [TRAIN, "--config-dir", str(tmp_path / "conf"), *common, f"run_dir={run_dir}", *overrides],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=600,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         return read_metrics(run_dir)
 

@@ -17,16 +17,27 @@ SMALL = [*TINY, "trainer.max_steps=2", "trainer.eval.max_prompts=2"]
 def train(cache_dir, run_dir, *overrides: str) -> subprocess.CompletedProcess:
     """tsrl-train with the shared tiny overrides, minus reward.ladder_dir (these regimes keep their ladders
     under reward.ladder.* or none at all)."""
-    return run_cli([f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides], run_dir.parent)
+    return run_cli(
+        [f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides], run_dir.parent
+    )
 
 
-@pytest.mark.parametrize("regime, overrides, keys", [
-    ("intuitor", ["algo.adv_scale=group"], {"intuitor/self_certainty_mean"}),
-    ("reward_model", ["reward.ladder.ladder_dir={cache}/ladders", "reward.rm_dir={cache}/rm"],
-     {"rm/heldout_pair_accuracy", "rm/score_std"}),
-    ("self_bootstrap", ["reward.ladder.k=3", "reward.period=1", "task.max_prompts=4"],
-     {"bootstrap/ladder_diversity", "bootstrap/refreshes", "ladder/bt_spread"}),
-])
+@pytest.mark.parametrize(
+    "regime, overrides, keys",
+    [
+        ("intuitor", ["algo.adv_scale=group"], {"intuitor/self_certainty_mean"}),
+        (
+            "reward_model",
+            ["reward.ladder.ladder_dir={cache}/ladders", "reward.rm_dir={cache}/rm"],
+            {"rm/heldout_pair_accuracy", "rm/score_std"},
+        ),
+        (
+            "self_bootstrap",
+            ["reward.ladder.k=3", "reward.period=1", "task.max_prompts=4"],
+            {"bootstrap/ladder_diversity", "bootstrap/refreshes", "ladder/bt_spread"},
+        ),
+    ],
+)
 def test_policy_regime_trains_through_the_cli(cache_dir, tmp_path, regime, overrides, keys):
     run = tmp_path / "run"
     result = train(cache_dir, run, f"reward={regime}", *[o.format(cache=cache_dir) for o in overrides])
@@ -50,8 +61,13 @@ def test_policy_regime_trains_through_the_cli(cache_dir, tmp_path, regime, overr
 def test_self_bootstrap_resume_continues_the_same_trajectory(cache_dir, tmp_path):
     """4 steps with a refresh every 2 vs 3 steps, stop, resume=auto: the resumed run scores against the
     checkpointed ladder and refreshes on the same step, so every metric matches."""
-    common = ["reward=self_bootstrap", "reward.ladder.k=3", "reward.period=2", "task.max_prompts=4",
-              "trainer.checkpoint.every=1"]
+    common = [
+        "reward=self_bootstrap",
+        "reward.ladder.k=3",
+        "reward.period=2",
+        "task.max_prompts=4",
+        "trainer.checkpoint.every=1",
+    ]
     whole, split = tmp_path / "whole", tmp_path / "split"
     whole.mkdir(), split.mkdir()
     assert train(cache_dir, whole, *common, "trainer.max_steps=4").returncode == 0

@@ -45,8 +45,10 @@ def served(tmp_path_factory):
     """(base URL, the judge overrides tsrl-serve-judge printed) while the server runs; stopped afterwards."""
     if not VLLM_PYTHON or not Path(VLLM_PYTHON).is_file():
         if os.environ.get("TSRL_REQUIRE_JUDGE_SERVER") == "1":
-            pytest.fail(f"TSRL_VLLM_PYTHON={VLLM_PYTHON!r} is no interpreter; `make test-judge-server` sets it to "
-                        ".venv-vllm/bin/python (built by `make test-vllm`).")
+            pytest.fail(
+                f"TSRL_VLLM_PYTHON={VLLM_PYTHON!r} is no interpreter; `make test-judge-server` sets it to "
+                ".venv-vllm/bin/python (built by `make test-vllm`)."
+            )
         pytest.skip("no vLLM environment (set TSRL_VLLM_PYTHON to .venv-vllm/bin/python)")
     from tsrl.models import smollm2_folder
 
@@ -54,10 +56,33 @@ def served(tmp_path_factory):
     overrides_file = folder / "overrides.txt"
     port = free_port()
     server = subprocess.Popen(
-        [str(BIN / "tsrl-serve-judge"), "--model", str(smollm2_folder()), "--name", "smollm2", "--python",
-         VLLM_PYTHON, "--gpus", "cpu", "--dtype", "float32", "--max-model-len", "4096", "--port", str(port),
-         "--log-dir", str(folder / "logs"), "--env-file", str(overrides_file), "--wait-s", "600"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            str(BIN / "tsrl-serve-judge"),
+            "--model",
+            str(smollm2_folder()),
+            "--name",
+            "smollm2",
+            "--python",
+            VLLM_PYTHON,
+            "--gpus",
+            "cpu",
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "4096",
+            "--port",
+            str(port),
+            "--log-dir",
+            str(folder / "logs"),
+            "--env-file",
+            str(overrides_file),
+            "--wait-s",
+            "600",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         while not overrides_file.exists():
             if server.poll() is not None:
@@ -72,8 +97,14 @@ def served(tmp_path_factory):
 
 def judge_check(tmp_path: Path, judge: list[str], *overrides: str) -> tuple[subprocess.CompletedProcess, dict, float]:
     start = time.monotonic()
-    done = subprocess.run([str(BIN / "tsrl-judge-check"), *judge, "task=humor", f"run_dir={tmp_path}", *overrides],
-                          capture_output=True, text=True, env=cli_env(), cwd=tmp_path, timeout=600)
+    done = subprocess.run(
+        [str(BIN / "tsrl-judge-check"), *judge, "task=humor", f"run_dir={tmp_path}", *overrides],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=tmp_path,
+        timeout=600,
+    )
     report_file = tmp_path / "judge_check.json"
     report = json.loads(report_file.read_text()) if report_file.exists() else {}
     return done, report, time.monotonic() - start
@@ -119,8 +150,10 @@ def test_the_fit_of_smollm2_says_it_is_a_poor_judge(served, tmp_path):
     assert low < 0.0 < high  # 1/τ: zero signal is inside its interval
     cfg = RubricSimConfig(profile=fit["profile"])
     assert cfg.profile == f"applied:{fit['profile']}" and cfg.taste == 0.0
-    print(f"fit of SmolLM2 in {elapsed:.0f} s: LR p = {fit['signal_test']['p_value']:.2f}, "
-          f"P(first | equal) = {fit['estimates']['p_first_if_equal']['value']:.3f}, grades {fit['data']['grades_used']}")
+    print(
+        f"fit of SmolLM2 in {elapsed:.0f} s: LR p = {fit['signal_test']['p_value']:.2f}, "
+        f"P(first | equal) = {fit['estimates']['p_first_if_equal']['value']:.3f}, grades {fit['data']['grades_used']}"
+    )
 
 
 def test_an_unconstrained_judge_that_ignores_the_format_stops_within_seconds(served, tmp_path):
@@ -144,8 +177,9 @@ def test_tokens_and_soft_probabilities_match_the_server(served):
     url, _ = served
     task = build_task(HumorConfig())
     requests, _ = anchor_questions([p for p in task.prompts("eval") if len(p.anchors) >= 2][:1])
-    cfg = OpenAIJudgeConfig(base_urls=[url], model="smollm2", api_key_env="", form="direct",
-                            hedge=HedgeConfig(enabled=False))  # no duplicate requests: the counts must match
+    cfg = OpenAIJudgeConfig(
+        base_urls=[url], model="smollm2", api_key_env="", form="direct", hedge=HedgeConfig(enabled=False)
+    )  # no duplicate requests: the counts must match
     judge = build_judge(raw_positions(cfg), task)
     try:
         judge.drain_metrics()

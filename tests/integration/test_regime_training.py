@@ -1,6 +1,5 @@
 """Every ranking-core regime trains end to end: the real `tsrl-train` CLI, tiny model, simulated judge."""
 
-
 import pytest
 
 from tests.integration.conftest import TINY, read_metrics, run_cli
@@ -19,8 +18,11 @@ REGIMES = {
     "arena_double": (["reward=arena", "reward.topology=double_elimination"], "tournament/tie_rate", 2.25),
     "adaptive": (["reward=adaptive", "algo=cispo"], "route/tournament_frac", None),
     "verifier": (["reward=verifier"], "verifier/pass_rate", 0.0),
-    "constitutional": (["reward=constitutional", "reward.coherence_min_distinct=0.3"],
-                       "constitutional/vetoed_frac", None),
+    "constitutional": (
+        ["reward=constitutional", "reward.coherence_min_distinct=0.3"],
+        "constitutional/vetoed_frac",
+        None,
+    ),
 }
 
 
@@ -28,8 +30,10 @@ REGIMES = {
 def test_regime_trains_two_steps(name, cache_dir, tmp_path):
     overrides, metric, per_sample = REGIMES[name]
     ladder = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if name in ("ladder_elo", "one_anchor") else []
-    result = run_cli([f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={tmp_path / 'run'}", *overrides,
-                      *ladder], tmp_path)
+    result = run_cli(
+        [f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={tmp_path / 'run'}", *overrides, *ladder],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2]
@@ -49,9 +53,11 @@ def test_regime_trains_two_steps(name, cache_dir, tmp_path):
 def test_seeded_tournament_regimes_resume_on_the_same_trajectory(overrides, cache_dir, tmp_path):
     """Per-step randomness (Swiss draws, coin flips, arrival order) is seeded by the count of scored steps;
     that count travels in checkpoints, so 2 + 2 resumed steps equal 4 uninterrupted ones."""
+
     def run(run_dir, *extra):
-        result = run_cli([f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides, *extra],
-                         tmp_path)
+        result = run_cli(
+            [f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides, *extra], tmp_path
+        )
         assert result.returncode == 0, result.stderr[-3000:]
 
     run(tmp_path / "whole", "trainer.max_steps=4", "trainer.prompts_per_step=4")

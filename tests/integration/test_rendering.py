@@ -14,31 +14,43 @@ import subprocess
 import threading
 import time
 import zlib
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 
 from tsrl.errors import ConfigError
 from tsrl.judging import rendering
 from tsrl.judging.base import close_judge, error_kind
-from tsrl.judging.rendering import (PageRenderer, RenderConfig, Rendering, RenderingJudge, extract_page,
-                                    find_chromium, network_reference)
+from tsrl.judging.rendering import (
+    PageRenderer,
+    RenderConfig,
+    Rendering,
+    RenderingJudge,
+    extract_page,
+    find_chromium,
+    network_reference,
+)
 from tsrl.types import Count, PairRequest, Prompt, Score, ScoreRequest, Verdict
 
 chromium = pytest.mark.chromium
 PROMPT = Prompt("p0", "Write a landing page for a bakery.")
-PAGE_A = ("<!doctype html><html><head><title>A</title>"
-          "<style>body{margin:0;background:#2a7}h1{color:#fff}</style>"
-          "</head><body><h1>Bakery A</h1><p>Fresh bread every morning.</p></body></html>")
-PAGE_B = ("<!doctype html><html><head><title>B</title>"
-          "<style>body{margin:0;background:#a27}h1{color:#ff0}</style>"
-          "</head><body><h1>Bakery B</h1><ul><li>Croissants</li><li>Rye</li></ul></body></html>")
+PAGE_A = (
+    "<!doctype html><html><head><title>A</title>"
+    "<style>body{margin:0;background:#2a7}h1{color:#fff}</style>"
+    "</head><body><h1>Bakery A</h1><p>Fresh bread every morning.</p></body></html>"
+)
+PAGE_B = (
+    "<!doctype html><html><head><title>B</title>"
+    "<style>body{margin:0;background:#a27}h1{color:#ff0}</style>"
+    "</head><body><h1>Bakery B</h1><ul><li>Croissants</li><li>Rye</li></ul></body></html>"
+)
 
 
 def png(width: int, height: int) -> bytes:
     """A valid grey PNG of the given size (no PIL needed)."""
+
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
@@ -93,8 +105,9 @@ def launches(monkeypatch) -> list[int]:
 def fake_browser(tmp_path: Path, body: str) -> str:
     """An executable shell script standing in for Chromium; `$SHOT` is the --screenshot path it was given."""
     script = tmp_path / "fake-chromium"
-    script.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in --screenshot=*) SHOT="${a#--screenshot=}";; '
-                      f"esac; done\n{body}\n")
+    script.write_text(
+        f'#!/bin/sh\nfor a in "$@"; do case "$a" in --screenshot=*) SHOT="${{a#--screenshot=}}";; esac; done\n{body}\n'
+    )
     script.chmod(0o755)
     return str(script)
 
@@ -108,54 +121,64 @@ def shooting_browser(tmp_path: Path) -> str:
 # --- extract_page and network_reference ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, page", [
-    ("Here you go:\n```css\nh1{}\n```\n```html\n<p>x</p>\n```\nEnjoy", "<p>x</p>"),
-    ("```HTML\n<html><body>y</body></html>\n```", "<html><body>y</body></html>"),
-    ("```\n<div>bare fence</div>\n```", "<div>bare fence</div>"),
-    ("```html\n<html><body>cut off mid-", "<html><body>cut off mid-"),
-    ("Sure! <!DOCTYPE html><html><body>z</body></html> Hope it helps.",
-     "<!DOCTYPE html><html><body>z</body></html>"),
-    ("Page: <html lang='en'><body>w</body></html>\n</html> trailing",
-     "<html lang='en'><body>w</body></html>"),
-    ("Sure: <html><body>truncated", "<html><body>truncated"),
-    ("  <p>just a fragment</p> \n", "<p>just a fragment</p>"),
-    ("no html at all", "no html at all"),
-])
+@pytest.mark.parametrize(
+    "text, page",
+    [
+        ("Here you go:\n```css\nh1{}\n```\n```html\n<p>x</p>\n```\nEnjoy", "<p>x</p>"),
+        ("```HTML\n<html><body>y</body></html>\n```", "<html><body>y</body></html>"),
+        ("```\n<div>bare fence</div>\n```", "<div>bare fence</div>"),
+        ("```html\n<html><body>cut off mid-", "<html><body>cut off mid-"),
+        (
+            "Sure! <!DOCTYPE html><html><body>z</body></html> Hope it helps.",
+            "<!DOCTYPE html><html><body>z</body></html>",
+        ),
+        ("Page: <html lang='en'><body>w</body></html>\n</html> trailing", "<html lang='en'><body>w</body></html>"),
+        ("Sure: <html><body>truncated", "<html><body>truncated"),
+        ("  <p>just a fragment</p> \n", "<p>just a fragment</p>"),
+        ("no html at all", "no html at all"),
+    ],
+)
 def test_extract_page(text: str, page: str) -> None:
     assert extract_page(text) == page
 
 
-@pytest.mark.parametrize("html, snippet", [
-    ('<img alt="x" src="https://example.com/a.png">', "<img"),
-    ("<script src=//cdn.example.com/x.js></script>", "<script"),
-    ('<link rel="stylesheet" href="http://example.com/a.css">', "<link"),
-    ('<link href="https://fonts.example.com/css2" rel="preconnect">', "<link"),
-    ("<link rel=icon href=//example.com/favicon.ico>", "<link"),
-    ("<div style=\"background: url('https://example.com/b.png')\">", "url("),
-    ('<style>@import "https://example.com/c.css"; body{}</style>', "@import"),
-    ("<style>@import url(//example.com/c.css);</style>", "url("),
-    ('<img srcset="small.png 1x, https://example.com/big.png 2x">', "<img"),
-    ('<iframe src="https://example.com"></iframe>', "<iframe"),
-    ('<meta http-equiv="refresh" content="0; url=https://example.com/">', "<meta"),
-    ("<script>fetch('https://api.example.com/data')</script>", "'https"),
-])
+@pytest.mark.parametrize(
+    "html, snippet",
+    [
+        ('<img alt="x" src="https://example.com/a.png">', "<img"),
+        ("<script src=//cdn.example.com/x.js></script>", "<script"),
+        ('<link rel="stylesheet" href="http://example.com/a.css">', "<link"),
+        ('<link href="https://fonts.example.com/css2" rel="preconnect">', "<link"),
+        ("<link rel=icon href=//example.com/favicon.ico>", "<link"),
+        ("<div style=\"background: url('https://example.com/b.png')\">", "url("),
+        ('<style>@import "https://example.com/c.css"; body{}</style>', "@import"),
+        ("<style>@import url(//example.com/c.css);</style>", "url("),
+        ('<img srcset="small.png 1x, https://example.com/big.png 2x">', "<img"),
+        ('<iframe src="https://example.com"></iframe>', "<iframe"),
+        ('<meta http-equiv="refresh" content="0; url=https://example.com/">', "<meta"),
+        ("<script>fetch('https://api.example.com/data')</script>", "'https"),
+    ],
+)
 def test_network_reference_finds_fetches(html: str, snippet: str) -> None:
     found = network_reference(f"<html><body><p>hi</p>{html}</body></html>")
     assert found is not None and found.startswith(snippet)
 
 
-@pytest.mark.parametrize("html", [
-    '<a href="https://example.com">a link is not fetched on render</a>',
-    '<area shape="rect" coords="0,0,1,1" href="https://example.com">',
-    '<img src="data:image/png;base64,iVBORw0KGgo=">',
-    '<div style="background:url(data:image/png;base64,AAAA)">',
-    '<link rel="canonical" href="https://example.com/page">',
-    "<link rel=alternate href=https://example.com/feed.xml type=application/rss+xml>",
-    '<img data-src="https://example.com/lazy.png" src="local.png">',
-    "<p>Visit https://example.com or //example.org for more.</p>",
-    "<script>// a comment\nconst x = 1; /* http://not.a.string */</script>",
-    '<a href="#top">top</a><img src="/img/logo.png"><form action="https://example.com/post"></form>',
-])
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<a href="https://example.com">a link is not fetched on render</a>',
+        '<area shape="rect" coords="0,0,1,1" href="https://example.com">',
+        '<img src="data:image/png;base64,iVBORw0KGgo=">',
+        '<div style="background:url(data:image/png;base64,AAAA)">',
+        '<link rel="canonical" href="https://example.com/page">',
+        "<link rel=alternate href=https://example.com/feed.xml type=application/rss+xml>",
+        '<img data-src="https://example.com/lazy.png" src="local.png">',
+        "<p>Visit https://example.com or //example.org for more.</p>",
+        "<script>// a comment\nconst x = 1; /* http://not.a.string */</script>",
+        '<a href="#top">top</a><img src="/img/logo.png"><form action="https://example.com/post"></form>',
+    ],
+)
 def test_network_reference_allows_self_contained(html: str) -> None:
     assert network_reference(f"<html><body>{html}</body></html>") is None
 
@@ -182,11 +205,14 @@ def test_missing_chromium_fails_at_construction(tmp_path, monkeypatch) -> None:
         PageRenderer(RenderConfig(cache_dir=str(tmp_path)))
 
 
-@pytest.mark.parametrize("page, kind", [
-    ("   \n ", "empty"),
-    ("<p>" + "x" * 500 + "</p>", "too_large"),
-    ('<html><body><img src="https://example.com/a.png"></body></html>', "network"),
-])
+@pytest.mark.parametrize(
+    "page, kind",
+    [
+        ("   \n ", "empty"),
+        ("<p>" + "x" * 500 + "</p>", "too_large"),
+        ('<html><body><img src="https://example.com/a.png"></body></html>', "network"),
+    ],
+)
 def test_refused_pages_fail_before_launching(tmp_path, launches, page: str, kind: str) -> None:
     cfg = RenderConfig(chromium=shooting_browser(tmp_path), max_bytes=300, cache_dir=str(tmp_path))
     renderer = PageRenderer(cfg)
@@ -271,10 +297,13 @@ def fenced(page: str) -> str:
     return f"Here is the page:\n```html\n{page}\n```\nI hope you like it."
 
 
-SHOTS = {"<p>a</p>": Rendering("/shots/a.png", None, 1.0), "<p>b</p>": Rendering("/shots/b.png", None, 2.0),
-         "<p>c</p>": Rendering("/shots/c.png", None, 0.0, cached=True),
-         "<p>slow</p>": Rendering(None, "timeout: no screenshot after 20 s", 20.0),
-         "": Rendering(None, "empty: the page has no content", 0.0)}
+SHOTS = {
+    "<p>a</p>": Rendering("/shots/a.png", None, 1.0),
+    "<p>b</p>": Rendering("/shots/b.png", None, 2.0),
+    "<p>c</p>": Rendering("/shots/c.png", None, 0.0, cached=True),
+    "<p>slow</p>": Rendering(None, "timeout: no screenshot after 20 s", 20.0),
+    "": Rendering(None, "empty: the page has no content", 0.0),
+}
 
 
 def test_rendering_judge_sends_screenshots_and_extracted_pages() -> None:
@@ -285,7 +314,10 @@ def test_rendering_judge_sends_screenshots_and_extracted_pages() -> None:
     assert renderer.batches == [["<p>a</p>", "<p>b</p>", "<p>c</p>"]]  # each distinct page rendered once
     assert [(r.first, r.second) for r in inner.requests] == pairs
     assert [(r.first_image, r.second_image) for r in inner.requests] == [
-        ("/shots/a.png", "/shots/b.png"), ("/shots/b.png", "/shots/c.png"), ("/shots/a.png", "/shots/c.png")]
+        ("/shots/a.png", "/shots/b.png"),
+        ("/shots/b.png", "/shots/c.png"),
+        ("/shots/a.png", "/shots/c.png"),
+    ]
     assert [v.p_first for v in verdicts] == [0.75] * 3
     assert verdicts[1].raw == "judged /shots/b.png vs /shots/c.png"
 
@@ -293,14 +325,14 @@ def test_rendering_judge_sends_screenshots_and_extracted_pages() -> None:
 def test_a_page_that_fails_to_render_loses_without_the_judge() -> None:
     inner = RecordingJudge()
     judge = RenderingJudge(inner, extract_page, TableRenderer(SHOTS))
-    pairs = [("<p>a</p>", "<p>slow</p>"), ("<p>slow</p>", "<p>b</p>"), ("<p>b</p>", "<p>a</p>"),
-             ("", "<p>slow</p>")]
+    pairs = [("<p>a</p>", "<p>slow</p>"), ("<p>slow</p>", "<p>b</p>"), ("<p>b</p>", "<p>a</p>"), ("", "<p>slow</p>")]
     verdicts = judge.compare([PairRequest(PROMPT, fenced(a), fenced(b)) for a, b in pairs])
     assert [v.p_first for v in verdicts] == [1.0, 0.0, 0.75, 0.5]
     assert verdicts[0].raw == "render failed: second: timeout: no screenshot after 20 s"
     assert verdicts[1].raw.startswith("render failed: first: timeout")
-    assert verdicts[3].raw == ("render failed: both: first: empty: the page has no content; "
-                               "second: timeout: no screenshot after 20 s")
+    assert verdicts[3].raw == (
+        "render failed: both: first: empty: the page has no content; second: timeout: no screenshot after 20 s"
+    )
     assert [(r.first, r.second) for r in inner.requests] == [("<p>b</p>", "<p>a</p>")]
     assert all(v.error is None for v in verdicts)  # a broken page is an outcome, not a judge failure
 
@@ -308,21 +340,28 @@ def test_a_page_that_fails_to_render_loses_without_the_judge() -> None:
 def test_no_judge_call_when_every_pair_failed() -> None:
     inner = RecordingJudge()
     verdicts = RenderingJudge(inner, extract_page, TableRenderer(SHOTS)).compare(
-        [PairRequest(PROMPT, fenced("<p>slow</p>"), fenced("<p>a</p>"))])
+        [PairRequest(PROMPT, fenced("<p>slow</p>"), fenced("<p>a</p>"))]
+    )
     assert [v.p_first for v in verdicts] == [0.0] and inner.requests == []
 
 
 def test_metrics_count_pages_failures_and_cache_hits() -> None:
     judge = RenderingJudge(RecordingJudge(), extract_page, TableRenderer(SHOTS))
-    judge.compare([PairRequest(PROMPT, fenced(a), fenced(b))
-                   for a, b in [("<p>a</p>", "<p>slow</p>"), ("<p>c</p>", "<p>b</p>"), ("", "<p>a</p>")]])
+    judge.compare(
+        [
+            PairRequest(PROMPT, fenced(a), fenced(b))
+            for a, b in [("<p>a</p>", "<p>slow</p>"), ("<p>c</p>", "<p>b</p>"), ("", "<p>a</p>")]
+        ]
+    )
     metrics = judge.drain_metrics()
     assert metrics["render/pages"] == 5 and metrics["render/failures"] == 2
     assert metrics["render/failures/timeout"] == 1 and metrics["render/failures/empty"] == 1
     assert metrics["render/cache_hits"] == 1 and metrics["calls"] == 1  # only (c, b) reached the judge
     assert metrics["render/seconds_mean"] == pytest.approx((1.0 + 20.0 + 2.0 + 0.0) / 4)  # hits excluded
-    assert all(isinstance(metrics[k], Count) for k in ("render/pages", "render/failures", "render/cache_hits",
-                                                       "render/failures/timeout"))
+    assert all(
+        isinstance(metrics[k], Count)
+        for k in ("render/pages", "render/failures", "render/cache_hits", "render/failures/timeout")
+    )
     assert judge.drain_metrics()["render/pages"] == 0  # drained
 
 
@@ -364,10 +403,14 @@ def test_real_page_renders_at_the_configured_size_and_is_cached(real_cfg) -> Non
 
 
 @chromium
-@pytest.mark.parametrize("endless", [
-    "<html><body><h1>spin</h1><script>while (true) {}</script></body></html>",
-    '<html><head><meta http-equiv="refresh" content="0"></head><body>again</body></html>',
-], ids=["script-loop", "refresh-loop"])
+@pytest.mark.parametrize(
+    "endless",
+    [
+        "<html><body><h1>spin</h1><script>while (true) {}</script></body></html>",
+        '<html><head><meta http-equiv="refresh" content="0"></head><body>again</body></html>',
+    ],
+    ids=["script-loop", "refresh-loop"],
+)
 def test_endless_page_times_out_and_leaves_no_process(real_cfg, launches, endless: str) -> None:
     real_cfg.timeout_s = 4.0
     result = PageRenderer(real_cfg).render(endless)
@@ -378,8 +421,10 @@ def test_endless_page_times_out_and_leaves_no_process(real_cfg, launches, endles
 
 @chromium
 def test_network_page_fails_without_launching(real_cfg, launches) -> None:
-    result = PageRenderer(real_cfg).render('<html><head><link rel="stylesheet" href="https://cdn.example.com/'
-                                           'tailwind.min.css"></head><body>x</body></html>')
+    result = PageRenderer(real_cfg).render(
+        '<html><head><link rel="stylesheet" href="https://cdn.example.com/'
+        'tailwind.min.css"></head><body>x</body></html>'
+    )
     assert error_kind(result.error) == "network" and launches == []
 
 
@@ -402,8 +447,10 @@ def test_the_browser_cannot_reach_the_network_either(real_cfg) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     host = f"127.0.0.1:{server.server_address[1]}"
-    page = (f"<html><body><p>x</p><script>var u = 'http:' + '//{host}/';"
-            "new Image().src = u + 'pixel.png'; fetch(u + 'api').catch(() => 0);</script></body></html>")
+    page = (
+        f"<html><body><p>x</p><script>var u = 'http:' + '//{host}/';"
+        "new Image().src = u + 'pixel.png'; fetch(u + 'api').catch(() => 0);</script></body></html>"
+    )
     assert network_reference(page) is None
     result = PageRenderer(real_cfg).render(page)
     server.shutdown()
@@ -414,8 +461,9 @@ def test_the_browser_cannot_reach_the_network_either(real_cfg) -> None:
 def test_rendering_judge_over_real_chromium(real_cfg) -> None:
     inner = RecordingJudge()
     judge = RenderingJudge(inner, extract_page, PageRenderer(real_cfg))
-    verdicts = judge.compare([PairRequest(PROMPT, fenced(PAGE_A), fenced(PAGE_B)),
-                              PairRequest(PROMPT, fenced(PAGE_B), "```html\n\n```")])
+    verdicts = judge.compare(
+        [PairRequest(PROMPT, fenced(PAGE_A), fenced(PAGE_B)), PairRequest(PROMPT, fenced(PAGE_B), "```html\n\n```")]
+    )
     metrics = judge.drain_metrics()
     close_judge(judge)
     assert verdicts[0].p_first == 0.75 and verdicts[1].p_first == 1.0  # the empty page loses

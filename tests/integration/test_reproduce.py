@@ -34,9 +34,19 @@ def composed(overrides: list[str], hydra: bool = False):
 
 
 def test_the_paper_recipes_are_the_ones_the_issue_lists():
-    assert set(PAPER) >= {"arenarl_topologies", "reasoning_arena_table1", "tsrl_anchor_source", "tsrl_diversity", "tsrl_dpo",
-                     "tsrl_equal_budget", "tsrl_k_sweep", "tsrl_noise", "tsrl_self_bootstrap", "tsrl_table1",
-                     "tsrl_table2_weak_judge"}
+    assert set(PAPER) >= {
+        "arenarl_topologies",
+        "reasoning_arena_table1",
+        "tsrl_anchor_source",
+        "tsrl_diversity",
+        "tsrl_dpo",
+        "tsrl_equal_budget",
+        "tsrl_k_sweep",
+        "tsrl_noise",
+        "tsrl_self_bootstrap",
+        "tsrl_table1",
+        "tsrl_table2_weak_judge",
+    }
     for name in PAPER:
         head = (ROOT / "recipes" / "paper" / f"{name}.yaml").read_text().splitlines()
         assert head[0] == "# @package _global_"
@@ -63,8 +73,15 @@ def check_method(recipe: str, grid: dict[str, list[str]], method: str, first: di
     from tsrl.cli import to_run_config
     from tsrl.tasks import build_task
 
-    cfg = composed([f"recipes=paper/{recipe}", *SMOKE, f"method={method}", *(f"{a}={v}" for a, v in first.items()),
-                    "run_dir=unused"])
+    cfg = composed(
+        [
+            f"recipes=paper/{recipe}",
+            *SMOKE,
+            f"method={method}",
+            *(f"{a}={v}" for a, v in first.items()),
+            "run_dir=unused",
+        ]
+    )
     assert build_task(to_run_config(cfg).task).prompts("train")
     expected = OmegaConf.load(ROOT / "configs" / "method" / f"{method}.yaml")
     for key, value in expected.items():
@@ -74,15 +91,22 @@ def check_method(recipe: str, grid: dict[str, list[str]], method: str, first: di
 
 
 def test_the_shipped_launchers_are_hydras_joblib_and_submitit_slurm():
-    targets = {name: composed(["recipes=paper/tsrl_k_sweep", f"hydra/launcher={name}"], hydra=True).hydra.launcher
-               for name in ("local_parallel", "slurm")}
+    targets = {
+        name: composed(["recipes=paper/tsrl_k_sweep", f"hydra/launcher={name}"], hydra=True).hydra.launcher
+        for name in ("local_parallel", "slurm")
+    }
     assert targets["local_parallel"]._target_.endswith("JoblibLauncher") and targets["local_parallel"].n_jobs == 2
     assert targets["slurm"]._target_.endswith("SlurmLauncher") and targets["slurm"].gpus_per_node == 1
 
 
 def test_smoke_narrows_the_grid():
-    grid = {"method": ["a", "b", "c"], "model": ["x", "y"], "judge.model": ["w"], "reward.k": ["1", "2", "4"],
-            SEED: ["0", "1", "2"]}
+    grid = {
+        "method": ["a", "b", "c"],
+        "model": ["x", "y"],
+        "judge.model": ["w"],
+        "reward.k": ["1", "2", "4"],
+        SEED: ["0", "1", "2"],
+    }
     assert smoke_grid(grid) == {"method": ["a", "b"], "reward.k": ["1", "2"], SEED: ["0"]}
 
 
@@ -91,16 +115,30 @@ def fake_run(root: Path, values: dict[str, str], start: float, final: float, fli
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "overrides.yaml").write_text("".join(f"- {k}={v}\n" for k, v in values.items()))
     history = [{"step": 0, "winrate": start}, {"step": 5, "winrate": final}]
-    (run / "eval.json").write_text(json.dumps({"judge": {"kind": "rubric_sim", "model": "simulated"},
-                                               "start": history[0], "latest": history[-1], "history": history}))
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "judge/calls": flip_calls}) + "\n"
-                                               for s in range(1, 6)))
+    (run / "eval.json").write_text(
+        json.dumps(
+            {
+                "judge": {"kind": "rubric_sim", "model": "simulated"},
+                "start": history[0],
+                "latest": history[-1],
+                "history": history,
+            }
+        )
+    )
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "judge/calls": flip_calls}) + "\n" for s in range(1, 6))
+    )
     (run / "done.json").write_text(json.dumps({"step": 5, "reason": "max_steps"}))
 
 
 def test_aggregate_writes_the_table_the_noise_kept_fraction_and_the_csv(tmp_path):
     grid = {"method": ["tsrl", "rubric"], "judge.flip_prob": ["0.0", "0.3"], SEED: ["0", "1", "2"]}
-    gains = {("tsrl", "0.0"): (20, 22), ("tsrl", "0.3"): (16, 18), ("rubric", "0.0"): (10, 10), ("rubric", "0.3"): (4, 6)}
+    gains = {
+        ("tsrl", "0.0"): (20, 22),
+        ("tsrl", "0.3"): (16, 18),
+        ("rubric", "0.0"): (10, 10),
+        ("rubric", "0.3"): (4, 6),
+    }
     for (method, p), per_seed in gains.items():
         for seed, gain in zip("01", per_seed):
             fake_run(tmp_path, {"method": method, "judge.flip_prob": p, SEED: seed}, 40.0, 40.0 + gain)
@@ -118,10 +156,15 @@ def test_aggregate_writes_the_table_the_noise_kept_fraction_and_the_csv(tmp_path
     assert "other" not in text
     rows = list(csv.DictReader((tmp_path / "table.csv").open()))
     assert len(rows) == 8 and {r["method"] for r in rows} == {"tsrl", "rubric"}
-    assert {(r["method"], r["judge.flip_prob"], round(float(r["performance_retained"]), 3),
-             round(float(r["gain_kept"]), 3)) for r in rows} >= {("tsrl", "0.3", round(57 / 61, 3), round(17 / 21, 3))}
+    assert {
+        (r["method"], r["judge.flip_prob"], round(float(r["performance_retained"]), 3), round(float(r["gain_kept"]), 3))
+        for r in rows
+    } >= {("tsrl", "0.3", round(57 / 61, 3), round(17 / 21, 3))}
     noise = json.loads((tmp_path / "results.json").read_text())["noise"]
-    assert noise["performance_retained"]["rubric"]["0.3"] == pytest.approx(0.9) and noise["gain_kept"]["rubric"]["0.3"] == 0.5
+    assert (
+        noise["performance_retained"]["rubric"]["0.3"] == pytest.approx(0.9)
+        and noise["gain_kept"]["rubric"]["0.3"] == 0.5
+    )
     assert (tmp_path / "curves.png").stat().st_size > 0 and (tmp_path / "axis_judge_flip_prob.png").is_file()
     assert (tmp_path / "noise_kept.png").is_file()
 
@@ -131,11 +174,20 @@ def test_an_interrupted_smoke_grid_resumes_without_rerunning_finished_runs(cache
     """paper/tsrl_noise --smoke is 4 runs (tsrl, one_anchor × p = 0, 0.1). Stopped (SIGINT to the whole sweep) once
     the first run is done, the same command again skips that run — its metrics untouched — and trains the rest."""
     out = tmp_path / "grid"
-    args = [REPRODUCE, "paper/tsrl_noise", "--smoke", "--out", str(out), f"model.cache_dir={cache_dir / 'models'}",
-            *TINY, f"reward.ladder_dir={cache_dir / 'ladders'}"]
+    args = [
+        REPRODUCE,
+        "paper/tsrl_noise",
+        "--smoke",
+        "--out",
+        str(out),
+        f"model.cache_dir={cache_dir / 'models'}",
+        *TINY,
+        f"reward.ladder_dir={cache_dir / 'ladders'}",
+    ]
     env = {**cli_env(), "OMP_NUM_THREADS": "1"}
-    first = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
+    first = subprocess.Popen(
+        args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     deadline = time.time() + 600
     while not list(out.glob("*/done.json")) and time.time() < deadline and first.poll() is None:
         time.sleep(0.2)
@@ -151,7 +203,9 @@ def test_an_interrupted_smoke_grid_resumes_without_rerunning_finished_runs(cache
     assert ((finished / "metrics.jsonl").stat().st_mtime_ns, (finished / "eval.json").read_text()) == before
     assert len(list(out.glob("*/done.json"))) == 4
     table = (out / "table.md").read_text()
-    assert "| tsrl |" in table and "| one_anchor |" in table and "Performance retained" in table and "Gain kept" in table
+    assert (
+        "| tsrl |" in table and "| one_anchor |" in table and "Performance retained" in table and "Gain kept" in table
+    )
     assert len(list(csv.DictReader((out / "table.csv").open()))) == 4
 
 
@@ -160,9 +214,17 @@ def test_max_judge_calls_ends_the_run_at_the_budget_and_resume_skips_it(cache_di
     """Ladder k = 2, 2 prompts × 4 samples × 2 anchors, one call each (the default order=random) = 16 calls a step:
     a budget of 35 ends the run after step 3 (the step that reaches it), evaluated and checkpointed there;
     resume=auto then trains nothing."""
-    args = [f"model.cache_dir={cache_dir / 'models'}", *TINY, f"reward.ladder_dir={cache_dir / 'ladders'}",
-            "reward.k=2", "trainer.max_steps=50", "trainer.max_judge_calls=35", "trainer.eval.max_prompts=2",
-            "trainer.checkpoint.resume=auto", f"run_dir={tmp_path / 'run'}"]
+    args = [
+        f"model.cache_dir={cache_dir / 'models'}",
+        *TINY,
+        f"reward.ladder_dir={cache_dir / 'ladders'}",
+        "reward.k=2",
+        "trainer.max_steps=50",
+        "trainer.max_judge_calls=35",
+        "trainer.eval.max_prompts=2",
+        "trainer.checkpoint.resume=auto",
+        f"run_dir={tmp_path / 'run'}",
+    ]
     result = run_cli(args, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
@@ -183,18 +245,39 @@ def test_an_override_of_a_grid_axis_replaces_the_axis():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recipe, methods, task", [
-    ("tsrl_table1", "sft,one_anchor,rubric,in_batch,reward_model,intuitor,tsrl", "humor"),
-    ("reasoning_arena_table1", "rlvr,rlaif,arenarl,adaptive_pointwise,reasoning_arena,reasoning_arena_live", "aime"),
-])
+@pytest.mark.parametrize(
+    "recipe, methods, task",
+    [
+        ("tsrl_table1", "sft,one_anchor,rubric,in_batch,reward_model,intuitor,tsrl", "humor"),
+        (
+            "reasoning_arena_table1",
+            "rlvr,rlaif,arenarl,adaptive_pointwise,reasoning_arena,reasoning_arena_live",
+            "aime",
+        ),
+    ],
+)
 def test_every_method_of_the_main_tables_trains_in_a_smoke_grid(cache_dir, tmp_path, recipe, methods, task):
     """Every method of TSRL Table 1 and Reasoning Arena Table 1 builds its components and trains 2 steps with the
     CPU stand-ins, in one multirun; the table has a row for each."""
     out = tmp_path / "grid"
-    result = subprocess.run([REPRODUCE, f"paper/{recipe}", "--smoke", "--out", str(out), f"method={methods}",
-                             f"task={task}", f"model.cache_dir={cache_dir / 'models'}", *TINY],
-                            env={**cli_env(), "OMP_NUM_THREADS": "1"}, cwd=tmp_path, capture_output=True, text=True,
-                            timeout=1500)
+    result = subprocess.run(
+        [
+            REPRODUCE,
+            f"paper/{recipe}",
+            "--smoke",
+            "--out",
+            str(out),
+            f"method={methods}",
+            f"task={task}",
+            f"model.cache_dir={cache_dir / 'models'}",
+            *TINY,
+        ],
+        env={**cli_env(), "OMP_NUM_THREADS": "1"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     table = (out / "table.md").read_text()
     for method in methods.split(","):
@@ -204,14 +287,16 @@ def test_every_method_of_the_main_tables_trains_in_a_smoke_grid(cache_dir, tmp_p
 
 def test_aggregate_reports_routing_beside_plain_rlvr(tmp_path):
     grid = {"method": ["rlvr", "reasoning_arena_live"], SEED: ["0"]}
-    for method, extra in (("rlvr", {"reward/zero_var_frac": 0.5}),
-                          ("reasoning_arena_live", {"reward/zero_var_frac": 0.1, "route/verifier_frac": 0.25,
-                                                    "route/tournament": 6.0})):
+    for method, extra in (
+        ("rlvr", {"reward/zero_var_frac": 0.5}),
+        ("reasoning_arena_live", {"reward/zero_var_frac": 0.1, "route/verifier_frac": 0.25, "route/tournament": 6.0}),
+    ):
         fake_run(tmp_path, {"method": method, SEED: "0"}, 10.0, 12.0)
         run = tmp_path / f"method={method},seed=0"
         (run / "config.json").write_text(json.dumps({"trainer": {"group_size": 8}}))
-        (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "judge/calls": 4.0, **extra}) + "\n"
-                                                   for s in range(1, 6)))
+        (run / "metrics.jsonl").write_text(
+            "".join(json.dumps({"step": s, "judge/calls": 4.0, **extra}) + "\n" for s in range(1, 6))
+        )
     text = aggregate(tmp_path, grid)
     assert "| rlvr | 50 % | — | — | 20 |" in text
     assert "| reasoning_arena_live | 10 % | 25 % | 48.0 | 20 |" in text

@@ -58,8 +58,9 @@ def one_process(cache_dir, tmp_path_factory):
     return {lora: update(None, lora, cache_dir, folder / f"{lora}.json") for lora in (False, True)}
 
 
-@pytest.mark.parametrize("kind,lora", [("ddp", False), ("zero3", False), ("zero3", True)],
-                         ids=["ddp", "zero3", "zero3_lora"])
+@pytest.mark.parametrize(
+    "kind,lora", [("ddp", False), ("zero3", False), ("zero3", True)], ids=["ddp", "zero3", "zero3_lora"]
+)
 def test_two_processes_take_the_update_one_process_takes(one_process, cache_dir, tmp_path, kind, lora):
     two = update(kind, lora, cache_dir, tmp_path / "two.json")
     one = one_process[lora]
@@ -84,8 +85,14 @@ def train_overrides(cache_dir: Path, run_dir: Path, *extra: str) -> list[str]:
 def test_self_bootstrap_ladders_are_judged_once_for_every_process(cache_dir, tmp_path):
     """reward=self_bootstrap rebuilds its ladder from policy samples at start and every step (period=1). With
     two processes the main one judges each round-robin and the other loads it: the same calls as one process."""
-    common = ["reward=self_bootstrap", "reward.ladder.k=3", "reward.period=1", "task.max_prompts=4",
-              "trainer.max_steps=2", "trainer.checkpoint.every=0"]
+    common = [
+        "reward=self_bootstrap",
+        "reward.ladder.k=3",
+        "reward.period=1",
+        "task.max_prompts=4",
+        "trainer.max_steps=2",
+        "trainer.checkpoint.every=0",
+    ]
     runs = {}
     for kind in (None, "ddp"):
         run_dir = tmp_path / str(kind)
@@ -103,8 +110,9 @@ def test_zero3_checkpoint_resumes_the_same_trajectory(cache_dir, tmp_path):
     whole, split = tmp_path / "whole", tmp_path / "split"
     launch("zero3", train_overrides(cache_dir, whole, "trainer.max_steps=4", "trainer.checkpoint.every=2"), cache_dir)
     launch("zero3", train_overrides(cache_dir, split, "trainer.max_steps=2"), cache_dir)
-    launch("zero3", train_overrides(cache_dir, split, "trainer.max_steps=4", "trainer.checkpoint.resume=auto"),
-           cache_dir)
+    launch(
+        "zero3", train_overrides(cache_dir, split, "trainer.max_steps=4", "trainer.checkpoint.resume=auto"), cache_dir
+    )
     a, b = read_metrics(whole), read_metrics(split)
     assert [r["step"] for r in b] == [1, 2, 3, 4]
     for key in ("reward/mean", "train/loss", "completion/length_mean", "train/grad_norm", "judge/calls"):
@@ -121,8 +129,13 @@ def test_lora_run_saves_the_adapter_and_a_merged_model(cache_dir, tmp_path):
     """model.lora.r=4 on one process: only the adapter trains, the reference is the base (KL on), and the
     checkpoint holds the adapter (peft) and a merged model equal to base + adapter."""
     run_dir = tmp_path / "lora"
-    launch(None, train_overrides(cache_dir, run_dir, "model.lora.r=4", "algo.kl_beta=0.05", "trainer.max_steps=2",
-                                 "trainer.lr=0.01"), cache_dir)
+    launch(
+        None,
+        train_overrides(
+            cache_dir, run_dir, "model.lora.r=4", "algo.kl_beta=0.05", "trainer.max_steps=2", "trainer.lr=0.01"
+        ),
+        cache_dir,
+    )
     rows = read_metrics(run_dir)
     assert rows[-1]["train/kl"] > 0  # the adapter moved the policy away from the base
     policy = run_dir / "checkpoints" / "step_000002" / "policy"
@@ -142,11 +155,16 @@ def test_lora_run_saves_the_adapter_and_a_merged_model(cache_dir, tmp_path):
 def test_regimes_that_read_the_policy_run_under_zero3(cache_dir, tmp_path, regime):
     """Under ZeRO-3 no process holds whole weights: the reward model's frozen initial policy is a DeepSpeed
     inference engine of its own and Intuitor reads the live policy, both through the Learner's PolicyView."""
-    extra = {"reward_model": [f"reward.ladder.ladder_dir={cache_dir / 'ladders'}", f"reward.rm_dir={tmp_path / 'rm'}"],
-             "intuitor": []}[regime]
+    extra = {
+        "reward_model": [f"reward.ladder.ladder_dir={cache_dir / 'ladders'}", f"reward.rm_dir={tmp_path / 'rm'}"],
+        "intuitor": [],
+    }[regime]
     run_dir = tmp_path / regime
-    launch("zero3", train_overrides(cache_dir, run_dir, f"reward={regime}", "task.max_prompts=4",
-                                    "trainer.max_steps=1", *extra), cache_dir)
+    launch(
+        "zero3",
+        train_overrides(cache_dir, run_dir, f"reward={regime}", "task.max_prompts=4", "trainer.max_steps=1", *extra),
+        cache_dir,
+    )
     rows = read_metrics(run_dir)
     assert len(rows) == 1 and rows[0]["reward/std"] > 0
 
@@ -156,8 +174,15 @@ def test_offline_baselines_take_the_step_one_process_takes_under_zero3(cache_dir
     """algo=sft and algo=dpo go through the same Learner: two ZeRO-3 processes with 2 prompts each log the
     losses (and DPO's pair accuracy) one process logs with all 4 — the sampler shards one global batch and the
     losses are normalised over both processes. Evaluation runs on both and writes eval.json."""
-    common = [f"algo={algo}", "trainer.prompts_per_step=2", "trainer.max_steps=3", "trainer.lr=5e-3",
-              "trainer.eval.every=0", "trainer.eval.max_prompts=2", "task.max_prompts=8"]
+    common = [
+        f"algo={algo}",
+        "trainer.prompts_per_step=2",
+        "trainer.max_steps=3",
+        "trainer.lr=5e-3",
+        "trainer.eval.every=0",
+        "trainer.eval.max_prompts=2",
+        "task.max_prompts=8",
+    ]
     runs = {}
     for kind, per_process in ((None, 4), ("zero3", 2)):
         run_dir = tmp_path / str(kind)

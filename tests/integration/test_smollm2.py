@@ -33,7 +33,8 @@ def test_converted_folder_reloads_plainly_with_the_ggufs_logits(converted):
     from tsrl.models.smollm2 import smollm2_gguf
 
     assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"} <= {
-        p.name for p in converted.iterdir()}
+        p.name for p in converted.iterdir()
+    }
     assert "quantization_config" not in json.loads((converted / "config.json").read_text())
     source = smollm2_gguf()
     folder_tok = AutoTokenizer.from_pretrained(converted, local_files_only=True)
@@ -61,11 +62,22 @@ def test_two_training_steps_through_the_cli(converted, cache_dir, tmp_path, monk
     # descheduled thread.
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     run = tmp_path / "run"
-    result = run_cli(["model=smollm2", f"model.cache_dir={cache_dir / 'models'}",
-                      f"reward.ladder_dir={cache_dir / 'ladders'}", "trainer.max_steps=2",
-                      "trainer.prompts_per_step=1", "trainer.group_size=2", "trainer.lr=1e-5",
-                      "generator.max_new_tokens=8", "trainer.eval.samples=1", "trainer.eval.max_prompts=2",
-                      f"run_dir={run}"], tmp_path)
+    result = run_cli(
+        [
+            "model=smollm2",
+            f"model.cache_dir={cache_dir / 'models'}",
+            f"reward.ladder_dir={cache_dir / 'ladders'}",
+            "trainer.max_steps=2",
+            "trainer.prompts_per_step=1",
+            "trainer.group_size=2",
+            "trainer.lr=1e-5",
+            "generator.max_new_tokens=8",
+            "trainer.eval.samples=1",
+            "trainer.eval.max_prompts=2",
+            f"run_dir={run}",
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(run)
     assert [r["step"] for r in rows] == [1, 2]

@@ -35,18 +35,24 @@ def train(cache_dir, tmp_path):
     def call(*overrides: str) -> subprocess.CompletedProcess:
         regime = next((o.split("=", 1)[1] for o in overrides if o.startswith("reward=")), "ladder")
         ladder = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if regime in LADDERS else []
-        return run_cli([f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}", *ladder, *overrides], tmp_path)
+        return run_cli(
+            [f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}", *ladder, *overrides],
+            tmp_path,
+        )
 
     return call
 
 
-@pytest.mark.parametrize("task, extra", [
-    ("stories", ["reward.k=10"]),
-    ("counseling", []),
-    ("gpqa", ["reward=verifier"]),
-    ("aime", ["reward=verifier"]),
-    ("aime", ["reward=adaptive", "algo=cispo"]),
-])
+@pytest.mark.parametrize(
+    "task, extra",
+    [
+        ("stories", ["reward.k=10"]),
+        ("counseling", []),
+        ("gpqa", ["reward=verifier"]),
+        ("aime", ["reward=verifier"]),
+        ("aime", ["reward=adaptive", "algo=cispo"]),
+    ],
+)
 def test_task_trains_on_its_shipped_sample(train, tmp_path, task, extra):
     result = train(f"task={task}", *SMALL, *extra)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -67,25 +73,38 @@ def test_web_trains_with_a_vision_judge_that_receives_the_screenshots(train, tmp
     """The openai judge with vision=true gets both pages as PNG image parts; a page that cannot render (the
     tiny policy mostly writes text, not HTML) loses without a judge call, and the reasons are counted."""
     with JudgeServer(keep_bodies=True, model="vision-judge") as server:
-        result = train("task=web", *SMALL, "reward.k=2", "judge=openai", f"judge.base_urls=[{server.url}]",
-                      "judge.api_key_env=", "judge.vision=true", "judge.model=vision-judge",
-                      f"judge.render.cache_dir={tmp_path / 'shots'}", "judge.render.timeout_s=30")
+        result = train(
+            "task=web",
+            *SMALL,
+            "reward.k=2",
+            "judge=openai",
+            f"judge.base_urls=[{server.url}]",
+            "judge.api_key_env=",
+            "judge.vision=true",
+            "judge.model=vision-judge",
+            f"judge.render.cache_dir={tmp_path / 'shots'}",
+            "judge.render.timeout_s=30",
+        )
         bodies = list(server.bodies)
     assert result.returncode == 0, result.stderr[-3000:]
-    images = [part["image_url"]["url"] for body in bodies for part in body["messages"][-1]["content"]
-              if isinstance(part, dict) and part.get("type") == "image_url"]
+    images = [
+        part["image_url"]["url"]
+        for body in bodies
+        for part in body["messages"][-1]["content"]
+        if isinstance(part, dict) and part.get("type") == "image_url"
+    ]
     assert images and all(url.startswith("data:image/png;base64,") for url in images)
     png = base64.b64decode(images[0].split(",", 1)[1])
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 1024  # IHDR width
     rows = read_metrics(tmp_path / "run")
     assert all(r["judge/render/pages"] > 0 for r in rows)
     assert sum(r.get("judge/render/failures", 0) for r in rows) == sum(
-        v for r in rows for k, v in r.items() if k.startswith("judge/render/failures/"))
+        v for r in rows for k, v in r.items() if k.startswith("judge/render/failures/")
+    )
 
 
 def run_tool(name: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / name), *args], capture_output=True, text=True, env=cli_env(), cwd=cwd,
-                          timeout=600)
+    return subprocess.run([str(BIN / name), *args], capture_output=True, text=True, env=cli_env(), cwd=cwd, timeout=600)
 
 
 def test_eval_reports_a_checkpoint_over_seeds(train, cache_dir, tmp_path):
@@ -93,16 +112,30 @@ def test_eval_reports_a_checkpoint_over_seeds(train, cache_dir, tmp_path):
     assert trained.returncode == 0, trained.stderr[-3000:]
     checkpoint = tmp_path / "run" / "checkpoints" / "step_000001"
     model = model_args(cache_dir)
-    result = run_tool("tsrl-eval", ["task=aime", *model, f"eval.policies=[{checkpoint}]", "eval.samples=4",
-                                    "eval.max_prompts=3", "eval.seeds=[0,1]", f"run_dir={tmp_path / 'eval'}"], tmp_path)
+    result = run_tool(
+        "tsrl-eval",
+        [
+            "task=aime",
+            *model,
+            f"eval.policies=[{checkpoint}]",
+            "eval.samples=4",
+            "eval.max_prompts=3",
+            "eval.seeds=[0,1]",
+            f"run_dir={tmp_path / 'eval'}",
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "eval" / "eval_report.json").read_text())
     (entry,) = report["policies"]
     assert entry["policy"] == str(checkpoint / "policy") and len(entry["runs"]) == 2
     assert report["headline"] == "pass_ratio" and {"pass@1", "pass@4"} <= set(entry["summary"])
     assert "| policy | pass_ratio |" in (tmp_path / "eval" / "eval_report.md").read_text()
-    missing = run_tool("tsrl-eval", ["task=aime", *model, f"eval.policies=[{tmp_path / 'nowhere'}]",
-                                     f"run_dir={tmp_path / 'eval2'}"], tmp_path)
+    missing = run_tool(
+        "tsrl-eval",
+        ["task=aime", *model, f"eval.policies=[{tmp_path / 'nowhere'}]", f"run_dir={tmp_path / 'eval2'}"],
+        tmp_path,
+    )
     assert missing.returncode == 2 and "neither a model folder" in missing.stderr
 
 
@@ -112,9 +145,20 @@ def test_ladder_tool_builds_from_an_endpoint_and_training_reuses_the_stored_ladd
     file finds the stored ladder and spends no judge call on it."""
     ladders = cache_dir / "ladders"
     with JudgeServer() as server:
-        result = run_tool("tsrl-ladder", ["task=humor", "build.source=endpoint", f"endpoint.base_url={server.url}",
-                                          "endpoint.model=writer", "build.max_prompts=64", "build.embeddings=false",
-                                          f"ladder.ladder_dir={ladders}", f"run_dir={tmp_path / 'ladder'}"], tmp_path)
+        result = run_tool(
+            "tsrl-ladder",
+            [
+                "task=humor",
+                "build.source=endpoint",
+                f"endpoint.base_url={server.url}",
+                "endpoint.model=writer",
+                "build.max_prompts=64",
+                "build.embeddings=false",
+                f"ladder.ladder_dir={ladders}",
+                f"run_dir={tmp_path / 'ladder'}",
+            ],
+            tmp_path,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "warning: near-duplicate anchors" in result.stdout
     report = json.loads((tmp_path / "ladder" / "ladder_report.json").read_text())
@@ -128,16 +172,36 @@ def test_ladder_tool_builds_from_an_endpoint_and_training_reuses_the_stored_ladd
 
 def test_ladder_tool_ranks_references_and_samples_the_policy(cache_dir, tmp_path):
     model = model_args(cache_dir)
-    refs = run_tool("tsrl-ladder", ["task=stories", "build.max_prompts=3", "build.embeddings=true",
-                                    f"ladder.ladder_dir={tmp_path / 'ladders'}", f"run_dir={tmp_path / 'refs'}"], tmp_path)
+    refs = run_tool(
+        "tsrl-ladder",
+        [
+            "task=stories",
+            "build.max_prompts=3",
+            "build.embeddings=true",
+            f"ladder.ladder_dir={tmp_path / 'ladders'}",
+            f"run_dir={tmp_path / 'refs'}",
+        ],
+        tmp_path,
+    )
     assert refs.returncode == 0, refs.stderr[-3000:]
     report = json.loads((tmp_path / "refs" / "ladder_report.json").read_text())
     assert report["anchors_per_prompt"] == [10] and report["anchors_file"] == ""
     assert {"distinct_1", "distinct_2", "jaccard_distance"} <= set(report["diversity"])
     assert 0.0 < report["diversity"]["embedding_distance"] < 2.0  # MiniLM, from the offline package
-    policy = run_tool("tsrl-ladder", ["task=humor", "build.source=policy", "build.max_prompts=2", "build.samples=2",
-                                      "build.embeddings=false", *model, f"ladder.ladder_dir={tmp_path / 'ladders'}",
-                                      f"run_dir={tmp_path / 'policy'}"], tmp_path)
+    policy = run_tool(
+        "tsrl-ladder",
+        [
+            "task=humor",
+            "build.source=policy",
+            "build.max_prompts=2",
+            "build.samples=2",
+            "build.embeddings=false",
+            *model,
+            f"ladder.ladder_dir={tmp_path / 'ladders'}",
+            f"run_dir={tmp_path / 'policy'}",
+        ],
+        tmp_path,
+    )
     assert policy.returncode == 0, policy.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "policy" / "anchors.jsonl").read_text().splitlines()]
     assert [len(r["anchors"]) for r in rows] == [8, 8]  # 4 tiers x 2 samples

@@ -9,9 +9,21 @@ from tests.integration.conftest import read_metrics
 pytestmark = pytest.mark.slow
 
 STEP_KEYS = {
-    "step", "reward/mean", "reward/std", "reward/zero_var_frac", "completion/length_mean",
-    "completion/truncated_frac", "train/clip_frac", "train/entropy", "train/loss", "train/grad_norm",
-    "train/lr", "judge/calls", "judge/calls_per_sample", "time/step_s", "throughput/tokens_per_s",
+    "step",
+    "reward/mean",
+    "reward/std",
+    "reward/zero_var_frac",
+    "completion/length_mean",
+    "completion/truncated_frac",
+    "train/clip_frac",
+    "train/entropy",
+    "train/loss",
+    "train/grad_norm",
+    "train/lr",
+    "judge/calls",
+    "judge/calls_per_sample",
+    "time/step_s",
+    "throughput/tokens_per_s",
 }
 
 
@@ -82,12 +94,18 @@ def test_wandb_logger_writes_an_offline_run(tsrl, tmp_path):
     assert (tmp_path / "run" / "samples.jsonl").is_file()
 
 
-@pytest.mark.parametrize("override, message", [
-    ("reward.k=11 ladder.build=off", "reward.k=11 needs 11 anchors per training prompt, but prompt 'train-001' of "
-     "task humor has 10 (64 of 64 prompts short); set ladder.build=auto"),
-    ("trainer.group_size=1", "trainer.group_size=1 but group-relative advantages need at least 2"),
-    ("task.train_file=/nowhere/train.jsonl", "/nowhere/train.jsonl does not exist"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "reward.k=11 ladder.build=off",
+            "reward.k=11 needs 11 anchors per training prompt, but prompt 'train-001' of "
+            "task humor has 10 (64 of 64 prompts short); set ladder.build=auto",
+        ),
+        ("trainer.group_size=1", "trainer.group_size=1 but group-relative advantages need at least 2"),
+        ("task.train_file=/nowhere/train.jsonl", "/nowhere/train.jsonl does not exist"),
+    ],
+)
 def test_bad_settings_fail_with_one_sentence(tsrl, override, message):
     result = tsrl(*override.split())
     assert result.returncode == 2

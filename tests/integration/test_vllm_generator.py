@@ -35,8 +35,14 @@ def policy(tmp_path_factory):
     from tsrl.tasks import HumorConfig, build_task
 
     task = build_task(HumorConfig())
-    cfg = TinyModelConfig(vocab_size=600, hidden_size=64, num_layers=2, num_heads=2, warmstart_steps=100,
-                          cache_dir=str(tmp_path_factory.mktemp("models")))
+    cfg = TinyModelConfig(
+        vocab_size=600,
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        warmstart_steps=100,
+        cache_dir=str(tmp_path_factory.mktemp("models")),
+    )
     source = tiny_source(cfg, task)
     model, tokenizer = load_model(source), load_tokenizer(source)
     return model.float(), tokenizer, task.prompts("train")
@@ -58,7 +64,7 @@ def sync(generator, model: torch.nn.Module, bucket: int = 3) -> None:
     gate/up parts of a layer land in different calls, which the generator must reassemble."""
     pairs = [(name, p.detach().clone()) for name, p in model.named_parameters()]
     for start in range(0, len(pairs), bucket):
-        generator.load_weights(pairs[start:start + bucket])
+        generator.load_weights(pairs[start : start + bucket])
 
 
 def logprob_gap(model: torch.nn.Module, tokenizer, groups: list[Group]) -> tuple[float, float]:
@@ -114,7 +120,7 @@ def test_greedy_first_is_the_argmax_decode_with_logprobs_at_the_sampling_tempera
         position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp_min(0)
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids).logits
     P = batch.prompt_width
-    argmax = logits[:, P - 1:-1].argmax(-1)  # [N, T]
+    argmax = logits[:, P - 1 : -1].argmax(-1)  # [N, T]
     for row in (0, 4, 8):  # completion 0 of each group
         keep = batch.completion_mask[row].bool()
         assert torch.equal(argmax[row][keep], batch.input_ids[row, P:][keep])
@@ -146,8 +152,9 @@ def test_streaming_hands_over_each_group_as_its_requests_finish(policy, generato
     whole = generator.generate(prompts[:6], n=4, greedy_first=True)
     calls: list[list[int]] = []
     torch.manual_seed(0)
-    streamed = generator.generate(prompts[:6], n=4, greedy_first=True,
-                                  emit=lambda items: calls.append([b for b, _ in items]))
+    streamed = generator.generate(
+        prompts[:6], n=4, greedy_first=True, emit=lambda items: calls.append([b for b, _ in items])
+    )
     assert sorted(b for call in calls for b in call) == list(range(6)) and all(len(c) == 1 for c in calls)
     assert [[r.token_ids for r in g.rollouts] for g in streamed] == [[r.token_ids for r in g.rollouts] for g in whole]
 
@@ -217,12 +224,28 @@ def test_two_processes_each_run_their_own_engine(tmp_path):
 
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                          str(root / "tests/integration/vllm_two_ranks.py")], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=900)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(root / "tests/integration/vllm_two_ranks.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     results = [json.loads((tmp_path / f"result_{rank}.json").read_text()) for rank in range(2)]
-    assert [(r["rank"], r["world"], r["groups"], r["sizes"]) for r in results] == [(0, 2, 3, [4] * 3), (1, 2, 4, [4] * 4)]
+    assert [(r["rank"], r["world"], r["groups"], r["sizes"]) for r in results] == [
+        (0, 2, 3, [4] * 3),
+        (1, 2, 4, [4] * 4),
+    ]
     assert all(r["max_gap"] < TOLERANCE for r in results), results
     assert "Invalid process group" not in run.stderr
 
@@ -240,14 +263,34 @@ def test_an_overlapped_run_trains_on_samples_from_the_weights_it_reports(cache_d
     from tests.integration.conftest import cli_env, read_metrics
 
     run_dir = tmp_path / "run"
-    overrides = [f"model.cache_dir={cache_dir / 'models'}", "model.warmstart_steps=30", "model.hidden_size=64",
-                 "model.num_layers=2", "model.num_heads=2", "model.vocab_size=600", "trainer.prompts_per_step=2",
-                 "trainer.group_size=4", "trainer.eval.samples=1", "trainer.eval.max_prompts=2", "trainer.max_steps=3",
-                 f"reward.ladder_dir={cache_dir / 'ladders'}", "generator=vllm", "generator.max_new_tokens=12",
-                 "generator.enforce_eager=true", "generator.max_model_len=512", "trainer.pipeline=overlap",
-                 f"run_dir={run_dir}"]
-    done = subprocess.run([str(Path(sys.executable).parent / "tsrl-train"), *overrides], capture_output=True,
-                          text=True, env=cli_env(), cwd=tmp_path, timeout=900)
+    overrides = [
+        f"model.cache_dir={cache_dir / 'models'}",
+        "model.warmstart_steps=30",
+        "model.hidden_size=64",
+        "model.num_layers=2",
+        "model.num_heads=2",
+        "model.vocab_size=600",
+        "trainer.prompts_per_step=2",
+        "trainer.group_size=4",
+        "trainer.eval.samples=1",
+        "trainer.eval.max_prompts=2",
+        "trainer.max_steps=3",
+        f"reward.ladder_dir={cache_dir / 'ladders'}",
+        "generator=vllm",
+        "generator.max_new_tokens=12",
+        "generator.enforce_eager=true",
+        "generator.max_model_len=512",
+        "trainer.pipeline=overlap",
+        f"run_dir={run_dir}",
+    ]
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "tsrl-train"), *overrides],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = read_metrics(run_dir)
     assert [r["pipeline/staleness"] for r in rows] == [0.0, 1.0, 1.0]

@@ -46,8 +46,24 @@ def wheel(tmp_path_factory) -> Path:
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
     for name in ("tsrl", "configs", "recipes"):
         shutil.copytree(ROOT / name, src / name, ignore=skip)
-    ok(run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-            "-w", str(tmp / "dist"), str(src)], tmp))
+    ok(
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-index",
+                "-w",
+                str(tmp / "dist"),
+                str(src),
+            ],
+            tmp,
+        )
+    )
     (built,) = (tmp / "dist").glob("tsrl-*.whl")
     return built
 
@@ -61,8 +77,23 @@ def venv(wheel, tmp_path_factory) -> Path:
     site = ok(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], venv)).stdout
     ours = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
     (Path(site.strip()) / "tsrl_test_dependencies.pth").write_text("".join(f"{p}\n" for p in ours))
-    ok(run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-            "-c", str(ROOT / "constraints.txt"), str(wheel)], venv))
+    ok(
+        run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-index",
+                "-c",
+                str(ROOT / "constraints.txt"),
+                str(wheel),
+            ],
+            venv,
+        )
+    )
     return venv
 
 
@@ -74,8 +105,11 @@ def elsewhere(tmp_path) -> Path:
 
 def test_wheel_holds_every_module_data_file_config_and_recipe(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tsrl").rglob("*")
-                if p.is_file() and "__pycache__" not in p.parts}
+    expected = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "tsrl").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     expected |= {"tsrl/" + p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml")}
     expected |= {"tsrl/configs/" + p.relative_to(ROOT).as_posix() for p in (ROOT / "recipes").rglob("*.yaml")}
     missing = sorted(expected - names)
@@ -102,8 +136,9 @@ def test_misspelled_recipe_fails_in_one_sentence(venv, elsewhere):
     assert result.returncode == 2, result.stderr
     recipes = next(venv.rglob("site-packages/tsrl/configs/recipes"))
     shipped = ", ".join(sorted(p.stem for p in (ROOT / "recipes").glob("*.yaml")))
-    assert result.stderr.strip() == (f"tsrl: error: recipes=cpu_dmeo is not a recipe; the recipes are: "
-                                     f"{shipped} (from {recipes}).")
+    assert result.stderr.strip() == (
+        f"tsrl: error: recipes=cpu_dmeo is not a recipe; the recipes are: {shipped} (from {recipes})."
+    )
 
 
 def test_config_dir_adds_the_users_recipes(venv, elsewhere):
@@ -113,16 +148,24 @@ def test_config_dir_adds_the_users_recipes(venv, elsewhere):
     train = str(venv / "bin" / "tsrl-train")
     composed = ok(run([train, "--config-dir", "myconf", "recipes=short", "--cfg", "job"], elsewhere)).stdout
     assert "max_steps: 7" in composed
-    assert "mask_truncated: true" in ok(run([train, "-cd", "myconf", "recipes=cpu_demo", "--cfg", "job"],
-                                            elsewhere)).stdout
+    assert (
+        "mask_truncated: true"
+        in ok(run([train, "-cd", "myconf", "recipes=cpu_demo", "--cfg", "job"], elsewhere)).stdout
+    )
     wrong = run([train, "--config-dir", "myconf", "recipes=shrot", "--cfg", "job"], elsewhere)
     assert wrong.returncode == 2 and "the recipes are: short (from " in wrong.stderr, wrong.stderr
     assert "cpu_demo, smollm2_humor (from " in wrong.stderr and "Traceback" not in wrong.stderr
 
 
 def test_two_training_steps_from_the_wheel(venv, elsewhere):
-    small = [f"model.cache_dir={elsewhere / 'models'}", *TINY, f"reward.ladder_dir={elsewhere / 'ladders'}",
-             "trainer.max_steps=2", "trainer.eval.max_prompts=2", f"run_dir={elsewhere / 'run'}"]
+    small = [
+        f"model.cache_dir={elsewhere / 'models'}",
+        *TINY,
+        f"reward.ladder_dir={elsewhere / 'ladders'}",
+        "trainer.max_steps=2",
+        "trainer.eval.max_prompts=2",
+        f"run_dir={elsewhere / 'run'}",
+    ]
     result = ok(run([str(venv / "bin" / "tsrl-train"), "recipes=cpu_demo", *small], elsewhere))
     metrics = (elsewhere / "run" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in metrics] == [1, 2]

@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 import torch
 
+from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.algo import LossInputs, policy_loss
 from tsrl.algo.offline import DPOConfig, SFTConfig, dpo_pair_loss
 from tsrl.errors import ConfigError
 from tsrl.rewards.base import RegimeContext
-from tsrl.rewards.ladder import Rung
+from tsrl.rewards.ladder import LadderConfig, LadderRegime, Rung, select_rungs
 from tsrl.rewards.rubric import RLAIFConfig, RubricRegime
 from tsrl.rewards.verified import AdaptiveConfig, AdaptiveRegime
-from tests.conftest import NumberTask, ScriptedJudge, number_prompt
-from tsrl.rewards.ladder import LadderConfig, LadderRegime, select_rungs
 from tsrl.training.offline import check_offline, dpo_pairs, offline_groups, offline_ladders, sft_ranks
 from tsrl.types import Anchor, Group, Prompt, Rollout, Score, ScoreRequest
 
@@ -41,8 +40,9 @@ def test_dpo_loss_is_log2_when_the_policy_is_the_reference() -> None:
 
 def test_dpo_loss_matches_the_hand_computed_value_and_its_gradient() -> None:
     """Two pairs, unequal lengths: loss = mean over pairs of −log σ(β[(πw − rw) − (πl − rl)])."""
-    logp = torch.tensor([[-1.0, -2.0, 0.0], [-3.0, 0.0, 0.0], [-0.5, -0.5, -0.5], [-1.0, -1.0, 0.0]],
-                        requires_grad=True)
+    logp = torch.tensor(
+        [[-1.0, -2.0, 0.0], [-3.0, 0.0, 0.0], [-0.5, -0.5, -0.5], [-1.0, -1.0, 0.0]], requires_grad=True
+    )
     ref = torch.tensor([[-1.5, -1.5, 0.0], [-1.0, 0.0, 0.0], [-1.0, -1.0, -1.0], [-0.5, -0.5, 0.0]])
     mask = torch.tensor([[1.0, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]])
     beta = 0.5
@@ -73,8 +73,9 @@ def test_sft_loss_is_the_token_mean_negative_log_likelihood() -> None:
     assert out.loss.item() == pytest.approx(2.0)  # (1 + 3 + 2) / 3
 
 
-@pytest.mark.parametrize("k, fraction, ranks", [(10, 0.5, [0, 1, 2, 3, 4]), (5, 0.5, [0, 1, 2]), (4, 0.01, [0]),
-                                                 (3, 1.0, [0, 1, 2])])
+@pytest.mark.parametrize(
+    "k, fraction, ranks", [(10, 0.5, [0, 1, 2, 3, 4]), (5, 0.5, [0, 1, 2]), (4, 0.01, [0]), (3, 1.0, [0, 1, 2])]
+)
 def test_sft_imitates_the_top_of_the_ladder(k, fraction, ranks) -> None:
     assert sft_ranks(k, fraction) == ranks
 

@@ -11,8 +11,11 @@ def test_gradient_matches_finite_differences():
     beta = rng.normal(size=5)
     _, grad = bradley_terry_loss(beta, matches, l2=0.3)
     eps = 1e-6
-    numeric = [(bradley_terry_loss(beta + eps * e, matches, 0.3)[0] - bradley_terry_loss(beta - eps * e, matches, 0.3)[0])
-               / (2 * eps) for e in np.eye(5)]
+    numeric = [
+        (bradley_terry_loss(beta + eps * e, matches, 0.3)[0] - bradley_terry_loss(beta - eps * e, matches, 0.3)[0])
+        / (2 * eps)
+        for e in np.eye(5)
+    ]
     assert np.allclose(grad, numeric, atol=1e-5)
 
 

@@ -74,10 +74,18 @@ def test_the_simulated_quality_reads_the_trace_alone(task):
 
 
 def lcb_row(index: int, date: str, private: str) -> dict:
-    return {"question_id": f"q{index}", "question_title": f"Problem {index}", "question_content": "Print the sum.",
-            "platform": "atcoder", "difficulty": "easy", "contest_date": date, "starter_code": "", "metadata": "{}",
-            "public_test_cases": json.dumps([{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]),
-            "private_test_cases": private}
+    return {
+        "question_id": f"q{index}",
+        "question_title": f"Problem {index}",
+        "question_content": "Print the sum.",
+        "platform": "atcoder",
+        "difficulty": "easy",
+        "contest_date": date,
+        "starter_code": "",
+        "metadata": "{}",
+        "public_test_cases": json.dumps([{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]),
+        "private_test_cases": private,
+    }
 
 
 def compressed(tests: list[dict], protocol: int = 4) -> str:
@@ -87,8 +95,11 @@ def compressed(tests: list[dict], protocol: int = 4) -> str:
 def test_livecodebench_rows_load_with_private_tests_decoded_and_a_date_window(tmp_path, task):
     private = [{"input": "5 5\n", "output": "10\n", "testtype": "stdin"}]
     path = tmp_path / "test6.jsonl"
-    rows = [lcb_row(0, "2025-01-15T00:00:00", compressed(private)),
-            lcb_row(1, "2025-03-02T00:00:00", compressed(private, 0)), lcb_row(2, "2025-06-01T00:00:00", "")]
+    rows = [
+        lcb_row(0, "2025-01-15T00:00:00", compressed(private)),
+        lcb_row(1, "2025-03-02T00:00:00", compressed(private, 0)),
+        lcb_row(2, "2025-06-01T00:00:00", ""),
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     lcb = CodeTask(CodeConfig(eval_dataset=str(path), min_date="2025-02-01", max_date="2025-05-01"))
     assert len(lcb.prompts("train")) == 16  # training problems stay the shipped ones
@@ -104,7 +115,8 @@ def test_functional_livecodebench_rows_call_the_starter_method(tmp_path):
     row = lcb_row(0, "2025-03-01", "") | {
         "starter_code": "class Solution:\n    def add(self, a: int, b: int) -> int:\n        ",
         "metadata": json.dumps({"func_name": "add"}),
-        "public_test_cases": json.dumps([{"input": "1\n2", "output": "3", "testtype": "functional"}])}
+        "public_test_cases": json.dumps([{"input": "1\n2", "output": "3", "testtype": "functional"}]),
+    }
     path = tmp_path / "lcb.jsonl"
     path.write_text(json.dumps(row) + "\n")
     (held,) = CodeTask(CodeConfig(eval_dataset=str(path))).prompts("eval")

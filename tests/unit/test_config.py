@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 
 from tsrl.algo import CISPOConfig
 from tsrl.config import RunConfig, register_configs
-from tsrl.registry import FAMILIES
 from tsrl.errors import ConfigError
+from tsrl.registry import FAMILIES
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -60,16 +60,19 @@ def test_cross_field_checks_say_what_to_change():
         load("algo.aggregate=per_prompt")
 
 
-@pytest.mark.parametrize("override, message", [
-    ("trainer.lr=-1", "trainer.lr=-1.0 must be > 0"),
-    ("trainer.grad_clip=-0.5", "grad_clip must be >= 0"),
-    ("trainer.eval.samples=0", "samples >= 1"),
-    ("algo.kl_beta=-0.1", "algo.kl_beta must be >= 0"),
-    ("algo.eps_low=1.5", "algo.eps_low must lie in [0, 1)"),
-    ("judge.tau=0", "judge.tau must be > 0"),
-    ("generator.max_new_tokens=0", "generator.max_new_tokens"),
-    ("logger.samples_every=-1", "logger.samples_every must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainer.lr=-1", "trainer.lr=-1.0 must be > 0"),
+        ("trainer.grad_clip=-0.5", "grad_clip must be >= 0"),
+        ("trainer.eval.samples=0", "samples >= 1"),
+        ("algo.kl_beta=-0.1", "algo.kl_beta must be >= 0"),
+        ("algo.eps_low=1.5", "algo.eps_low must lie in [0, 1)"),
+        ("judge.tau=0", "judge.tau must be > 0"),
+        ("generator.max_new_tokens=0", "generator.max_new_tokens"),
+        ("logger.samples_every=-1", "logger.samples_every must be >= 0"),
+    ],
+)
 def test_numeric_settings_out_of_range_fail_in_one_sentence(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load(override)

@@ -161,8 +161,9 @@ def test_elo_averages_seeded_orders():
     assert any(not np.array_equal(elo_ratings(3, rows), elo_ratings(3, rows, permutations=p)) for p in (15, 17))
 
 
-@pytest.mark.parametrize("bad", [{"n": 0}, {"k_factor": 0.0}, {"k_factor": -1.0}, {"scale": 0.0}, {"scale": -400.0},
-                                 {"permutations": 0}])
+@pytest.mark.parametrize(
+    "bad", [{"n": 0}, {"k_factor": 0.0}, {"k_factor": -1.0}, {"scale": 0.0}, {"scale": -400.0}, {"permutations": 0}]
+)
 def test_elo_rejects_each_invalid_argument_on_its_own(bad):
     args = {"n": 2, "k_factor": 16.0, "scale": 400.0, "permutations": 1} | bad
     n = args.pop("n")
@@ -172,8 +173,9 @@ def test_elo_rejects_each_invalid_argument_on_its_own(bad):
 
 def test_elo_accepts_any_positive_k_factor_and_scale():
     assert elo_ratings(2, [(0, 1, 1.0)], k_factor=0.5, permutations=1).tolist() == [0.25, -0.25]
-    assert elo_ratings(2, [(0, 1, 1.0)] * 2, scale=0.5, permutations=1) == pytest.approx(replay(2, [(0, 1, 1.0)] * 2,
-                                                                                                 16, 0.5))
+    assert elo_ratings(2, [(0, 1, 1.0)] * 2, scale=0.5, permutations=1) == pytest.approx(
+        replay(2, [(0, 1, 1.0)] * 2, 16, 0.5)
+    )
 
 
 @pytest.mark.parametrize("y", [-0.01, 1.01])
@@ -190,8 +192,14 @@ def tight_lbfgs(n: int, rows: list, l2: float, mirror: bool = True) -> np.ndarra
     rows = np.asarray(rows, dtype=np.float64)
     if mirror:
         rows = np.concatenate([rows, rows[:, [1, 0, 2]] * [1, 1, -1] + [0, 0, 1]])
-    result = minimize(bradley_terry_loss, np.zeros(n), args=(rows, l2), jac=True, method="L-BFGS-B",
-                      options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000})
+    result = minimize(
+        bradley_terry_loss,
+        np.zeros(n),
+        args=(rows, l2),
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000},
+    )
     return result.x - result.x.mean()
 
 
@@ -251,20 +259,47 @@ def test_newton_step_halving_reaches_the_optimum_of_ill_conditioned_groups():
     step from zero overshoots and must be halved until the loss decreases; the result still agrees with a tight
     L-BFGS-B fit (to ~1e-6; the test allows 1e-4). Without the halving, or with a wrong loss in the line search,
     it lands 1.5 to 14 away."""
-    rows_a = [(1, 2, 0.0), (3, 5, 0.0), (2, 4, 0.0), (2, 5, 1.0), (0, 6, 1.0), (5, 2, 0.0), (6, 0, 1.0), (2, 0, 1.0),
-              (3, 2, 0.0), (3, 6, 1.0)]
+    rows_a = [
+        (1, 2, 0.0),
+        (3, 5, 0.0),
+        (2, 4, 0.0),
+        (2, 5, 1.0),
+        (0, 6, 1.0),
+        (5, 2, 0.0),
+        (6, 0, 1.0),
+        (2, 0, 1.0),
+        (3, 2, 0.0),
+        (3, 6, 1.0),
+    ]
     weights_a = [0.15, 0.003, 3.4, 0.25, 0.015, 110, 1800, 450, 0.009, 2500]
-    rows_b = [(0, 3, 0.0), (3, 2, 1.0), (6, 0, 0.0), (1, 5, 1.0), (6, 2, 0.0), (0, 6, 1.0), (3, 2, 1.0), (3, 2, 0.0),
-              (0, 1, 1.0), (5, 3, 1.0)]
+    rows_b = [
+        (0, 3, 0.0),
+        (3, 2, 1.0),
+        (6, 0, 0.0),
+        (1, 5, 1.0),
+        (6, 2, 0.0),
+        (0, 6, 1.0),
+        (3, 2, 1.0),
+        (3, 2, 0.0),
+        (0, 1, 1.0),
+        (5, 3, 1.0),
+    ]
     weights_b = [0.005, 0.004, 0.43, 690, 380, 0.001, 390, 1400, 0.012, 3000]
     l2 = 1e-4
-    batched = fit_bradley_terry_batch(7, np.array([rows_a, rows_b], dtype=float), np.array([weights_a, weights_b]),
-                                      l2=l2)
+    batched = fit_bradley_terry_batch(
+        7, np.array([rows_a, rows_b], dtype=float), np.array([weights_a, weights_b]), l2=l2
+    )
     for beta, rows, weights in ((batched[0], rows_a, weights_a), (batched[1], rows_b, weights_b)):
         # a weight-w row is the row repeated w times: the L-BFGS-B reference takes weights as a scaled loss
         weighted = np.array(rows, dtype=float)
-        reference = minimize(weighted_loss, np.zeros(7), args=(weighted, np.array(weights), l2), jac=True,
-                             method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 100_000}).x
+        reference = minimize(
+            weighted_loss,
+            np.zeros(7),
+            args=(weighted, np.array(weights), l2),
+            jac=True,
+            method="L-BFGS-B",
+            options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 100_000},
+        ).x
         assert np.abs(beta - (reference - reference.mean())).max() < 1e-4
         assert np.abs(beta).max() > 15
 
@@ -284,8 +319,9 @@ def test_fit_defaults_and_edge_cases():
     n is out of range."""
     rows = [(0, 1, 1.0), (1, 2, 0.7), (2, 0, 0.4), (0, 2, 0.9)]
     assert np.array_equal(fit_bradley_terry(3, rows), fit_bradley_terry(3, rows, l2=0.1))
-    assert np.array_equal(fit_bradley_terry_batch(3, np.array([rows])), fit_bradley_terry_batch(3, np.array([rows]),
-                                                                                                  l2=0.1))
+    assert np.array_equal(
+        fit_bradley_terry_batch(3, np.array([rows])), fit_bradley_terry_batch(3, np.array([rows]), l2=0.1)
+    )
     unmirrored = fit_bradley_terry(3, rows, mirror=False, l2=0.1)
     assert np.abs(unmirrored - fit_bradley_terry(3, rows, l2=0.2)).max() < 1e-4
     assert np.abs(unmirrored - fit_bradley_terry(3, rows, l2=0.1)).max() > 1e-2
@@ -301,13 +337,19 @@ def test_standardise_works_row_by_row():
     assert out == pytest.approx(np.array([[-1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]) * [[math.sqrt(1.5)], [1.0]])
 
 
-@pytest.mark.parametrize("make", [lambda **k: SingleElimination(4, seeded=False, **k),
-                                  lambda **k: DoubleElimination(4, seeded=False, **k),
-                                  lambda **k: ConstitutionalBracket(4, 2, **k)],
-                         ids=["single_elimination", "double_elimination", "constitutional"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **k: SingleElimination(4, seeded=False, **k),
+        lambda **k: DoubleElimination(4, seeded=False, **k),
+        lambda **k: ConstitutionalBracket(4, 2, **k),
+    ],
+    ids=["single_elimination", "double_elimination", "constitutional"],
+)
 def test_elimination_formats_default_to_seed_zero(make):
     """Four players, every match a tie: the coin decides every match, and seeds 0 and 1 crown different
     players here, so the default seed must be 0 to reproduce seed=0."""
+
     def scores(**kw) -> list[float]:
         schedule = make(**kw)
         run_schedules([schedule], lambda batch: [0.5] * len(batch))
@@ -352,16 +394,23 @@ def test_image_digest_hashes_the_file_bytes(tmp_path):
 
 def test_a_hit_keeps_the_raw_text_and_costs_no_tokens(tmp_path):
     """Asked in either order, a stored verdict comes back for the order shown; a pointwise grade too."""
-    inner = FakeJudge(lambda r: Verdict(0.75, raw=f"judged {r.first}", tokens=9, latency_s=0.5) if isinstance(r, PairRequest)
-                      else Score(6.0, raw="graded", tokens=4))
+    inner = FakeJudge(
+        lambda r: (
+            Verdict(0.75, raw=f"judged {r.first}", tokens=9, latency_s=0.5)
+            if isinstance(r, PairRequest)
+            else Score(6.0, raw="graded", tokens=4)
+        )
+    )
     forward = PairRequest(PROMPT, "b text", "a text")  # shown flipped: "a text" < "b text" is canonical first
     backward = PairRequest(PROMPT, "a text", "b text")
     cache = VerdictCache(inner, tmp_path / "v.sqlite", "judge|v1")
     miss = cache.compare([forward, backward])
     assert [(v.p_first, v.tokens, v.cached) for v in miss] == [(0.75, 9, False), (0.75, 9, False)]
     hits = cache.compare([forward, backward])
-    assert [(v.p_first, v.raw, v.tokens, v.cached) for v in hits] == [(0.75, "judged b text", 0, True),
-                                                                      (0.75, "judged a text", 0, True)]
+    assert [(v.p_first, v.raw, v.tokens, v.cached) for v in hits] == [
+        (0.75, "judged b text", 0, True),
+        (0.75, "judged a text", 0, True),
+    ]
     grade = ScoreRequest(PROMPT, "a text")
     assert cache.score([grade])[0].tokens == 4
     hit = cache.score([grade])[0]
@@ -371,14 +420,23 @@ def test_a_hit_keeps_the_raw_text_and_costs_no_tokens(tmp_path):
 
 
 def test_duplicates_in_one_batch_share_the_answer_and_a_failure_error(tmp_path):
-    inner = FakeJudge(lambda r: Verdict(None, raw="?", error="parse: no verdict") if "bad" in r.first
-                      else Verdict(0.25, raw="fine", tokens=5))
+    inner = FakeJudge(
+        lambda r: (
+            Verdict(None, raw="?", error="parse: no verdict")
+            if "bad" in r.first
+            else Verdict(0.25, raw="fine", tokens=5)
+        )
+    )
     cache = VerdictCache(inner, tmp_path / "v.sqlite", "judge|v1")
     good, bad = PairRequest(PROMPT, "good a", "good b"), PairRequest(PROMPT, "bad a", "bad b")
     out = cache.compare([bad, good, bad, good])
     assert len(inner.asked) == 2  # each distinct question once
-    assert [(v.p_first, v.error, v.cached) for v in out] == [(None, "parse: no verdict", False), (0.25, None, False),
-                                                            (None, "parse: no verdict", False), (0.25, None, True)]
+    assert [(v.p_first, v.error, v.cached) for v in out] == [
+        (None, "parse: no verdict", False),
+        (0.25, None, False),
+        (None, "parse: no verdict", False),
+        (0.25, None, True),
+    ]
     assert out[3].raw == "fine" and out[2].raw == "?"
     metrics = cache.drain_metrics()
     # the two duplicates are counted by the cache (one error, one hit), the originals by the inner judge
@@ -452,15 +510,18 @@ def test_keys_and_stored_values_do_not_change_between_versions(tmp_path):
     assert (canonical_key[0][:16], canonical_key[1]) == ("c233c3cc3d22ca7e", False)
     assert cache_key("judge|v1", PairRequest(prompt, "same", "same"))[0][:16] == "a8841e9f37d45e5d"
     path = tmp_path / "v.sqlite"
-    cache = VerdictCache(FakeJudge(lambda r: Verdict(0.75) if isinstance(r, PairRequest) else Score(7.0)), path,
-                         "judge|v1")
+    cache = VerdictCache(
+        FakeJudge(lambda r: Verdict(0.75) if isinstance(r, PairRequest) else Score(7.0)), path, "judge|v1"
+    )
     cache.compare([flipped, canonical])
     cache.score([ScoreRequest(prompt, "a joke")])
     cache.close()
     db = sqlite3.connect(path)
     try:
-        assert dict(db.execute("SELECT key, p FROM verdicts").fetchall()) == {flipped_key[0]: 0.25,
-                                                                               canonical_key[0]: 0.75}
+        assert dict(db.execute("SELECT key, p FROM verdicts").fetchall()) == {
+            flipped_key[0]: 0.25,
+            canonical_key[0]: 0.75,
+        }
         assert db.execute("SELECT value FROM scores").fetchall() == [(7.0,)]
     finally:
         db.close()
@@ -487,11 +548,13 @@ def test_swapped_exchanges_texts_and_images_and_mirrored_complements():
 
 def failing(texts: set[str]) -> FakeJudge:
     """Verdict ¾ (grade 4) for everything except responses in `texts`, which fail with a timeout error."""
+
     def answer(r):
         text = r.first if isinstance(r, PairRequest) else r.response
         if isinstance(r, PairRequest):
             return Verdict(None, raw="", error="timeout: slow") if text in texts else Verdict(0.75, raw="ok")
         return Score(None, error="timeout: slow") if text in texts else Score(4.0, raw="ok")
+
     return FakeJudge(answer)
 
 
@@ -556,7 +619,9 @@ def test_budget_refuses_a_batch_exactly_when_calls_would_pass_the_step_limit(met
     judge = Budget(inner, BudgetConfig(max_calls_per_step=3))
     assert len(ask_n(judge, method, 2)) == 2
     assert len(ask_n(judge, method, 1)) == 1  # 2 + 1 = 3: at the limit, allowed
-    with pytest.raises(BudgetExceeded, match=r"3 calls made and 1 more needed exceed judge.budget.max_calls_per_step=3"):
+    with pytest.raises(
+        BudgetExceeded, match=r"3 calls made and 1 more needed exceed judge.budget.max_calls_per_step=3"
+    ):
         ask_n(judge, method, 1)
     assert len(inner.asked) == 3  # the refused batch never reached the judge
     judge.drain_metrics()  # a new step
@@ -577,8 +642,10 @@ def test_budget_counts_the_run_across_steps():
 
 @pytest.mark.parametrize("method", ["compare", "score"])
 def test_budget_stops_after_a_batch_whose_tokens_pass_the_limit(method):
-    for cfg, name in ((BudgetConfig(max_tokens_per_step=12), "max_tokens_per_step=12"),
-                      (BudgetConfig(max_tokens_per_run=12), "max_tokens_per_run=12")):
+    for cfg, name in (
+        (BudgetConfig(max_tokens_per_step=12), "max_tokens_per_step=12"),
+        (BudgetConfig(max_tokens_per_run=12), "max_tokens_per_run=12"),
+    ):
         judge = Budget(tokens_judge(4), cfg)
         ask_n(judge, method, 2)
         ask_n(judge, method, 1)  # 12 tokens: at the limit, allowed
@@ -607,8 +674,9 @@ def test_random_order_shows_about_half_the_pairs_swapped_and_maps_answers_back()
     """A judge that always prefers the first response shown: a pair shown as given gets 1, a swapped one 0 once
     mapped back. Swaps follow stable_uniform(seed, "order", prompt id, first, second) < ½, so 400 pairs give
     a Binomial(400, ½) count of swaps: 200 ± 10 (sd); the bounds 140…260 are 6 sd away."""
-    requests = [PairRequest(PROMPT, f"a{i}", f"b{i}", first_image=f"a{i}.png", second_image=f"b{i}.png")
-                for i in range(400)]
+    requests = [
+        PairRequest(PROMPT, f"a{i}", f"b{i}", first_image=f"a{i}.png", second_image=f"b{i}.png") for i in range(400)
+    ]
     inner = FakeJudge(first_wins)
     answers = RandomOrder(inner, seed=5).compare(requests)
     expected_swaps = [stable_uniform(5, "order", "p", r.first, r.second) < 0.5 for r in requests]
@@ -657,7 +725,13 @@ def test_both_orders_combines_the_metadata_of_the_two_answers():
     ab, cd, ef, gh, ij = judge.compare([PairRequest(PROMPT, f, s) for f, s in ("ab", "cd", "ef", "gh", "ij")])
     assert len(inner.batches) == 1 and len(inner.asked) == 10  # both orders in one batch
     assert (ab.p_first, ab.raw, ab.error, ab.tokens, ab.latency_s, ab.cached) == (
-        0.75, "A\n---swapped---\nB", None, 12, 0.5, False)  # ½·(1 + 1 − ½)
+        0.75,
+        "A\n---swapped---\nB",
+        None,
+        12,
+        0.5,
+        False,
+    )  # ½·(1 + 1 − ½)
     assert (cd.p_first, cd.error, cd.tokens, cd.cached) == (0.75, "timeout: slow", 3, True)  # forward alone
     assert (ef.p_first, ef.raw, ef.error, ef.latency_s) == (0.25, "\n---swapped---\nF", "parse: x", 0.9)
     assert (gh.p_first, gh.error) == (None, "e1; e2")
@@ -708,9 +782,14 @@ def test_noise_flips_real_verdicts_by_a_stable_draw_and_counts_them():
 
 def loss_inputs(logp, old, adv, mask, normalizer=None, ref=None) -> LossInputs:
     mask = torch.tensor(mask)
-    return LossInputs(torch.tensor(logp, requires_grad=True), torch.tensor(old), torch.tensor(adv), mask,
-                      float(mask.sum()) if normalizer is None else normalizer,
-                      None if ref is None else torch.tensor(ref))
+    return LossInputs(
+        torch.tensor(logp, requires_grad=True),
+        torch.tensor(old),
+        torch.tensor(adv),
+        mask,
+        float(mask.sum()) if normalizer is None else normalizer,
+        None if ref is None else torch.tensor(ref),
+    )
 
 
 def test_clipped_surrogate_with_advantages_of_size_two():
@@ -758,8 +837,10 @@ def test_diagnostics_average_over_unmasked_tokens_only():
     """kl and approx_kl_old are means over the mask's tokens; the third token is masked and carries extreme
     values. log r = logp − old = (0.5, −1), so approx_kl_old = mean(e^{log r} − 1 − log r); ref − logp = (0.5, 0),
     so kl = (e^{0.5} − 0.5 − 1 + 0)/2."""
-    out = policy_loss(loss_inputs([[-1.0, -2.0, 0.0]], [[-1.5, -1.0, -30.0]], [0.0], [[1.0, 1.0, 0.0]],
-                                  ref=[[-0.5, -2.0, 9.0]]), GRPOConfig(kl_beta=0.1))
+    out = policy_loss(
+        loss_inputs([[-1.0, -2.0, 0.0]], [[-1.5, -1.0, -30.0]], [0.0], [[1.0, 1.0, 0.0]], ref=[[-0.5, -2.0, 9.0]]),
+        GRPOConfig(kl_beta=0.1),
+    )
     expected_old = ((math.exp(0.5) - 1 - 0.5) + (math.exp(-1.0) - 1 + 1.0)) / 2
     assert out.metrics["approx_kl_old"] == pytest.approx(expected_old)
     assert out.metrics["kl"] == pytest.approx((math.exp(0.5) - 1.5) / 2)
@@ -783,8 +864,9 @@ def test_sequence_normaliser_for_one_sequence_and_for_an_empty_one():
 
 
 @pytest.mark.parametrize("make", [AlgoConfig, GRPOConfig, CISPOConfig])
-@pytest.mark.parametrize("bad", [{"epochs": 0}, {"minibatches": 0}, {"kl_beta": -0.1}, {"std_floor": 0.0},
-                                 {"adv_scale": "rank"}])
+@pytest.mark.parametrize(
+    "bad", [{"epochs": 0}, {"minibatches": 0}, {"kl_beta": -0.1}, {"std_floor": 0.0}, {"adv_scale": "rank"}]
+)
 def test_each_shared_setting_is_checked_on_its_own(make, bad):
     with pytest.raises(ConfigError):
         make(**bad)
@@ -813,12 +895,18 @@ def test_inert_clip_warning_cases():
     grpo/dr_grpo only when an ε was changed from 0.2."""
     assert inert_clip_warning(GRPOConfig()) is None
     assert inert_clip_warning(DrGRPOConfig()) is None
-    for cfg, name in ((GRPOConfig(eps_high=0.28), "grpo"), (GRPOConfig(eps_low=0.1), "grpo"),
-                      (DrGRPOConfig(eps_high=0.3), "dr_grpo"), (CISPOConfig(minibatches=1), "cispo")):
+    for cfg, name in (
+        (GRPOConfig(eps_high=0.28), "grpo"),
+        (GRPOConfig(eps_low=0.1), "grpo"),
+        (DrGRPOConfig(eps_high=0.3), "dr_grpo"),
+        (CISPOConfig(minibatches=1), "cispo"),
+    ):
         warning = inert_clip_warning(cfg)
         assert warning is not None and warning.startswith(f"algo={name} with algo.epochs=1 and algo.minibatches=1")
-        assert ("the importance ratio is identically 1, so the clip never acts and the loss is plain policy gradient; "
-                "set algo.minibatches (or algo.epochs) above 1 for off-policy updates") in warning
+        assert (
+            "the importance ratio is identically 1, so the clip never acts and the loss is plain policy gradient; "
+            "set algo.minibatches (or algo.epochs) above 1 for off-policy updates"
+        ) in warning
     assert inert_clip_warning(CISPOConfig()) is None  # 4 minibatches: off-policy
     assert inert_clip_warning(CISPOConfig(minibatches=1, epochs=2)) is None
     assert inert_clip_warning(GRPOConfig(eps_high=0.28, minibatches=2)) is None
@@ -828,8 +916,9 @@ def test_inert_clip_warning_cases():
 # --- ladder ---------------------------------------------------------------------------------------------------------
 
 
-def ladder(task: NumberTask, tmp_path, judge=None, fingerprint: str = "scripted", **kw) -> tuple[LadderRegime,
-                                                                                                 ScriptedJudge]:
+def ladder(
+    task: NumberTask, tmp_path, judge=None, fingerprint: str = "scripted", **kw
+) -> tuple[LadderRegime, ScriptedJudge]:
     judge = judge or ScriptedJudge()
     ctx = RegimeContext(task, judge, fingerprint, tmp_path / "run")
     return LadderRegime(LadderConfig(ladder_dir=str(tmp_path / "ladders"), **kw), ctx), judge
@@ -886,8 +975,12 @@ def test_elo_ladder_strengths_are_elo_ratings_seeded_by_prompt_position(tmp_path
 def test_ladder_ranks_strongest_first_and_keeps_index_order_on_ties(tmp_path):
     prompt = number_prompt("p", [1, 2, 2, 0])
     regime, _ = ladder(NumberTask([prompt]), tmp_path, k=2)
-    assert [r.anchor.text for r in regime.ladders["p"]] == ["q=2 anchor 1", "q=2 anchor 2", "q=1 anchor 0",
-                                                            "q=0 anchor 3"]
+    assert [r.anchor.text for r in regime.ladders["p"]] == [
+        "q=2 anchor 1",
+        "q=2 anchor 2",
+        "q=1 anchor 0",
+        "q=0 anchor 3",
+    ]
 
 
 def test_ladder_path_changes_with_everything_the_ladder_depends_on(number_task, tmp_path):
@@ -900,14 +993,19 @@ def test_ladder_path_changes_with_everything_the_ladder_depends_on(number_task, 
     base = path()
     assert base.parent == tmp_path / "l" and base.name.startswith("numbers-") and base.suffix == ".jsonl"
     assert len(base.stem) == len("numbers-") + 16 and base == path()
-    changed_anchor = Prompt(prompts[1].id, prompts[1].text, (prompts[1].anchors[0], Anchor("q=9 new anchor"),
-                                                             *prompts[1].anchors[2:]))
-    variants = [path(prompts=[prompts[0], changed_anchor]), path(prompts=[prompts[0]]),
-                path(prompts=[prompts[0], Prompt(prompts[1].id, "other text", prompts[1].anchors)]),
-                path(prompts=[prompts[0], Prompt("p9", prompts[1].text, prompts[1].anchors)]),
-                path(fingerprint="judge-b"), path(cfg=LadderConfig(ladder_dir=cfg.ladder_dir, l2=0.2)),
-                path(cfg=LadderConfig(ladder_dir=cfg.ladder_dir, ranking="elo")),
-                path(cfg=LadderConfig(ladder_dir=cfg.ladder_dir, ranking="elo", elo_k=32.0))]
+    changed_anchor = Prompt(
+        prompts[1].id, prompts[1].text, (prompts[1].anchors[0], Anchor("q=9 new anchor"), *prompts[1].anchors[2:])
+    )
+    variants = [
+        path(prompts=[prompts[0], changed_anchor]),
+        path(prompts=[prompts[0]]),
+        path(prompts=[prompts[0], Prompt(prompts[1].id, "other text", prompts[1].anchors)]),
+        path(prompts=[prompts[0], Prompt("p9", prompts[1].text, prompts[1].anchors)]),
+        path(fingerprint="judge-b"),
+        path(cfg=LadderConfig(ladder_dir=cfg.ladder_dir, l2=0.2)),
+        path(cfg=LadderConfig(ladder_dir=cfg.ladder_dir, ranking="elo")),
+        path(cfg=LadderConfig(ladder_dir=cfg.ladder_dir, ranking="elo", elo_k=32.0)),
+    ]
     assert len({base, *variants}) == len(variants) + 1
     # bt ignores the Elo K-factor (the key bt ladders had before Elo existed); the anchor tier is not judged
     assert path(cfg=LadderConfig(ladder_dir=cfg.ladder_dir, elo_k=32.0)) == base

@@ -52,7 +52,7 @@ def expand_snippets(path: Path) -> str:
         if match.group(2):
             start = next(i for i, s in enumerate(included) if f"--8<-- [start:{match.group(2)}]" in s)
             end = next(i for i, s in enumerate(included) if f"--8<-- [end:{match.group(2)}]" in s)
-            included = included[start + 1:end]
+            included = included[start + 1 : end]
         out.extend(included)
     return "\n".join(out)
 
@@ -107,7 +107,8 @@ def test_readme_is_a_front_page() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= README_MAX_LINES, (
         f"README.md has {len(text.splitlines())} lines, the front page's limit is {README_MAX_LINES}: "
-        "move the detail to a page under docs/ and link it")
+        "move the detail to a page under docs/ and link it"
+    )
     for must in ("make train", "make test", "pip wheel", "docs/getting-started.md"):
         assert must in text, f"README.md no longer mentions {must!r}"
 
@@ -133,9 +134,13 @@ def test_a_broken_link_or_anchor_is_caught(tmp_path: Path) -> None:
         "# Page\n\n## Local\n\n"
         "[ok](other.md#the-judge-in-detail-judgeopenai) [ok](other.md#twice_1) [ok](#local) "
         "[missing](nowhere.md) [bad](other.md#no-such-heading) [github](other.md#the-judge--in-detail-judgeopenai)\n\n"
-        "```\n[in a fence](nowhere-either.md)\n```\n`[in code](nowhere-at-all.md)` [web](https://example.org/x.md)\n")
+        "```\n[in a fence](nowhere-either.md)\n```\n`[in code](nowhere-at-all.md)` [web](https://example.org/x.md)\n"
+    )
     assert [b.split(" ")[0] for b in broken_links(page)] == [
-        "nowhere.md", "other.md#no-such-heading", "other.md#the-judge--in-detail-judgeopenai"]
+        "nowhere.md",
+        "other.md#no-such-heading",
+        "other.md#the-judge--in-detail-judgeopenai",
+    ]
 
 
 def test_readme_config_example_composes(tmp_path: Path) -> None:
@@ -148,10 +153,17 @@ def test_readme_config_example_composes(tmp_path: Path) -> None:
     assert block, "README.md has no `## A run, configured` section with a bash block"
     argv = shlex.split(block.group(1).replace("\\\n", " ").replace("$HOME", str(tmp_path)))
     assert argv[0] == "tsrl-train"
-    groups = {key: value for key, _, value in (a.partition("=") for a in argv[1:]) if key in ("task", "judge", "reward")}
+    groups = {
+        key: value for key, _, value in (a.partition("=") for a in argv[1:]) if key in ("task", "judge", "reward")
+    }
     overrides = [a for a in argv[1:] if a.partition("=")[0] not in groups]
-    cfg = compose_run_config(groups.get("reward", "ladder"), groups.get("judge", "rubric_sim"),
-                             groups.get("task", "humor"), str(tmp_path / "run"), overrides)
+    cfg = compose_run_config(
+        groups.get("reward", "ladder"),
+        groups.get("judge", "rubric_sim"),
+        groups.get("task", "humor"),
+        str(tmp_path / "run"),
+        overrides,
+    )
     for override in overrides:  # every value arrived where it was meant to go
         key, _, value = override.partition("=")
         if "." in key and not value.startswith("["):

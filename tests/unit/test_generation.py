@@ -14,7 +14,9 @@ from tsrl.models.forward import collate, completion_logprobs
 def test_learner_logprobs_match_sampler_logprobs(policy, temperature, top_p):
     model, tokenizer = policy
     prompts = [number_prompt("a", [0]), number_prompt("a longer prompt id", [0])]
-    generator = HFGenerator(model, tokenizer, HFGeneratorConfig(temperature=temperature, top_p=top_p, max_new_tokens=10))
+    generator = HFGenerator(
+        model, tokenizer, HFGeneratorConfig(temperature=temperature, top_p=top_p, max_new_tokens=10)
+    )
     groups = generator.generate(prompts, n=3)
     assert [g.size for g in groups] == [3, 3]
     assert all(len(r.token_ids) == len(r.logprobs) <= 10 for g in groups for r in g.rollouts)
@@ -46,7 +48,7 @@ def test_greedy_first_decodes_sample_zero_greedily_and_keeps_learner_logprobs(po
         position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp_min(0)
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids).logits
     P = batch.prompt_width
-    argmax = logits[:, P - 1:-1].argmax(-1)  # [N, T]
+    argmax = logits[:, P - 1 : -1].argmax(-1)  # [N, T]
     for row in (0, 4):
         keep = batch.completion_mask[row].bool()
         assert torch.equal(argmax[row][keep], batch.input_ids[row, P:][keep])
@@ -65,8 +67,10 @@ def test_fused_group_names_the_vllm_layer_and_all_its_parts():
     assert fused == "model.layers.3.self_attn.qkv_proj.weight"
     assert members == {f"model.layers.3.self_attn.{m}_proj.weight" for m in "qkv"}
     fused, members = fused_group("model.layers.0.mlp.up_proj.bias", LLAMA_PACKED)
-    assert (fused, members) == ("model.layers.0.mlp.gate_up_proj.bias",
-                                {"model.layers.0.mlp.gate_proj.bias", "model.layers.0.mlp.up_proj.bias"})
+    assert (fused, members) == (
+        "model.layers.0.mlp.gate_up_proj.bias",
+        {"model.layers.0.mlp.gate_proj.bias", "model.layers.0.mlp.up_proj.bias"},
+    )
     for alone in ("model.layers.0.self_attn.o_proj.weight", "model.embed_tokens.weight", "lm_head.weight", "bias"):
         assert fused_group(alone, LLAMA_PACKED) is None
 
@@ -76,14 +80,20 @@ def test_vllm_generator_settings_are_checked_without_vllm():
     from tsrl.generation.vllm import VLLMGeneratorConfig
 
     assert VLLMGeneratorConfig().sleep_level == 1
-    for bad, field in [({"sleep_level": 3}, "sleep_level"), ({"dtype": "fp8"}, "dtype"), ({"top_p": 0.0}, "top_p"),
-                       ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
-                       ({"tensor_parallel_size": 0}, "max_new_tokens, tensor_parallel_size"), ({"max_model_len": -1}, "max_model_len")]:
+    for bad, field in [
+        ({"sleep_level": 3}, "sleep_level"),
+        ({"dtype": "fp8"}, "dtype"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"tensor_parallel_size": 0}, "max_new_tokens, tensor_parallel_size"),
+        ({"max_model_len": -1}, "max_model_len"),
+    ]:
         with pytest.raises(ConfigError, match=f"generator.{field}"):
             VLLMGeneratorConfig(**bad)
 
 
 # ----- shared prompts: the learner's forward and the generator's prefill ------------------------------------------
+
 
 def _groups(policy, prompts, n=4, **cfg):
     model, tokenizer = policy
@@ -110,7 +120,9 @@ def test_shared_prompt_forward_gives_the_full_forward_logprobs_and_gradients(pol
         from peft import LoraConfig, get_peft_model
 
         torch.manual_seed(3)
-        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+        model = get_peft_model(
+            model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        )
     prompts = [number_prompt("a", [0]), number_prompt("a much longer prompt id here", [0]), number_prompt("b", [0])]
     groups = _groups((model, tokenizer), prompts)
     batch = collate(groups, torch.zeros(3, 4), tokenizer.pad_token_id)
@@ -150,16 +162,25 @@ def test_prefilled_generation_draws_the_tokens_generate_draws(policy, kv_cache):
     tokenizer.padding_side = "left"
     from tsrl.generation.hf import chat_prompt
 
-    enc = tokenizer([chat_prompt(tokenizer, p) for p in prompts], return_tensors="pt", padding=True,
-                    add_special_tokens=False)
+    enc = tokenizer(
+        [chat_prompt(tokenizer, p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False
+    )
     torch.manual_seed(7)
     with torch.no_grad():
-        out = model.generate(**enc, do_sample=True, temperature=0.9, top_p=1.0, top_k=0, max_new_tokens=12,
-                             num_return_sequences=3, pad_token_id=tokenizer.pad_token_id,
-                             eos_token_id=tokenizer.eos_token_id)
+        out = model.generate(
+            **enc,
+            do_sample=True,
+            temperature=0.9,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=12,
+            num_return_sequences=3,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
     drawn = [r.token_ids for g in groups for r in g.rollouts]
-    for row, ids in zip(out[:, enc["input_ids"].shape[1]:].tolist(), drawn):
-        assert row[:len(ids)] == ids
+    for row, ids in zip(out[:, enc["input_ids"].shape[1] :].tolist(), drawn):
+        assert row[: len(ids)] == ids
 
 
 def test_unknown_kv_cache_is_refused():

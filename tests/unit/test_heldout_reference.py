@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import ScriptedJudge
 from tsrl.errors import ConfigError
-from tsrl.evaluation import REFERENCE_SETS, check_references, evaluation_sums, evaluation_summary, headline
+from tsrl.evaluation import REFERENCE_SETS, check_references, evaluation_summary, evaluation_sums, headline
 from tsrl.evaluation.report import markdown
 from tsrl.tasks import build_task
 from tsrl.tasks.counseling import CounselingConfig
@@ -65,14 +65,18 @@ def test_untiered_real_references_form_the_set_and_have_no_top_tier() -> None:
 
 def test_a_held_out_prompt_without_a_reference_anchor_is_refused() -> None:
     prompt = Prompt("p7", "write", anchors=(Anchor("q=1 x", "good"), Anchor("q=0 y", "low")))
-    with pytest.raises(ConfigError, match="held-out prompt 'p7' .* has no such anchor; give every held-out prompt an "
-                                          "anchor of tier 'top' or ''"):
+    with pytest.raises(
+        ConfigError,
+        match="held-out prompt 'p7' .* has no such anchor; give every held-out prompt an anchor of tier 'top' or ''",
+    ):
         summary("stories", [prompt])
     check_references("humor", [prompt], REFERENCE_SETS["humor"])  # every anchor counts there
 
 
-@pytest.mark.parametrize("name, config", [("stories", StoriesConfig), ("humor", HumorConfig), ("web", WebConfig),
-                                          ("counseling", CounselingConfig)])
+@pytest.mark.parametrize(
+    "name, config",
+    [("stories", StoriesConfig), ("humor", HumorConfig), ("web", WebConfig), ("counseling", CounselingConfig)],
+)
 def test_every_shipped_held_out_set_has_its_reference_and_top_tier(name, config) -> None:
     task = build_task(config())
     prompts = task.prompts("eval")
@@ -84,12 +88,29 @@ def test_every_shipped_held_out_set_has_its_reference_and_top_tier(name, config)
 
 def test_tsrl_eval_table_puts_all_tier_and_top_tier_beside_the_headline() -> None:
     stat = {"mean": 10.0, "std": 0.0}
-    report = {"headline": "winrate", "headline_label": "held-out win-rate vs reference anchors (all tiers)",
-              "task": "humor", "split": "eval", "prompts": 2, "samples": 1, "seeds": [0],
-              "judge": {"kind": "sim", "model": "m"},
-              "reference_set": {"here": "every anchor", "paper": "the Gemini quality spectrum"},
-              "policies": [{"policy": "a", "summary": {"winrate": stat, "winrate_all": stat, "winrate_top": stat,
-                                                       "winrate/low": stat, "mean_length": stat}}]}
+    report = {
+        "headline": "winrate",
+        "headline_label": "held-out win-rate vs reference anchors (all tiers)",
+        "task": "humor",
+        "split": "eval",
+        "prompts": 2,
+        "samples": 1,
+        "seeds": [0],
+        "judge": {"kind": "sim", "model": "m"},
+        "reference_set": {"here": "every anchor", "paper": "the Gemini quality spectrum"},
+        "policies": [
+            {
+                "policy": "a",
+                "summary": {
+                    "winrate": stat,
+                    "winrate_all": stat,
+                    "winrate_top": stat,
+                    "winrate/low": stat,
+                    "mean_length": stat,
+                },
+            }
+        ],
+    }
     text = markdown(report)
     assert "| policy | winrate | winrate_all | winrate_top | winrate/low | mean_length |" in text
     assert "Reference set: every anchor (paper: the Gemini quality spectrum)." in text

@@ -12,8 +12,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tsrl.evaluation.human_study import (ANCHOR, STUDY_FILE, StudyError, StudyRun, build_study, import_sheets,
-                                         item_ids, read_sheet, summarise)
+from tsrl.evaluation.human_study import (
+    ANCHOR,
+    STUDY_FILE,
+    StudyError,
+    StudyRun,
+    build_study,
+    import_sheets,
+    item_ids,
+    read_sheet,
+    summarise,
+)
 from tsrl.ranking.agreement import average_ranks, bootstrap_mean_ci, kendall_tau_b, kendalls_w, tie_term
 from tsrl.types import Anchor, Prompt
 
@@ -87,8 +96,7 @@ class TwoPromptTask:
     name = "stories"
 
     def prompts(self, split: str) -> list[Prompt]:
-        return [Prompt(f"e{i}", f"premise {i}", (Anchor(f"top {i}", "top"), Anchor(f"low {i}", "low")))
-                for i in (1, 2)]
+        return [Prompt(f"e{i}", f"premise {i}", (Anchor(f"top {i}", "top"), Anchor(f"low {i}", "low"))) for i in (1, 2)]
 
 
 def small_study() -> tuple[dict, dict]:
@@ -139,9 +147,13 @@ def test_read_sheet_names_the_file_the_row_and_the_fix(tmp_path):
     annotator, ranks = read_sheet(good, study)
     assert annotator == "annotator_01" and sorted(ranks["e1"].values()) == [1, 2, 3, 4]
     rows = list(csv.reader(good.open()))  # rows[k] is spreadsheet row k + 1 (the header is row 1)
-    cases = {"rank": (3, 3, "x", "row 3: rank 'x'"), "range": (3, 3, "9", "a whole number from 1 to 4"),
-             "item": (2, 2, "P09-Z", "row 2: item 'P09-Z'"), "tie": (3, 3, rows[1][3], "rows 2, 3"),
-             "header": (1, 3, "grade", "no rank column")}  # (row, column index, new value, the message names)
+    cases = {
+        "rank": (3, 3, "x", "row 3: rank 'x'"),
+        "range": (3, 3, "9", "a whole number from 1 to 4"),
+        "item": (2, 2, "P09-Z", "row 2: item 'P09-Z'"),
+        "tie": (3, 3, rows[1][3], "rows 2, 3"),
+        "header": (1, 3, "grade", "no rank column"),
+    }  # (row, column index, new value, the message names)
     for case, (row, column, value, expected) in cases.items():
         bad = [list(r) for r in rows]
         bad[row - 1][column] = value
@@ -186,12 +198,20 @@ def test_summary_mean_ranks_agreement_and_the_judge_by_hand(tmp_path):
     swapped = [f"{ANCHOR}/top", "tsrl", "rubric", f"{ANCHOR}/low"]
     rankings = []
     for name, e2 in (("annotator_01", BEST_FIRST), ("annotator_02", swapped)):
-        rankings.append(dict(zip(("annotator", "ranks"), read_sheet(sheet(tmp_path / f"{name}.csv", study,
-                                                                         {"e1": BEST_FIRST, "e2": e2}, name), study))))
-    judge_scores = {p["id"]: {i: 1.0 - BEST_FIRST.index(key["items"][i]) / 3 for i in p["items"]}
-                    for p in study["prompts"]}
-    report = summarise(study, key, rankings, {"judge": {"kind": "k", "model": "m"}, "scores": judge_scores},
-                       samples=500)
+        rankings.append(
+            dict(
+                zip(
+                    ("annotator", "ranks"),
+                    read_sheet(sheet(tmp_path / f"{name}.csv", study, {"e1": BEST_FIRST, "e2": e2}, name), study),
+                )
+            )
+        )
+    judge_scores = {
+        p["id"]: {i: 1.0 - BEST_FIRST.index(key["items"][i]) / 3 for i in p["items"]} for p in study["prompts"]
+    }
+    report = summarise(
+        study, key, rankings, {"judge": {"kind": "k", "model": "m"}, "scores": judge_scores}, samples=500
+    )
     means = {r["label"]: r["mean"] for r in report["mean_rank"]}
     assert means == {"tsrl": 1.25, f"{ANCHOR}/top": 1.75, "rubric": 3.0, f"{ANCHOR}/low": 4.0}
     assert [r["label"] for r in report["mean_rank"]] == BEST_FIRST
@@ -209,8 +229,20 @@ def test_export_refuses_a_folder_with_imported_rankings(tmp_path):
     (tmp_path / "rankings").mkdir()
     (tmp_path / "rankings" / "annotator_01.json").write_text("{}")
     with pytest.raises(StudyError, match="already holds imported rankings"):
-        export(Namespace(out=tmp_path, runs=[tmp_path], where=[], label_by="method", prompts=50, seed=0,
-                         annotators=6, key=None, anchors="all", overrides=[]))
+        export(
+            Namespace(
+                out=tmp_path,
+                runs=[tmp_path],
+                where=[],
+                label_by="method",
+                prompts=50,
+                seed=0,
+                annotators=6,
+                key=None,
+                anchors="all",
+                overrides=[],
+            )
+        )
 
 
 def test_the_reference_option_keeps_only_the_tasks_reference_anchors():

@@ -27,8 +27,10 @@ def test_shipped_data_loads_with_tiered_anchors_enough_for_the_papers_k_sweep():
 def test_latent_quality_orders_the_shipped_tiers_on_average():
     task = HumorTask(HumorConfig())
     prompts = task.prompts("train")
-    mean = {tier: np.mean([task.quality(p, a.text) for p in prompts for a in p.anchors if a.tier == tier])
-            for tier in ("top", "okay", "weak", "low")}
+    mean = {
+        tier: np.mean([task.quality(p, a.text) for p in prompts for a in p.anchors if a.tier == tier])
+        for tier in ("top", "okay", "weak", "low")
+    }
     assert mean["top"] > mean["okay"] > mean["weak"] > mean["low"]
 
 
@@ -51,13 +53,16 @@ def test_missing_file_names_the_file_and_the_setting(tmp_path):
         task.prompts("train")
 
 
-@pytest.mark.parametrize("bad_line, message", [
-    ('{"id": "a", "words": ["x", "y"]', "not valid JSON"),
-    ('["a"]', "must be a JSON object"),
-    ('{"id": "a", "words": ["x"]}', "'words' must be a list of two"),
-    ('{"words": ["x", "y"]}', "malformed row"),
-    ('{"id": "a", "words": ["x", "y"], "anchors": [{"txt": 1}]}', "'anchors' must be a list"),
-])
+@pytest.mark.parametrize(
+    "bad_line, message",
+    [
+        ('{"id": "a", "words": ["x", "y"]', "not valid JSON"),
+        ('["a"]', "must be a JSON object"),
+        ('{"id": "a", "words": ["x"]}', "'words' must be a list of two"),
+        ('{"words": ["x", "y"]}', "malformed row"),
+        ('{"id": "a", "words": ["x", "y"], "anchors": [{"txt": 1}]}', "'anchors' must be a list"),
+    ],
+)
 def test_malformed_rows_name_file_and_line(tmp_path, bad_line, message):
     good = json.dumps({"id": "ok", "words": ["a", "b"], "anchors": [{"text": "t"}]})
     path = write(tmp_path / "data.jsonl", [good, bad_line])

@@ -15,8 +15,16 @@ from tsrl.judging.fit import GUMBEL_STD, collect_answers, fit_answers, profile_f
 from tsrl.judging.profile import PROFILE_FIELDS, load_profile, shipped_profiles, write_profile
 from tsrl.types import Anchor, PairRequest, Prompt, ScoreRequest
 
-TRUTH = dict(tau=0.8, position_bias=0.4, tie_band=0.3, length_weight_pair=0.5, score_centre=2.0, score_scale=1.2,
-             rubric_noise=1.0, length_weight_grade=0.3)
+TRUTH = dict(
+    tau=0.8,
+    position_bias=0.4,
+    tie_band=0.3,
+    length_weight_pair=0.5,
+    score_centre=2.0,
+    score_scale=1.2,
+    rubric_noise=1.0,
+    length_weight_grade=0.3,
+)
 FITTED_AS = {"rubric_noise": "grade_noise"}  # a fit reports the grade's whole noise under this name
 
 
@@ -85,7 +93,9 @@ def test_a_judge_blind_to_quality_is_reported_as_such():
     # the profile answers as the judge did: first-position wins at its rate, whatever the quality
     pairs = [PairRequest(p, a.text, b.text) for p in ladders for a in p.anchors for b in p.anchors if a != b]
     shown = [v.p_first for v in judge.compare(pairs)]
-    replayed = [v.p_first for v in SimulatedJudge(RubricSimConfig(**profile.parameters), lambda p, t: quality[t]).compare(pairs)]
+    replayed = [
+        v.p_first for v in SimulatedJudge(RubricSimConfig(**profile.parameters), lambda p, t: quality[t]).compare(pairs)
+    ]
     assert abs(sum(replayed) - sum(shown)) / len(pairs) < 0.05
 
 
@@ -116,7 +126,9 @@ def test_the_ideal_profile_is_the_default_simulator_answer_for_answer():
     ladders, quality = ladder(8, 6, seed=7)
     pairs = [PairRequest(p, a.text, b.text) for p in ladders for a in p.anchors for b in p.anchors if a != b]
     grades = [ScoreRequest(p, a.text) for p in ladders for a in p.anchors]
-    judged = [SimulatedJudge(cfg, lambda p, text: quality[text]) for cfg in (defaults, RubricSimConfig(profile="ideal"))]
+    judged = [
+        SimulatedJudge(cfg, lambda p, text: quality[text]) for cfg in (defaults, RubricSimConfig(profile="ideal"))
+    ]
     assert [v.p_first for v in judged[0].compare(pairs)] == [v.p_first for v in judged[1].compare(pairs)]
     assert [s.value for s in judged[0].score(grades)] == [s.value for s in judged[1].score(grades)]
     assert judged[0].identity == judged[1].identity and judged[0].score_identity == judged[1].score_identity
@@ -131,13 +143,16 @@ def test_every_shipped_profile_loads_and_sources_every_value(name):
     assert {k: getattr(cfg, k) for k in profile.parameters} == profile.parameters  # every value reached the judge
 
 
-@pytest.mark.parametrize("body, message", [
-    ("parameters: {tau: 1.0, warmth: 2}\nsources: {tau: x, warmth: y}", "warmth, which the simulated judge"),
-    ("parameters: {tau: 1.0}\nsources: {}", "tau without a source"),
-    ("parameters: [1, 2]", "no 'parameters' mapping"),
-    ("parameters: {tau: 1.0\n", "not readable YAML"),
-    ("parameters: {tau: fast}\nsources: {tau: x}", "must be a number"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("parameters: {tau: 1.0, warmth: 2}\nsources: {tau: x, warmth: y}", "warmth, which the simulated judge"),
+        ("parameters: {tau: 1.0}\nsources: {}", "tau without a source"),
+        ("parameters: [1, 2]", "no 'parameters' mapping"),
+        ("parameters: {tau: 1.0\n", "not readable YAML"),
+        ("parameters: {tau: fast}\nsources: {tau: x}", "must be a number"),
+    ],
+)
 def test_a_bad_profile_is_one_sentence_naming_the_file(tmp_path, body, message):
     path = tmp_path / "bad.yaml"
     path.write_text(body)

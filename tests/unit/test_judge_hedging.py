@@ -192,14 +192,17 @@ def test_a_hedge_goes_to_another_endpoint_when_there_is_one():
     assert single.other(0) is None
 
 
-@pytest.mark.parametrize("url, problem", [
-    ("http://127.0.0.1:99999/v1", "has port '99999', which is not a number in 1–65535"),
-    ("http://127.0.0.1:0/v1", "has port '0'"),
-    ("http://127.0.0.1:80a/v1", "has port '80a'"),
-    ("127.0.0.1:8000/v1", "has no http:// or https:// scheme"),
-    ("ftp://gpu-a:8000/v1", "has no http:// or https:// scheme"),
-    ("http:///v1", "names no host"),
-])
+@pytest.mark.parametrize(
+    "url, problem",
+    [
+        ("http://127.0.0.1:99999/v1", "has port '99999', which is not a number in 1–65535"),
+        ("http://127.0.0.1:0/v1", "has port '0'"),
+        ("http://127.0.0.1:80a/v1", "has port '80a'"),
+        ("127.0.0.1:8000/v1", "has no http:// or https:// scheme"),
+        ("ftp://gpu-a:8000/v1", "has no http:// or https:// scheme"),
+        ("http:///v1", "names no host"),
+    ],
+)
 def test_malformed_base_urls_are_refused_in_one_sentence(url, problem):
     assert problem in url_problem(url)
     with pytest.raises(ConfigError, match=re.escape(f"judge.base_urls entry {url!r} {problem}")) as err:
@@ -214,18 +217,23 @@ def test_well_formed_base_urls_pass():
 
 def test_the_served_model_list_is_read_from_the_openai_shape():
     assert served_models({"object": "list", "data": [{"id": "judge"}, {"id": "other", "object": "model"}]}) == [
-        "judge", "other"]
+        "judge",
+        "other",
+    ]
     assert served_models({"models": ["judge"]}) is None
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: HedgeConfig(after_p95=0.5), "judge.hedge.after_p95 must be >= 1"),
-    (lambda: HedgeConfig(floor_s=0.0), "judge.hedge.floor_s must be > 0"),
-    (lambda: HedgeConfig(max_extra=1.5), "judge.hedge.max_extra must lie in [0, 1]"),
-    (lambda: RetryConfig(reask=-1), "judge.retry.reask must be >= 0"),
-    (lambda: RetryConfig(timeout_s=0), "judge.retry.timeout_s must be > 0"),
-    (lambda: RetryConfig(max_consecutive_failures=0), "judge.retry.max_consecutive_failures must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: HedgeConfig(after_p95=0.5), "judge.hedge.after_p95 must be >= 1"),
+        (lambda: HedgeConfig(floor_s=0.0), "judge.hedge.floor_s must be > 0"),
+        (lambda: HedgeConfig(max_extra=1.5), "judge.hedge.max_extra must lie in [0, 1]"),
+        (lambda: RetryConfig(reask=-1), "judge.retry.reask must be >= 0"),
+        (lambda: RetryConfig(timeout_s=0), "judge.retry.timeout_s must be > 0"),
+        (lambda: RetryConfig(max_consecutive_failures=0), "judge.retry.max_consecutive_failures must be >= 1"),
+    ],
+)
 def test_hedge_and_retry_settings_out_of_range_fail_in_one_sentence(make, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         make()

@@ -10,8 +10,16 @@ import pytest
 
 from tests.conftest import NumberTask, ScriptedJudge
 from tsrl.errors import ConfigError
-from tsrl.judging import (BudgetConfig, JudgePolicyConfig, OpenAIJudgeConfig, RubricSimConfig, build_judge,
-                          clean_judge_config, judge_identity, wrap)
+from tsrl.judging import (
+    BudgetConfig,
+    JudgePolicyConfig,
+    OpenAIJudgeConfig,
+    RubricSimConfig,
+    build_judge,
+    clean_judge_config,
+    judge_identity,
+    wrap,
+)
 from tsrl.types import PairRequest, Prompt, ScoreRequest
 
 PROMPT = Prompt(id="p", text="prompt")
@@ -28,10 +36,16 @@ def outcome_shares(judge) -> dict[float, float]:
     return {p: c / N for p, c in counts.items()}
 
 
-@pytest.mark.parametrize("make", [
-    lambda scope: build_judge(RubricSimConfig(taste=0.0, flip_prob=0.3, noise_scope=scope, order="both"), NumberTask()),
-    lambda scope: wrap(ScriptedJudge(), JudgePolicyConfig(order="both", flip_prob=0.3, noise_scope=scope)),
-], ids=["rubric_sim", "model_judge_wrappers"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda scope: build_judge(
+            RubricSimConfig(taste=0.0, flip_prob=0.3, noise_scope=scope, order="both"), NumberTask()
+        ),
+        lambda scope: wrap(ScriptedJudge(), JudgePolicyConfig(order="both", flip_prob=0.3, noise_scope=scope)),
+    ],
+    ids=["rubric_sim", "model_judge_wrappers"],
+)
 def test_noise_flips_the_comparison_not_each_call(make):
     """A sure pair judged in both orders at p = 0.3: per comparison (the paper's injection, the default) the
     outcome is 1 w.p. .7 and 0 w.p. .3, never ½; per call each order flips on its own, giving
@@ -85,8 +99,9 @@ def test_noisier_rubric_separates_qualities_less_than_pairwise_verdicts():
     high, low = grades(RubricSimConfig(taste=0.0), 3.5), grades(RubricSimConfig(taste=0.0, seed=1), 2.5)
     rubric_correct = np.mean(high > low) + 0.5 * np.mean(high == low)
     judge = build_judge(RubricSimConfig(taste=0.0), NumberTask())
-    pairwise = np.mean([v.p_first for v in judge.compare(
-        [PairRequest(PROMPT, f"q=3.5 #{i}", f"q=2.5 #{i}") for i in range(2000)])])
+    pairwise = np.mean(
+        [v.p_first for v in judge.compare([PairRequest(PROMPT, f"q=3.5 #{i}", f"q=2.5 #{i}") for i in range(2000)])]
+    )
     assert rubric_correct < pairwise - 0.03
 
 
@@ -96,7 +111,12 @@ def test_clean_evaluation_judge_drops_training_noise_bias_and_budget():
     assert (clean.flip_prob, clean.position_bias, clean.order, clean.tau) == (0.0, 0.0, "both", 0.5)
     api = OpenAIJudgeConfig(model="m", flip_prob=0.2, order="random", budget=BudgetConfig(max_calls_per_run=10))
     clean_api = clean_judge_config(api)
-    assert (clean_api.flip_prob, clean_api.order, clean_api.budget, clean_api.model) == (0.0, "both", BudgetConfig(), "m")
+    assert (clean_api.flip_prob, clean_api.order, clean_api.budget, clean_api.model) == (
+        0.0,
+        "both",
+        BudgetConfig(),
+        "m",
+    )
     assert judge_identity(clean_api)["model"] == "m" and judge_identity(clean)["kind"] == "rubric_sim"
     assert '"flip_prob": 0.0' in judge_identity(clean)["fingerprint"]
 
@@ -137,6 +157,8 @@ def test_simulated_grades_under_noise_are_unchanged_by_the_move_to_the_wrapper()
     """judge=rubric_sim used to replace grades itself; the Noise wrapper now does it with the same draws, so its
     noisy grades are the numbers it gave before (pinned: 240 grades at p = 0.3, computed with the old code)."""
     judge = build_judge(RubricSimConfig(flip_prob=0.3), NumberTask())
-    values = [s.value for s in judge.score([ScoreRequest(PROMPT, f"q={q / 4} #{i}")
-                                            for i in range(40) for q in range(0, 24, 4)])]
+    values = [
+        s.value
+        for s in judge.score([ScoreRequest(PROMPT, f"q={q / 4} #{i}") for i in range(40) for q in range(0, 24, 4)])
+    ]
     assert sum(values) == 1123.0 and judge.drain_metrics()["noise_flips"] == 81

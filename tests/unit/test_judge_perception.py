@@ -31,6 +31,7 @@ def texts(n: int, seed: int = 0) -> list[str]:
 
 def earlier_verdict(cfg: RubricSimConfig, request: PairRequest) -> float:
     """The simulator's verdict as it was before the perception model (the oracle, kept verbatim)."""
+
     def latent(text: str) -> float:
         return quality(request.prompt, text) + cfg.taste * (2.0 * stable_uniform(cfg.seed, "taste", text) - 1.0)
 
@@ -49,9 +50,15 @@ def earlier_grade(cfg: RubricSimConfig, request: ScoreRequest) -> float:
     return float(round(10.0 / (1.0 + math.exp(-(q - cfg.score_centre) / cfg.score_scale))))
 
 
-@pytest.mark.parametrize("settings", [{}, {"tau": 0.5, "position_bias": 0.7, "taste": 0.0, "seed": 3},
-                                      {"score_centre": 1.0, "score_scale": 0.6, "rubric_noise": 0.0, "taste": 1.0},
-                                      {"rubric_noise": 3.0, "seed": 11, "tau": 2.0}])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"tau": 0.5, "position_bias": 0.7, "taste": 0.0, "seed": 3},
+        {"score_centre": 1.0, "score_scale": 0.6, "rubric_noise": 0.0, "taste": 1.0},
+        {"rubric_noise": 3.0, "seed": 11, "tau": 2.0},
+    ],
+)
 def test_the_defaults_reproduce_the_earlier_simulator_exactly(settings):
     cfg = RubricSimConfig(**settings)
     judge = SimulatedJudge(cfg, quality)
@@ -89,8 +96,9 @@ def test_a_narrow_coarse_scale_collapses_a_group_s_grades():
     than on the full scale (discrimination collapse by the parameters alone)."""
     grades = [ScoreRequest(PROMPTS[2], t) for t in texts(200, seed=7)]
     full = {s.value for s in SimulatedJudge(RubricSimConfig(), quality).score(grades)}
-    narrow = {s.value for s in SimulatedJudge(RubricSimConfig(grade_lo=6, grade_hi=9, grade_levels=4),
-                                               quality).score(grades)}
+    narrow = {
+        s.value for s in SimulatedJudge(RubricSimConfig(grade_lo=6, grade_hi=9, grade_levels=4), quality).score(grades)
+    }
     assert narrow <= {6.0, 7.0, 8.0, 9.0} and len(narrow) < len(full)
 
 
@@ -100,14 +108,18 @@ def test_a_tie_band_gives_rao_kupper_ties_whose_frequencies_follow_the_formula()
     prompts = [Prompt(id=f"q{i}", text="") for i in range(4000)]
     gap = {"hi": 0.6, "lo": 0.0}
     cfg = RubricSimConfig(taste=0.0, tie_band=0.5, tau=0.8)
-    answers = [v.p_first for v in SimulatedJudge(cfg, lambda p, t: gap[t]).compare(
-        [PairRequest(p, "hi", "lo") for p in prompts])]
+    answers = [
+        v.p_first
+        for v in SimulatedJudge(cfg, lambda p, t: gap[t]).compare([PairRequest(p, "hi", "lo") for p in prompts])
+    ]
     p_first, p_second = verdict_probabilities(0.6, 0.8, 0.5)
     for outcome, expected in ((1.0, p_first), (0.0, p_second), (0.5, 1 - p_first - p_second)):
         share = sum(a == outcome for a in answers) / len(answers)
         assert abs(share - expected) < 4 * math.sqrt(expected * (1 - expected) / len(answers)), (outcome, share)
-    far = [v.p_first for v in SimulatedJudge(cfg, lambda p, t: 3 * gap[t]).compare(
-        [PairRequest(p, "hi", "lo") for p in prompts])]
+    far = [
+        v.p_first
+        for v in SimulatedJudge(cfg, lambda p, t: 3 * gap[t]).compare([PairRequest(p, "hi", "lo") for p in prompts])
+    ]
     assert sum(a == 0.5 for a in far) < sum(a == 0.5 for a in answers) / 2
 
 
@@ -117,21 +129,34 @@ def test_a_length_weight_favours_the_longer_response_in_its_protocol_only():
     judge = SimulatedJudge(RubricSimConfig(taste=0.0, tau=0.05, length_weight_pair=5.0), quality)
     assert [v.p_first for v in judge.compare(pair)] == [0.0, 1.0]  # the long one wins whatever the order
     graded = judge.score([ScoreRequest(PROMPTS[0], long)])[0].value
-    assert graded == SimulatedJudge(RubricSimConfig(taste=0.0, tau=0.05), quality).score(
-        [ScoreRequest(PROMPTS[0], long)])[0].value  # γ_grade = 0: grades unmoved
+    assert (
+        graded
+        == SimulatedJudge(RubricSimConfig(taste=0.0, tau=0.05), quality)
+        .score([ScoreRequest(PROMPTS[0], long)])[0]
+        .value
+    )  # γ_grade = 0: grades unmoved
 
 
 def test_the_clean_evaluation_judge_drops_the_judge_s_biases():
-    biased = RubricSimConfig(position_bias=1.0, length_weight_pair=2.0, length_weight_grade=2.0, tie_band=0.3,
-                             frame_noise=1.0, flip_prob=0.2)
+    biased = RubricSimConfig(
+        position_bias=1.0, length_weight_pair=2.0, length_weight_grade=2.0, tie_band=0.3, frame_noise=1.0, flip_prob=0.2
+    )
     clean = clean_judge_config(biased)
-    assert (clean.position_bias, clean.length_weight_pair, clean.length_weight_grade, clean.tie_band,
-            clean.frame_noise, clean.flip_prob) == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    assert (
+        clean.position_bias,
+        clean.length_weight_pair,
+        clean.length_weight_grade,
+        clean.tie_band,
+        clean.frame_noise,
+        clean.flip_prob,
+    ) == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     assert clean.tau == biased.tau and clean.taste == biased.taste
 
 
-@pytest.mark.parametrize("bad", [{"frame_noise": -1.0}, {"tie_band": -0.1}, {"grade_lo": 8, "grade_hi": 6},
-                                 {"grade_hi": 11}, {"grade_levels": 1}])
+@pytest.mark.parametrize(
+    "bad",
+    [{"frame_noise": -1.0}, {"tie_band": -0.1}, {"grade_lo": 8, "grade_hi": 6}, {"grade_hi": 11}, {"grade_levels": 1}],
+)
 def test_bad_perception_settings_are_one_sentence(bad):
     with pytest.raises(ConfigError, match="judge\\."):
         replace(RubricSimConfig(), **bad)

@@ -9,10 +9,18 @@ from tsrl.judging.openai_judge import Endpoints
 from tsrl.judging.transport import AttemptError, decode, env_proxy, retry_after, status_error
 
 
-@pytest.mark.parametrize("status,kind,retryable", [(429, "rate_limited", True), (500, "server_error", True),
-                                                   (503, "server_error", True), (408, "http_408", True),
-                                                   (400, "http_400", False), (401, "http_401", False),
-                                                   (404, "http_404", False)])
+@pytest.mark.parametrize(
+    "status,kind,retryable",
+    [
+        (429, "rate_limited", True),
+        (500, "server_error", True),
+        (503, "server_error", True),
+        (408, "http_408", True),
+        (400, "http_400", False),
+        (401, "http_401", False),
+        (404, "http_404", False),
+    ],
+)
 def test_status_codes_map_to_kinds_and_retry_decisions(status, kind, retryable):
     err = status_error(status, {}, '{"error": "x"}')
     assert (err.kind, err.retryable, err.wait) == (kind, retryable, None)

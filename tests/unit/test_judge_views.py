@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tsrl.judging.openai_judge import OpenAIJudge, OpenAIJudgeConfig
-from tsrl.judging.prompting import (GENERIC_CRITERIA, PROMPTS_DIR, criteria_text, included_criteria, load_template,
-                                    resolve_template)
+from tsrl.judging.prompting import (
+    GENERIC_CRITERIA,
+    PROMPTS_DIR,
+    criteria_text,
+    included_criteria,
+    load_template,
+    resolve_template,
+)
 from tsrl.judging.rendering import Rendering, RenderingJudge, extract_page
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
 from tsrl.rewards.base import RegimeContext
@@ -30,16 +37,37 @@ from tsrl.tasks.stories import StoriesConfig
 from tsrl.tasks.web import WebConfig
 from tsrl.types import Group, PairRequest, Prompt, Rollout, Score, ScoreRequest, Verdict
 
-TASKS = {"humor": HumorConfig, "stories": StoriesConfig, "web": WebConfig, "counseling": CounselingConfig,
-         "aime": AimeConfig, "gpqa": GpqaConfig}
+TASKS = {
+    "humor": HumorConfig,
+    "stories": StoriesConfig,
+    "web": WebConfig,
+    "counseling": CounselingConfig,
+    "aime": AimeConfig,
+    "gpqa": GpqaConfig,
+}
 KINDS = ("pairwise", "pointwise")
 TEMPLATES = sorted(p for kind in KINDS for p in PROMPTS_DIR.glob(f"*_{kind}_v*.txt"))
 # a length or count the simulators use ("12 to 28 words", "80–220 words", "600–4,000 characters")
-LENGTH = re.compile(r"\b\d[\d,]*\s*(?:(?:-|–|to)\s*\d[\d,]*\s*)?(?:words?|characters?|sentences?|lines?|paragraphs?"
-                    r"|tokens?)\b", re.IGNORECASE)
+LENGTH = re.compile(
+    r"\b\d[\d,]*\s*(?:(?:-|–|to)\s*\d[\d,]*\s*)?(?:words?|characters?|sentences?|lines?|paragraphs?"
+    r"|tokens?)\b",
+    re.IGNORECASE,
+)
 # observable features the simulated qualities score (tsrl/tasks/*.py docstrings) that no task asks for
-SIMULATOR_FEATURES = ("punchline", "setup", "repetition", "distinct", "dialogue", "paragraph", "roughly", "concise",
-                      "open question", "structural", "\\boxed", "shows work")
+SIMULATOR_FEATURES = (
+    "punchline",
+    "setup",
+    "repetition",
+    "distinct",
+    "dialogue",
+    "paragraph",
+    "roughly",
+    "concise",
+    "open question",
+    "structural",
+    "\\boxed",
+    "shows work",
+)
 
 
 class RecordingTransport:
@@ -86,6 +114,7 @@ def group(prompt: Prompt, *texts: str) -> Group:
 
 
 # --- item 3: pointwise grades on equal terms -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_every_task_grades_against_the_criteria_of_its_verdicts(task: str) -> None:
@@ -138,8 +167,9 @@ def test_a_missing_criteria_file_names_the_shipped_ones(tmp_path) -> None:
     assert criteria_text("humor_criteria_v1") in load_template(own).user  # shipped criteria reach a user's template
 
 
-POINTWISE_REGIMES = [("rubric", task) for task in ("humor", "stories", "web", "counseling")] + \
-                    [(regime, task) for regime in ("rlaif", "adaptive_pointwise") for task in ("aime", "gpqa")]
+POINTWISE_REGIMES = [("rubric", task) for task in ("humor", "stories", "web", "counseling")] + [
+    (regime, task) for regime in ("rlaif", "adaptive_pointwise") for task in ("aime", "gpqa")
+]
 
 
 @pytest.mark.parametrize("regime, task", POINTWISE_REGIMES)
@@ -149,8 +179,11 @@ def test_pointwise_regimes_ask_the_model_judge_with_the_task_criteria(model_judg
     judge, transport = model_judge(task)
     prompt = build_task(TASKS[task]()).prompts("train")[0]
     ctx = RegimeContext(build_task(TASKS[task]()), judge, "j", None)
-    made = {"rubric": lambda: RubricRegime(RubricConfig(), ctx), "rlaif": lambda: RubricRegime(RLAIFConfig(), ctx),
-            "adaptive_pointwise": lambda: AdaptiveRegime(AdaptiveConfig(tournament="pointwise"), ctx)}[regime]()
+    made = {
+        "rubric": lambda: RubricRegime(RubricConfig(), ctx),
+        "rlaif": lambda: RubricRegime(RLAIFConfig(), ctx),
+        "adaptive_pointwise": lambda: AdaptiveRegime(AdaptiveConfig(tournament="pointwise"), ctx),
+    }[regime]()
     batch = made.score([group(prompt, "first try", "second try")])  # neither passes a verifier: graded
     assert np.allclose(batch.rewards, 0.7)
     criteria = json.dumps(criteria_text(f"{task}_criteria_v1"))[1:-1]
@@ -192,13 +225,16 @@ class GradingJudge:
 def test_a_web_page_is_graded_on_its_screenshot_and_a_broken_one_gets_zero() -> None:
     """As a verdict does: the page is rendered (once however often it is graded), the judge is asked with the
     extracted page and its screenshot, and a page that fails to render gets 0 without a call, reason kept."""
-    shots = {"<p>a</p>": Rendering("/shots/a.png", None, 1.0),
-             "<p>slow</p>": Rendering(None, "timeout: no screenshot after 20 s", 20.0)}
+    shots = {
+        "<p>a</p>": Rendering("/shots/a.png", None, 1.0),
+        "<p>slow</p>": Rendering(None, "timeout: no screenshot after 20 s", 20.0),
+    }
     inner, renderer = GradingJudge(), TableRenderer(shots)
     judge = RenderingJudge(inner, extract_page, renderer)
     prompt = Prompt("p", "A page.")
-    grades = judge.score([ScoreRequest(prompt, f"```html\n{page}\n```") for page in ("<p>a</p>", "<p>slow</p>",
-                                                                                     "<p>a</p>")])
+    grades = judge.score(
+        [ScoreRequest(prompt, f"```html\n{page}\n```") for page in ("<p>a</p>", "<p>slow</p>", "<p>a</p>")]
+    )
     assert renderer.batches == [["<p>a</p>", "<p>slow</p>"]]
     assert [g.value for g in grades] == [6.0, 0.0, 6.0] and grades[1].error is None
     assert grades[1].raw == "render failed: timeout: no screenshot after 20 s"
@@ -213,8 +249,9 @@ def test_a_vision_judge_receives_the_screenshot_of_the_graded_page() -> None:
     vision the grade request is text only (a text judge reads the HTML)."""
     shot = "data:image/png;base64,iVBORw0KGgo="
     for vision, parts in ((True, 1), (False, 0)):
-        judge = OpenAIJudge(OpenAIJudgeConfig(api_key_env="", preflight=False, logprobs=False, vision=vision,
-                                              constrain="off"), "web")
+        judge = OpenAIJudge(
+            OpenAIJudgeConfig(api_key_env="", preflight=False, logprobs=False, vision=vision, constrain="off"), "web"
+        )
         judge.transport = transport = RecordingTransport()
         try:
             assert judge.score([ScoreRequest(Prompt("p", "A page."), "<p>a</p>", image=shot)])[0].value == 7.0
@@ -226,6 +263,7 @@ def test_a_vision_judge_receives_the_screenshot_of_the_graded_page() -> None:
 
 
 # --- item 5: no simulator feature in what the judge or the policy reads ------------------------------------
+
 
 @pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.stem)
 def test_no_shipped_template_states_a_simulator_feature(path: Path) -> None:
@@ -240,18 +278,25 @@ def test_no_shipped_template_states_a_simulator_feature(path: Path) -> None:
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_no_shipped_prompt_tells_the_policy_a_length(task: str) -> None:
     loaded = build_task(TASKS[task]())
-    found = [(p.id, m.group()) for split in ("train", "eval") for p in loaded.prompts(split)
-             for m in [LENGTH.search(p.text)] if m]
+    found = [
+        (p.id, m.group())
+        for split in ("train", "eval")
+        for p in loaded.prompts(split)
+        for m in [LENGTH.search(p.text)]
+        if m
+    ]
     assert not found, found[:3]
 
 
 # --- item 6: reasoning traces, judged without the answer key ---------------------------------------------
 
-TRACES = ["Let n be the count. Since 6 divides n, n = 6k, so k = 19. The answer is \\boxed{114}.",
-          "We guess. The answer is \\boxed{114}.",
-          "Try small cases: 1, 2, 3. Hence the pattern holds, therefore the answer is (C).\n\\boxed{C}",
-          "Because the field is uniform, E = V/d = 5. So the answer is \\boxed{B}.",
-          "I am not sure."]
+TRACES = [
+    "Let n be the count. Since 6 divides n, n = 6k, so k = 19. The answer is \\boxed{114}.",
+    "We guess. The answer is \\boxed{114}.",
+    "Try small cases: 1, 2, 3. Hence the pattern holds, therefore the answer is (C).\n\\boxed{C}",
+    "Because the field is uniform, E = V/d = 5. So the answer is \\boxed{B}.",
+    "I am not sure.",
+]
 
 
 @pytest.mark.parametrize("task, wrong", [("aime", 0), ("aime", 114), ("gpqa", "A"), ("gpqa", "C")])
@@ -262,11 +307,16 @@ def test_the_simulated_judge_of_a_trace_never_reads_the_answer_key(task: str, wr
     judge = SimulatedJudge(RubricSimConfig(), loaded.quality)
     for prompt in loaded.prompts("train")[:8]:
         keyed = [prompt, replace(prompt, fields={**prompt.fields, "answer": wrong})]
-        pairs = [[PairRequest(p, a, b) for a in TRACES for b in TRACES if a != b] + [
-            PairRequest(p, prompt.anchors[0].text, t) for t in TRACES] for p in keyed]
+        pairs = [
+            [PairRequest(p, a, b) for a in TRACES for b in TRACES if a != b]
+            + [PairRequest(p, prompt.anchors[0].text, t) for t in TRACES]
+            for p in keyed
+        ]
         verdicts = [[v.p_first for v in judge.compare(batch)] for batch in pairs]
-        grades = [[s.value for s in judge.score([ScoreRequest(p, t) for t in [*TRACES, prompt.anchors[0].text]])]
-                  for p in keyed]
+        grades = [
+            [s.value for s in judge.score([ScoreRequest(p, t) for t in [*TRACES, prompt.anchors[0].text]])]
+            for p in keyed
+        ]
         assert verdicts[0] == verdicts[1] and grades[0] == grades[1]
         assert [loaded.quality(keyed[0], t) for t in TRACES] == [loaded.quality(keyed[1], t) for t in TRACES]
 
@@ -287,5 +337,10 @@ def test_the_reasoning_templates_judge_reasoning_and_hold_no_answer(model_judge,
         user = load_template(resolve_template("auto", task, kind)).user.lower()
         assert "reasoning" in user and "no answer key" in user
         criteria = [line for line in user.splitlines() if re.match(r"\d+\. ", line)]
-        assert len(criteria) >= 2 and not [line for line in criteria if re.search(  # no "the final answer is right"
-            r"(?:answer|option|letter|choice)\b[^.\n]*\b(?:is|are) (?:right|correct)\b", line)]
+        assert len(criteria) >= 2 and not [
+            line
+            for line in criteria
+            if re.search(  # no "the final answer is right"
+                r"(?:answer|option|letter|choice)\b[^.\n]*\b(?:is|are) (?:right|correct)\b", line
+            )
+        ]

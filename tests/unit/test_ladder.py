@@ -111,8 +111,7 @@ def test_missing_verdicts_are_excluded_and_empty_rows_drop_the_group(tmp_path):
     prompt = number_prompt("p", [1, 0])
     task = NumberTask([prompt])
     ladder, judge = regime(task, tmp_path, k=2)
-    judge.table = {("q=5 x", "q=1 anchor 0"): None, ("q=5 y", "q=1 anchor 0"): None,
-                   ("q=5 y", "q=0 anchor 1"): None}
+    judge.table = {("q=5 x", "q=1 anchor 0"): None, ("q=5 y", "q=1 anchor 0"): None, ("q=5 y", "q=0 anchor 1"): None}
     batch = ladder.score([group(prompt, ["q=5 x", "q=-3 z"]), group(prompt, ["q=5 y", "q=-3 z"])])
     assert batch.rewards[0].tolist() == [1.0, 0.0]  # x: only the verdict vs anchor 1 counts
     assert np.isnan(batch.rewards[1]).all()  # y has no verdict at all: whole group dropped

@@ -9,7 +9,11 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "tsrl"
 CORE = ("tsrl.rewards", "tsrl.judging", "tsrl.ranking", "tsrl.algo", "tsrl.tasks")
 UPPER = ("tsrl.training", "tsrl.cli", "tsrl.reproduce", "tsrl.integrations")
-ENTRY_POINTS = ("tsrl.cli", "tsrl.reproduce", "tsrl.evaluation.human_study")  # command-line programs: they may use the CLI's helpers
+ENTRY_POINTS = (
+    "tsrl.cli",
+    "tsrl.reproduce",
+    "tsrl.evaluation.human_study",
+)  # command-line programs: they may use the CLI's helpers
 
 
 def module_name(path: Path) -> str:
@@ -35,14 +39,24 @@ MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
 def test_core_packages_never_import_the_trainer_the_cli_or_the_integrations():
-    arrows = [(name, target) for name, path in MODULES.items() if name.startswith(CORE)
-              for target in imports(path, top_level_only=False) if target.startswith(UPPER)]
+    arrows = [
+        (name, target)
+        for name, path in MODULES.items()
+        if name.startswith(CORE)
+        for target in imports(path, top_level_only=False)
+        if target.startswith(UPPER)
+    ]
     assert arrows == []
 
 
 def test_the_library_never_imports_the_cli():
-    arrows = [(name, target) for name, path in MODULES.items() if name not in ENTRY_POINTS
-              for target in imports(path, top_level_only=False) if target == "tsrl.cli"]
+    arrows = [
+        (name, target)
+        for name, path in MODULES.items()
+        if name not in ENTRY_POINTS
+        for target in imports(path, top_level_only=False)
+        if target == "tsrl.cli"
+    ]
     assert arrows == []
 
 
@@ -56,7 +70,7 @@ def test_no_import_cycle_at_load_time():
         state[node] = "open"
         for nxt in sorted(graph[node]):
             if state.get(nxt) == "open":
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, stack + [nxt])
         state[node] = "done"

@@ -19,9 +19,16 @@ from tsrl.training.learner import Learner
 def make_learner(model, tokenizer, kl_beta: float = 0.0) -> Learner:
     from accelerate import Accelerator
 
-    cfg = RunConfig(task=None, model=None, judge=None, reward=None, algo=GRPOConfig(kl_beta=kl_beta),
-                    generator=HFGeneratorConfig(max_new_tokens=8), trainer=TrainerConfig(micro_batch_size=4),
-                    logger=None)
+    cfg = RunConfig(
+        task=None,
+        model=None,
+        judge=None,
+        reward=None,
+        algo=GRPOConfig(kl_beta=kl_beta),
+        generator=HFGeneratorConfig(max_new_tokens=8),
+        trainer=TrainerConfig(micro_batch_size=4),
+        logger=None,
+    )
     return Learner(cfg, Accelerator(cpu=True), model, tokenizer)
 
 

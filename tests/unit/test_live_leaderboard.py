@@ -27,8 +27,20 @@ def opponents_of_the_last_trace(leaderboard: str) -> tuple[LiveTrace, list[int]]
 def test_live_opponents_follow_the_win_rate_leaderboard_where_it_and_bradley_terry_differ() -> None:
     schedule, opponents = opponents_of_the_last_trace("winrate")
     # by hand from the history: wins / matches of traces 0..5 before trace 6 arrives
-    assert schedule.tally.history == [(1, 0, 1.0), (2, 1, 1.0), (2, 0, 1.0), (3, 2, 0.0), (3, 0, 0.0), (3, 1, 0.0),
-                                      (4, 2, 1.0), (4, 3, 0.0), (4, 0, 1.0), (5, 2, 1.0), (5, 3, 1.0), (5, 4, 1.0)]
+    assert schedule.tally.history == [
+        (1, 0, 1.0),
+        (2, 1, 1.0),
+        (2, 0, 1.0),
+        (3, 2, 0.0),
+        (3, 0, 0.0),
+        (3, 1, 0.0),
+        (4, 2, 1.0),
+        (4, 3, 0.0),
+        (4, 0, 1.0),
+        (5, 2, 1.0),
+        (5, 3, 1.0),
+        (5, 4, 1.0),
+    ]
     assert schedule.tally.mean()[:6] == pytest.approx([1 / 4, 2 / 3, 3 / 5, 1 / 5, 2 / 4, 3 / 3])
     # leaderboard 5 (1.0), 1, 2, 4, 0, 3 (0.2): best 5, worst 3, median (position 3) 4
     assert opponents == [5, 3, 4]
@@ -53,4 +65,3 @@ def test_leaderboard_ties_keep_arrival_order_and_opponents_are_distinct() -> Non
     assert leaderboard_order([2, 0, 1, 3], key) == [1, 2, 0, 3]
     assert best_worst_median([1, 2, 0, 3]) == [1, 3, 0]
     assert best_worst_median([4, 7]) == [4, 7] and best_worst_median([4]) == [4]
-

@@ -9,14 +9,23 @@ from tsrl.algo import AGGREGATES, CISPOConfig, DrGRPOConfig, GRPOConfig, LossInp
 def inputs(logp, old, adv, mask, normalizer=None, ref=None):
     logp = torch.tensor(logp, requires_grad=True)
     mask = torch.tensor(mask)
-    return LossInputs(logp, torch.tensor(old), torch.tensor(adv), mask,
-                      float(mask.sum()) if normalizer is None else normalizer,
-                      None if ref is None else torch.tensor(ref))
+    return LossInputs(
+        logp,
+        torch.tensor(old),
+        torch.tensor(adv),
+        mask,
+        float(mask.sum()) if normalizer is None else normalizer,
+        None if ref is None else torch.tensor(ref),
+    )
 
 
 def test_grpo_on_policy_ratio_is_one_and_loss_is_minus_mean_token_advantage():
-    inp = inputs([[-1.0, -2.0, -3.0], [-0.5, -0.1, -9.0]], [[-1.0, -2.0, -3.0], [-0.5, -0.1, -9.0]],
-                 [1.0, -1.0], [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    inp = inputs(
+        [[-1.0, -2.0, -3.0], [-0.5, -0.1, -9.0]],
+        [[-1.0, -2.0, -3.0], [-0.5, -0.1, -9.0]],
+        [1.0, -1.0],
+        [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]],
+    )
     out = policy_loss(inp, GRPOConfig())
     # tokens: (+1, +1) from row 0 and (-1) from row 1 -> -(1 + 1 - 1) / 3
     assert out.loss.item() == pytest.approx(-1.0 / 3.0)
@@ -97,8 +106,10 @@ def test_a_config_no_loss_registered_for_is_rejected_naming_the_losses():
     from tsrl.algo import AlgoConfig
     from tsrl.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="No algo is registered for a AlgoConfig config; the registered algos are: "
-                                          "cispo, dpo, dr_grpo, grpo, sft"):
+    with pytest.raises(
+        ConfigError,
+        match="No algo is registered for a AlgoConfig config; the registered algos are: cispo, dpo, dr_grpo, grpo, sft",
+    ):
         policy_loss(inputs([[0.0]], [[0.0]], [0.0], [[1.0]]), AlgoConfig())
 
 

@@ -19,8 +19,12 @@ from tsrl.reproduce import NOISE_AXIS, grid_of, method_grids, noise_fractions
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted(p.stem for p in (ROOT / "recipes" / "paper").glob("*.yaml"))
 TSRL_METHODS = {"tsrl", "one_anchor", "rubric", "in_batch", "reward_model", "self_bootstrap", "sft", "dpo"}
-ORDER = {**{m: "random" for m in TSRL_METHODS}, "arenarl": "both", "reasoning_arena": "random",
-         "reasoning_arena_live": "random"}
+ORDER = {
+    **{m: "random" for m in TSRL_METHODS},
+    "arenarl": "both",
+    "reasoning_arena": "random",
+    "reasoning_arena_live": "random",
+}
 """Each method's judge order: TSRL's one random-order verdict, ArenaRL's bidirectional evaluation, Reasoning Arena's
 one call per match (its fit mirror-augments)."""
 SINGLE_COMPARISON = {"one_anchor", "rubric"}  # trained 4x TSRL's steps (TSRL Table 4: 880 against 220)
@@ -73,8 +77,9 @@ def test_tsrl_table1_trains_single_comparison_baselines_four_times_tsrls_steps()
     assert set(axes["task"]) == {"stories", "humor", "web", "counseling"}
     steps = {}
     for method in axes["method"]:
-        typed = to_run_config(composed(["recipes=paper/tsrl_table1", f"method={method}", "task=humor",
-                                        "run_dir=unused"]))
+        typed = to_run_config(
+            composed(["recipes=paper/tsrl_table1", f"method={method}", "task=humor", "run_dir=unused"])
+        )
         steps[method] = typed.trainer.max_steps
         if method == "tsrl":
             assert typed.reward.k == 4 and typed.judge.order == "random"
@@ -88,8 +93,10 @@ def test_a_saved_trainer_config_rebuilds_the_same_number_of_steps():
     from tsrl.config import TrainerConfig
 
     once = TrainerConfig(max_steps=220, step_multiplier=4)
-    assert once.max_steps == 880 and TrainerConfig(**{**asdict(once), "eval": once.eval,
-                                                      "checkpoint": once.checkpoint}).max_steps == 880
+    assert (
+        once.max_steps == 880
+        and TrainerConfig(**{**asdict(once), "eval": once.eval, "checkpoint": once.checkpoint}).max_steps == 880
+    )
 
 
 def test_tsrl_equal_budget_counts_calls_as_the_paper_does():
@@ -103,7 +110,13 @@ def test_tsrl_equal_budget_counts_calls_as_the_paper_does():
 def test_arenarl_topologies_follow_arenarls_setup():
     axes = grid("arenarl_topologies")
     assert axes["method"] == ["arenarl"] and axes["reward.topology"][0] == "single_elimination"
-    assert set(axes["reward.topology"]) == {"single_elimination", "round_robin", "anchor", "double_elimination", "swiss"}
+    assert set(axes["reward.topology"]) == {
+        "single_elimination",
+        "round_robin",
+        "anchor",
+        "double_elimination",
+        "swiss",
+    }
     cfg = composed(["recipes=paper/arenarl_topologies", "method=arenarl"])
     assert (cfg.trainer.group_size, cfg.trainer.prompts_per_step) == (8, 8)  # N = 8, K = 8 groups
     assert composed(["method=arenarl"]).reward.topology == "single_elimination"  # the method's own default
@@ -132,13 +145,23 @@ def test_reasoning_arena_table1_is_the_papers_setup():
     """Ministral-3-8B-Instruct-2512, fully fine-tuned, 1,400 steps, N = 8, CISPO; AIME, GPQA-Diamond and code
     (LiveCodeBench v6) by pass ratio@16, with pass@5 on code; every method of the table."""
     axes = grid("reasoning_arena_table1")
-    assert set(axes["method"]) == {"rlvr", "rlaif", "arenarl", "adaptive_pointwise", "reasoning_arena",
-                                   "reasoning_arena_live"}
+    assert set(axes["method"]) == {
+        "rlvr",
+        "rlaif",
+        "arenarl",
+        "adaptive_pointwise",
+        "reasoning_arena",
+        "reasoning_arena_live",
+    }
     assert set(axes["task"]) == {"aime", "gpqa", "code"}
     cfg = composed(["recipes=paper/reasoning_arena_table1", "method=reasoning_arena_live", "task=code"])
     assert cfg.model.path == "mistralai/Ministral-3-8B-Instruct-2512" and cfg.model.lora.r == 0
     assert (cfg.trainer.max_steps, cfg.trainer.group_size, cfg.trainer.eval.samples) == (1400, 8, 16)
-    assert OmegaConf.get_type(cfg.algo).__name__ == "CISPOConfig" and cfg.reward.tournament == "live" and cfg.reward.leaderboard == "winrate"
+    assert (
+        OmegaConf.get_type(cfg.algo).__name__ == "CISPOConfig"
+        and cfg.reward.tournament == "live"
+        and cfg.reward.leaderboard == "winrate"
+    )
     assert 5 in cfg.task.report_k
 
 
@@ -153,16 +176,26 @@ def test_model_scale_and_human_study_recipes_follow_tsrl():
 
 
 def runs(cells: dict[tuple[str, float], tuple[float, float]]) -> list[dict]:
-    return [{"method": m, NOISE_AXIS: str(p), "start": start, "final": final}
-            for (m, p), (start, final) in cells.items()]
+    return [
+        {"method": m, NOISE_AXIS: str(p), "start": start, "final": final} for (m, p), (start, final) in cells.items()
+    ]
 
 
 def test_noise_metrics_performance_retained_and_gain_kept():
     """TSRL §4.4's example: 77.8 clean and 73.6 noisy (−4.2 points) retains 94.6 % of the performance; from a base
     of 13.5 the same run keeps (73.6 − 13.5)/(77.8 − 13.5) = 93.5 % of its gain. A baseline that ends at 45 noisy
     against 60 clean from 40 retains 75 % of its performance but keeps only 25 % of its gain."""
-    fractions = noise_fractions(runs({("tsrl", 0.0): (13.5, 77.8), ("tsrl", 0.3): (13.5, 73.6),
-                                      ("rubric", 0.0): (40.0, 60.0), ("rubric", 0.3): (40.0, 45.0)}), "method")
+    fractions = noise_fractions(
+        runs(
+            {
+                ("tsrl", 0.0): (13.5, 77.8),
+                ("tsrl", 0.3): (13.5, 73.6),
+                ("rubric", 0.0): (40.0, 60.0),
+                ("rubric", 0.3): (40.0, 45.0),
+            }
+        ),
+        "method",
+    )
     retained, kept = fractions["performance_retained"], fractions["gain_kept"]
     assert retained["tsrl"][0.3] == pytest.approx(0.946, abs=5e-4) and retained["tsrl"][0.0] == 1.0
     assert kept["tsrl"][0.3] == pytest.approx(60.1 / 64.3)

@@ -11,13 +11,20 @@ import torch
 
 from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
-from tsrl.rewards import (IntuitorConfig, IntuitorRegime, LadderConfig, RegimeContext, RewardModelConfig,
-                          RewardModelRegime, SelfBootstrapConfig, SelfBootstrapRegime)
+from tsrl.rewards import (
+    IntuitorConfig,
+    IntuitorRegime,
+    LadderConfig,
+    RegimeContext,
+    RewardModelConfig,
+    RewardModelRegime,
+    SelfBootstrapConfig,
+    SelfBootstrapRegime,
+)
+from tsrl.rewards.diversity import jaccard_distance
 from tsrl.rewards.ladder import Rung
 from tsrl.rewards.policy_features import completion_self_certainty, self_certainty, text_groups
-from tsrl.rewards.reward_model import (fit_reward_head, heldout_ids, ladder_pairs, pairwise_accuracy,
-                                       pairwise_loss)
-from tsrl.rewards.diversity import jaccard_distance
+from tsrl.rewards.reward_model import fit_reward_head, heldout_ids, ladder_pairs, pairwise_accuracy, pairwise_loss
 from tsrl.rewards.self_bootstrap import RefreshState, refresh_decision
 from tsrl.types import Anchor, Group, Rollout
 
@@ -28,12 +35,14 @@ def context(task, tmp_path, judge=None, **policy):
 
 # ---- intuitor -------------------------------------------------------------------------------------------------
 
+
 def test_self_certainty_hand_value():
     """p = (½, ¼, ⅛, ⅛): KL(U‖p) = ¼·[log(¼/½) + log(¼/¼) + 2·log(¼/⅛)] = ¼·log 2. A uniform token adds 0 and a
     masked token adds nothing; a row without tokens has no self-certainty (NaN)."""
     peaked = torch.log(torch.tensor([0.5, 0.25, 0.125, 0.125]))
-    logits = torch.stack([torch.stack([peaked, torch.zeros(4), peaked + 7.0]),
-                          torch.stack([peaked, peaked, peaked])])  # [N=2, T=3, V=4]
+    logits = torch.stack(
+        [torch.stack([peaked, torch.zeros(4), peaked + 7.0]), torch.stack([peaked, peaked, peaked])]
+    )  # [N=2, T=3, V=4]
     mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
     sc = self_certainty(logits, mask)
     assert sc[0].item() == pytest.approx(0.25 * math.log(2) / 2, abs=1e-6)  # mean of ¼·log 2 and 0
@@ -48,8 +57,12 @@ def test_intuitor_rewards_are_self_certainty_and_grow_as_temperature_falls(polic
     prompt = number_prompt("p", [0])
     groups = text_groups(tokenizer, [prompt, prompt], [["q=1 jokes", "q=2 penguins and taxes"], ["q=3", "a tiny"]])
     task = NumberTask([prompt])
-    batches = [IntuitorRegime(IntuitorConfig(temperature=t), context(task, tmp_path, model=model, tokenizer=tokenizer))
-               .score(groups) for t in (0.5, 1.0, 2.0)]
+    batches = [
+        IntuitorRegime(IntuitorConfig(temperature=t), context(task, tmp_path, model=model, tokenizer=tokenizer)).score(
+            groups
+        )
+        for t in (0.5, 1.0, 2.0)
+    ]
     assert batches[1].rewards.shape == (2, 2) and batches[1].metrics["reward/comparisons_per_sample"] == 0
     assert (batches[0].rewards > batches[1].rewards).all() and (batches[1].rewards > batches[2].rewards).all()
     direct = completion_self_certainty(model, groups, tokenizer.pad_token_id, 1.0, micro=1)
@@ -65,14 +78,17 @@ def test_policy_regimes_without_the_policy_fail_naming_the_fix(number_task, tmp_
 
 # ---- reward model ---------------------------------------------------------------------------------------------
 
+
 def test_pairwise_loss_gradient_matches_finite_differences():
     rng = np.random.default_rng(0)
     diffs, w = rng.normal(size=(30, 5)), rng.normal(size=5)
     loss, grad = pairwise_loss(w, diffs, l2=0.3)
     assert loss == pytest.approx(np.mean(np.log1p(np.exp(-diffs @ w))) + 0.15 * w @ w)
     eps = 1e-6
-    numeric = [(pairwise_loss(w + eps * e, diffs, 0.3)[0] - pairwise_loss(w - eps * e, diffs, 0.3)[0]) / (2 * eps)
-               for e in np.eye(5)]
+    numeric = [
+        (pairwise_loss(w + eps * e, diffs, 0.3)[0] - pairwise_loss(w - eps * e, diffs, 0.3)[0]) / (2 * eps)
+        for e in np.eye(5)
+    ]
     assert np.allclose(grad, numeric, atol=1e-6)
 
 
@@ -108,8 +124,9 @@ def test_heldout_split_is_seeded_prompt_level_and_never_empty():
 def test_reward_model_trains_once_caches_and_scores_without_judge_calls(policy, tmp_path):
     model, tokenizer = policy
     task = NumberTask([number_prompt(f"p{i}", [3, 1, 2, 0]) for i in range(6)])
-    cfg = RewardModelConfig(ladder=LadderConfig(ladder_dir=str(tmp_path / "ladders")), rm_dir=str(tmp_path / "rm"),
-                            holdout_frac=0.3)
+    cfg = RewardModelConfig(
+        ladder=LadderConfig(ladder_dir=str(tmp_path / "ladders")), rm_dir=str(tmp_path / "rm"), holdout_frac=0.3
+    )
     first_judge = ScriptedJudge()
     first = RewardModelRegime(cfg, context(task, tmp_path, first_judge, model=model, tokenizer=tokenizer))
     assert len(first_judge.requests) == 6 * 6  # the anchor round-robin, once
@@ -123,13 +140,16 @@ def test_reward_model_trains_once_caches_and_scores_without_judge_calls(policy, 
     batch = second.score([Group(prompt, [], [Rollout(t, [], [], False) for t in ("q=3 taxes", "q=0", "jokes")])])
     assert judge.requests == [] and batch.metrics["reward/comparisons_per_sample"] == 0
     assert batch.rewards.shape == (1, 3) and ((batch.rewards > 0) & (batch.rewards < 1)).all()
-    raw = RewardModelRegime(RewardModelConfig(**{**cfg.__dict__, "output": "score"}),
-                            context(task, tmp_path, judge, model=model, tokenizer=tokenizer))
+    raw = RewardModelRegime(
+        RewardModelConfig(**{**cfg.__dict__, "output": "score"}),
+        context(task, tmp_path, judge, model=model, tokenizer=tokenizer),
+    )
     scores = raw.score([Group(prompt, [], [Rollout(t, [], [], False) for t in ("q=3 taxes", "q=0", "jokes")])])
     assert np.array_equal(np.argsort(scores.rewards), np.argsort(batch.rewards))  # win-rate is monotone in r
 
 
 # ---- self-bootstrapped ladder ---------------------------------------------------------------------------------
+
 
 def test_refresh_every_period_steps():
     state, reasons = RefreshState(), []
@@ -176,8 +196,13 @@ def test_self_bootstrap_ranks_tiers_refreshes_and_reports_diversity(tmp_path):
     tiers = {"low": "Be lazy.", "mid": "Be fine.", "top": "Be brilliant."}
     task = NumberTask([number_prompt("p0", [0]), number_prompt("p1", [0])])
     generator, judge = TierGenerator(list(tiers.values())), ScriptedJudge()
-    cfg = SelfBootstrapConfig(ladder=LadderConfig(k=3, ladder_dir=str(tmp_path / "ladders")), tiers=tiers, period=4,
-                              saturation_threshold=0.9, saturation_patience=2)
+    cfg = SelfBootstrapConfig(
+        ladder=LadderConfig(k=3, ladder_dir=str(tmp_path / "ladders")),
+        tiers=tiers,
+        period=4,
+        saturation_threshold=0.9,
+        saturation_patience=2,
+    )
     regime = SelfBootstrapRegime(cfg, context(task, tmp_path, judge, generator=generator))
     assert generator.calls == [2 * 3] and len(judge.requests) == 2 * 3  # 2 prompts x C(3,2) pairs
     assert [r.anchor.tier for r in regime.ladder.ladders["p0"]] == ["top", "mid", "low"]
@@ -187,8 +212,9 @@ def test_self_bootstrap_ranks_tiers_refreshes_and_reports_diversity(tmp_path):
     batch = regime.score(middling)
     assert batch.rewards.tolist() == [[2 / 3, 1 / 3]]
     texts = {pid: [r.anchor.text for r in rungs] for pid, rungs in regime.ladder.ladders.items()}
-    assert batch.metrics["bootstrap/ladder_diversity"] == pytest.approx(np.mean([jaccard_distance(t) for t in
-                                                                               texts.values()]))
+    assert batch.metrics["bootstrap/ladder_diversity"] == pytest.approx(
+        np.mean([jaccard_distance(t) for t in texts.values()])
+    )
     assert batch.metrics["bootstrap/ladder_diversity"] > 0 and "ladder/distinct_1" in batch.metrics
     strong = [Group(prompt, [], [Rollout(t, [], [], False) for t in ("q=9 a", "q=8 b")])]
     assert regime.score(strong).metrics["bootstrap/refreshes"] == 0.0

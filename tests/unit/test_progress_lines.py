@@ -12,16 +12,18 @@ from tsrl.tasks import HumorConfig, build_task
 
 def test_a_tiny_policy_build_says_what_why_and_where_then_reports_progress(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(tiny, "PROGRESS_EVERY_S", 0.0)  # every step reports
-    cfg = TinyModelConfig(warmstart_steps=3, hidden_size=16, num_layers=1, num_heads=2, vocab_size=400,
-                          cache_dir=str(tmp_path))
+    cfg = TinyModelConfig(
+        warmstart_steps=3, hidden_size=16, num_layers=1, num_heads=2, vocab_size=400, cache_dir=str(tmp_path)
+    )
     task = build_task(HumorConfig(max_prompts=4))
     with caplog.at_level(logging.INFO, logger="tsrl"):
         source = tiny_source(cfg, task)
     lines = [r.getMessage() for r in caplog.records if r.name == "tsrl"]
     assert lines[0].startswith("no cached tiny policy for task=humor with these 4 training prompts")
     assert str(source.path) in lines[0] and "3 warm-start steps" in lines[0]
-    assert [line.split(",")[0] for line in lines[1:4]] == [f"tiny policy for task=humor: warm-start step {i}/3"
-                                                             for i in (1, 2, 3)]
+    assert [line.split(",")[0] for line in lines[1:4]] == [
+        f"tiny policy for task=humor: warm-start step {i}/3" for i in (1, 2, 3)
+    ]
     assert lines[-1].startswith("tiny policy for task=humor built in")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="tsrl"):

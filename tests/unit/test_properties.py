@@ -22,8 +22,8 @@ import hashlib
 import itertools
 import math
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -33,12 +33,28 @@ from hypothesis import strategies as st
 from tests.conftest import NumberTask, ScriptedJudge
 from tsrl.judging import VerdictCache
 from tsrl.judging.cache import cache_key
-from tsrl.ranking import (TOPOLOGIES, ConstitutionalBracket, DoubleElimination, LiveTrace, Match, RoundRobin,
-                          SingleElimination, Swiss, TraceRoundRobin, run_schedules, soft_outcome)
+from tsrl.ranking import (
+    TOPOLOGIES,
+    ConstitutionalBracket,
+    DoubleElimination,
+    LiveTrace,
+    Match,
+    RoundRobin,
+    SingleElimination,
+    Swiss,
+    TraceRoundRobin,
+    run_schedules,
+    soft_outcome,
+)
 from tsrl.types import PairRequest, Prompt, Verdict
 
-PROPERTY = settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 SIZES = st.integers(1, 17)
 SEEDS = st.integers(0, 2**16)
@@ -54,8 +70,7 @@ def log2ceil(n: int) -> int:
     return math.ceil(math.log2(n)) if n > 1 else 0
 
 
-def play(schedule, outcomes: Sequence[float],
-         before_round: Callable[[list[Match]], None] | None = None) -> list[Round]:
+def play(schedule, outcomes: Sequence[float], before_round: Callable[[list[Match]], None] | None = None) -> list[Round]:
     """Play a schedule to the end with its own next_round/record loop, answering with `outcomes` in turn
     (cycled). Fails if it is still scheduling after 4N + 4 rounds (every schedule here needs far fewer)."""
     feed, rounds = itertools.cycle(outcomes), []
@@ -101,20 +116,34 @@ Counts = Callable[[int], int]
 SCHEDULES: dict[str, tuple[Callable[[int, int], object], Counts, Counts | None]] = {
     "round_robin": (TOPOLOGIES["round_robin"], lambda n: n * (n - 1) // 2, lambda n: int(n > 1)),
     "anchor": (TOPOLOGIES["anchor"], lambda n: n - 1, lambda n: int(n > 1)),
-    "single_elimination": (TOPOLOGIES["single_elimination"], lambda n: (n - 1) * (1 + (n > 2)),
-                           lambda n: int(n > 2) + log2ceil(n)),
-    "single_elimination_unseeded": (lambda n, seed: SingleElimination(n, seeded=False, seed=seed),
-                                    lambda n: n - 1, log2ceil),
+    "single_elimination": (
+        TOPOLOGIES["single_elimination"],
+        lambda n: (n - 1) * (1 + (n > 2)),
+        lambda n: int(n > 2) + log2ceil(n),
+    ),
+    "single_elimination_unseeded": (
+        lambda n, seed: SingleElimination(n, seeded=False, seed=seed),
+        lambda n: n - 1,
+        log2ceil,
+    ),
     "double_elimination": (TOPOLOGIES["double_elimination"], lambda n: (n - 1) * (n > 2) + 2 * n - 2, None),
-    "double_elimination_unseeded": (lambda n, seed: DoubleElimination(n, seeded=False, seed=seed),
-                                    lambda n: 2 * n - 2, None),
+    "double_elimination_unseeded": (
+        lambda n, seed: DoubleElimination(n, seeded=False, seed=seed),
+        lambda n: 2 * n - 2,
+        None,
+    ),
     "swiss": (TOPOLOGIES["swiss"], lambda n: n // 2 * log2ceil(n), log2ceil),
-    "live_trace": (lambda n, seed: LiveTrace(n, arrival=np.random.default_rng(seed).permutation(n).tolist()),
-                   lambda n: 3 * n - 6 if n >= 3 else n - 1, lambda n: max(n - 1, 0)),
-    "trace_round_robin": (lambda n, seed: TraceRoundRobin(n), lambda n: n * (n - 1) // 2,
-                          lambda n: int(n > 1)),
-    "constitutional": (lambda n, seed: ConstitutionalBracket(n, n_principles=1 + seed % 4, seed=seed),
-                       lambda n: n - 1, log2ceil),
+    "live_trace": (
+        lambda n, seed: LiveTrace(n, arrival=np.random.default_rng(seed).permutation(n).tolist()),
+        lambda n: 3 * n - 6 if n >= 3 else n - 1,
+        lambda n: max(n - 1, 0),
+    ),
+    "trace_round_robin": (lambda n, seed: TraceRoundRobin(n), lambda n: n * (n - 1) // 2, lambda n: int(n > 1)),
+    "constitutional": (
+        lambda n, seed: ConstitutionalBracket(n, n_principles=1 + seed % 4, seed=seed),
+        lambda n: n - 1,
+        log2ceil,
+    ),
 }
 
 
@@ -144,13 +173,18 @@ def test_every_schedule_terminates_with_the_documented_match_count(name, n, seed
 
 
 @PROPERTY
-@given(names=st.lists(st.sampled_from(list(SCHEDULES)), min_size=1, max_size=4),
-       sizes=st.lists(SIZES, min_size=4, max_size=4), seed=SEEDS, outcomes=OUTCOMES)
+@given(
+    names=st.lists(st.sampled_from(list(SCHEDULES)), min_size=1, max_size=4),
+    sizes=st.lists(SIZES, min_size=4, max_size=4),
+    seed=SEEDS,
+    outcomes=OUTCOMES,
+)
 def test_run_schedules_in_lockstep_plays_each_schedule_as_if_alone(names, sizes, seed, outcomes):
     """run_schedules batches round r of every unfinished schedule; that must not change any schedule's play.
     Outcome k of schedule s is the same in both runs."""
-    alone = [play(SCHEDULES[name][0](n, seed), outcomes[s:] + outcomes[:s])
-             for s, (name, n) in enumerate(zip(names, sizes))]
+    alone = [
+        play(SCHEDULES[name][0](n, seed), outcomes[s:] + outcomes[:s]) for s, (name, n) in enumerate(zip(names, sizes))
+    ]
     together = [SCHEDULES[name][0](n, seed) for name, n in zip(names, sizes)]
     feeds = [itertools.cycle(outcomes[s:] + outcomes[:s]) for s in range(len(names))]
     seen: list[list[Match]] = [[] for _ in names]
@@ -316,7 +350,7 @@ def test_double_elimination_eliminates_on_the_second_loss(seeded, n, seed, outco
     _, bracket = seeding_pass(n, seeded, play(schedule, outcomes))
     losses = np.zeros(n, dtype=int)
     for matches in bracket:
-        for m, y in matches:
+        for m, _ in matches:
             assert losses[m.first] < 2 and losses[m.second] < 2, "a player with two losses played again"
         if matches is bracket[-1]:
             assert sorted(losses[[matches[0][0].first, matches[0][0].second]]) == [0, 1]  # the grand final
@@ -449,8 +483,7 @@ def test_live_trace_meets_current_best_worst_and_median(n, seed, outcomes, leade
 
 @PROPERTY
 @given(n=SIZES, seed=SEEDS, n_principles=st.integers(1, 5), outcomes=OUTCOMES)
-def test_constitutional_bracket_pairs_off_in_order_with_byes_to_the_odd_one_out(n, seed, n_principles,
-                                                                                   outcomes):
+def test_constitutional_bracket_pairs_off_in_order_with_byes_to_the_odd_one_out(n, seed, n_principles, outcomes):
     """Round 1 pairs the seeded draw off in order; winners keep their order, the odd one out (last) gets a bye
     and advances; ⌈N/2^r⌉ players after r rounds; no rematch; one principle in range per match;
     score = rounds survived / ⌈log2 N⌉: the champion (winner of the final) 1, everyone else (its elimination
@@ -464,7 +497,7 @@ def test_constitutional_bracket_pairs_off_in_order_with_byes_to_the_odd_one_out(
     for matches in rounds:
         assert [p for m, _ in matches for p in (m.first, m.second)] == alive[: len(alive) // 2 * 2]
         assert all(0 <= m.principle < n_principles for m, _ in matches)
-        alive = [winner_of(m, y, scores) for m, y in matches] + alive[len(alive) // 2 * 2:]
+        alive = [winner_of(m, y, scores) for m, y in matches] + alive[len(alive) // 2 * 2 :]
     assert len(alive) == 1 and [len(r) for r in rounds] == [math.ceil(n / 2**r) // 2 for r in range(depth)]
     pairs = [frozenset((m.first, m.second)) for r in rounds for m, _ in r]
     assert len(pairs) == len(set(pairs))
@@ -474,13 +507,19 @@ def test_constitutional_bracket_pairs_off_in_order_with_byes_to_the_odd_one_out(
     assert np.allclose(scores, expected)
 
 
-@pytest.mark.parametrize("make", [lambda seed: SingleElimination(2, seed=seed),
-                                  lambda seed: DoubleElimination(2, seed=seed),
-                                  lambda seed: ConstitutionalBracket(2, n_principles=1, seed=seed)],
-                         ids=["single_elimination", "double_elimination", "constitutional"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda seed: SingleElimination(2, seed=seed),
+        lambda seed: DoubleElimination(2, seed=seed),
+        lambda seed: ConstitutionalBracket(2, n_principles=1, seed=seed),
+    ],
+    ids=["single_elimination", "double_elimination", "constitutional"],
+)
 def test_an_exact_tie_in_an_elimination_match_goes_by_a_seeded_coin(make):
     """Two players, every match ½: the champion is a coin flip, so over 40 seeds both players win some
     brackets (all-first or all-second has probability 2·2⁻⁴⁰), and the same seed always picks the same one."""
+
     def champion(seed: int) -> int:
         schedule = make(seed)
         play(schedule, [0.5])
@@ -511,8 +550,9 @@ TEXTS = st.text(max_size=6)
 IMAGES = st.one_of(st.none(), st.text(min_size=1, max_size=4))
 
 
-def pair_request(pid: str, text: str, rubric: str | None, first: str, second: str, first_image: str | None,
-                 second_image: str | None) -> PairRequest:
+def pair_request(
+    pid: str, text: str, rubric: str | None, first: str, second: str, first_image: str | None, second_image: str | None
+) -> PairRequest:
     prompt = Prompt(pid, text, fields={} if rubric is None else {"rubric": rubric})
     return PairRequest(prompt, first, second, first_image, second_image)
 
@@ -535,18 +575,22 @@ def changed(request: PairRequest, field: str, value) -> PairRequest:
     if field in ("prompt_text", "rubric"):
         text = value if field == "prompt_text" else prompt.text
         rubric = value if field == "rubric" else prompt.fields.get("rubric")
-        return pair_request(prompt.id, text, rubric, request.first, request.second, request.first_image,
-                            request.second_image)
+        return pair_request(
+            prompt.id, text, rubric, request.first, request.second, request.first_image, request.second_image
+        )
     return PairRequest(**{**request.__dict__, field: value})
 
 
 @PROPERTY
-@given(identity=TEXTS, request=REQUESTS,
-       field=st.sampled_from(["identity", "prompt_text", "rubric", "first", "second", "first_image",
-                              "second_image"]),
-       value=st.one_of(st.none(), TEXTS))
-@example(identity="j", request=PairRequest(Prompt("p", "Tell a joke."), "a", "b"), field="prompt_text",
-         value="Sum 2+2.")
+@given(
+    identity=TEXTS,
+    request=REQUESTS,
+    field=st.sampled_from(["identity", "prompt_text", "rubric", "first", "second", "first_image", "second_image"]),
+    value=st.one_of(st.none(), TEXTS),
+)
+@example(
+    identity="j", request=PairRequest(Prompt("p", "Tell a joke."), "a", "b"), field="prompt_text", value="Sum 2+2."
+)
 def test_every_field_of_the_question_changes_the_verdict_key(identity, request, field, value):
     """Judge identity (model, template name + hash, generation settings), prompt text, rubric (the criteria
     the judge is shown), each response, each image: change one and the key changes. (None and '' are the
@@ -558,8 +602,7 @@ def test_every_field_of_the_question_changes_the_verdict_key(identity, request, 
     elif value is None or value == old:
         return
     key = cache_key(identity, request)[0]
-    other = (cache_key(value, request) if field == "identity"
-             else cache_key(identity, changed(request, field, value)))
+    other = cache_key(value, request) if field == "identity" else cache_key(identity, changed(request, field, value))
     assert other[0] != key
     assert cache_key(identity, request)[0] == key  # and it is a function of the question only
 
@@ -567,8 +610,7 @@ def test_every_field_of_the_question_changes_the_verdict_key(identity, request, 
 @PROPERTY
 @given(identity=TEXTS, request=REQUESTS)
 def test_the_shown_order_is_part_of_the_verdict_key(identity, request):
-    swapped = PairRequest(request.prompt, request.second, request.first, request.second_image,
-                          request.first_image)
+    swapped = PairRequest(request.prompt, request.second, request.first, request.second_image, request.first_image)
     if (request.first, request.first_image or None) == (request.second, request.second_image or None):
         return  # the same response twice: both orders are one question
     key, flipped = cache_key(identity, request)
@@ -586,8 +628,16 @@ class PositionalJudge:
 
     @staticmethod
     def verdict(r: PairRequest) -> float:
-        blob = repr((r.prompt.text, r.prompt.fields.get("rubric", ""), r.first, r.second, r.first_image or "",
-                     r.second_image or "")).encode()
+        blob = repr(
+            (
+                r.prompt.text,
+                r.prompt.fields.get("rubric", ""),
+                r.first,
+                r.second,
+                r.first_image or "",
+                r.second_image or "",
+            )
+        ).encode()
         return hashlib.sha256(blob).digest()[0] % 5 / 4
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
@@ -601,10 +651,16 @@ class PositionalJudge:
         return {"calls": float(len(self.asked))}
 
 
-SMALL_REQUESTS = st.builds(pair_request, st.just("p"), st.sampled_from(["Tell a joke.", "Sum 2+2."]),
-                           st.sampled_from([None, "Funnier wins."]), st.sampled_from(["x", "y", "z"]),
-                           st.sampled_from(["x", "y", "z"]), st.sampled_from([None, "page1.png"]),
-                           st.sampled_from([None, "page2.png"]))
+SMALL_REQUESTS = st.builds(
+    pair_request,
+    st.just("p"),
+    st.sampled_from(["Tell a joke.", "Sum 2+2."]),
+    st.sampled_from([None, "Funnier wins."]),
+    st.sampled_from(["x", "y", "z"]),
+    st.sampled_from(["x", "y", "z"]),
+    st.sampled_from([None, "page1.png"]),
+    st.sampled_from([None, "page2.png"]),
+)
 
 
 def question(r: PairRequest) -> tuple:
@@ -613,8 +669,9 @@ def question(r: PairRequest) -> tuple:
 
 
 @PROPERTY
-@given(batches=st.lists(st.lists(SMALL_REQUESTS, min_size=1, max_size=8), min_size=1, max_size=3),
-       chunk=st.integers(1, 4))
+@given(
+    batches=st.lists(st.lists(SMALL_REQUESTS, min_size=1, max_size=8), min_size=1, max_size=3), chunk=st.integers(1, 4)
+)
 def test_a_cache_answers_exactly_what_its_judge_would(batches, chunk):
     """Any sequence of batches through a cache gives the judge's own verdicts (a key shared by two different
     questions would hand one of them the other's verdict), the judge is asked each distinct question once,
@@ -658,8 +715,11 @@ def test_judge_identity_and_shown_order_separate_verdicts(tmp_path):
     swapped = PairRequest(request.prompt, request.second, request.first)
     assert cache_a.compare([swapped])[0].p_first == 0.5 and len(judge_a.requests) == 2
     judge_b = ScriptedJudge({("q=2 a", "q=1 b"): 0.25})
-    for identity in ("model-b|generic_pairwise_v1@111|gen0", "model-a|generic_pairwise_v1@222|gen0",
-                     "model-a|generic_pairwise_v1@111|gen1"):
+    for identity in (
+        "model-b|generic_pairwise_v1@111|gen0",
+        "model-a|generic_pairwise_v1@222|gen0",
+        "model-a|generic_pairwise_v1@111|gen1",
+    ):
         answer = VerdictCache(judge_b, path, identity).compare([request])[0]
         assert answer.p_first == 0.25 and not answer.cached
 
@@ -667,8 +727,9 @@ def test_judge_identity_and_shown_order_separate_verdicts(tmp_path):
 def openai_identity(**settings) -> str:
     from tsrl.judging.openai_judge import OpenAIJudge, OpenAIJudgeConfig
 
-    judge = OpenAIJudge(OpenAIJudgeConfig(api_key_env="", preflight=False, **{"constrain": "off", **settings}),
-                        NumberTask())
+    judge = OpenAIJudge(
+        OpenAIJudgeConfig(api_key_env="", preflight=False, **{"constrain": "off", **settings}), NumberTask()
+    )
     try:
         return judge.identity
     finally:
@@ -682,9 +743,18 @@ def test_openai_judge_identity_names_model_template_and_generation_settings(tmp_
     edited = tmp_path / "edited" / "generic_pairwise_v1.txt"
     edited.parent.mkdir()
     edited.write_text(template.replace("\n---user---\n", "\nBe strict.\n---user---\n"))
-    variants = [{}, {"model": "other"}, {"template": "humor_pairwise_v1"}, {"template": str(edited)},
-                {"temperature": 0.7}, {"max_tokens": 32}, {"logprobs": False},
-                {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}, {"vision": True}, {"form": "direct"}]
+    variants = [
+        {},
+        {"model": "other"},
+        {"template": "humor_pairwise_v1"},
+        {"template": str(edited)},
+        {"temperature": 0.7},
+        {"max_tokens": 32},
+        {"logprobs": False},
+        {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}},
+        {"vision": True},
+        {"form": "direct"},
+    ]
     identities = [openai_identity(**v) for v in variants]
     assert len(set(identities)) == len(variants)
 

@@ -5,9 +5,24 @@ import math
 import numpy as np
 import pytest
 
-from tsrl.ranking import (TOPOLOGIES, AnchorBased, ConstitutionalBracket, DoubleElimination, LiveTrace, RoundRobin,
-                          SingleElimination, Swiss, bracket_order, elo_ratings, fit_bradley_terry,
-                          fit_bradley_terry_batch, pad_matches, rank_rewards, ranks, run_schedules)
+from tsrl.ranking import (
+    TOPOLOGIES,
+    AnchorBased,
+    ConstitutionalBracket,
+    DoubleElimination,
+    LiveTrace,
+    RoundRobin,
+    SingleElimination,
+    Swiss,
+    bracket_order,
+    elo_ratings,
+    fit_bradley_terry,
+    fit_bradley_terry_batch,
+    pad_matches,
+    rank_rewards,
+    ranks,
+    run_schedules,
+)
 
 
 def random_groups(count, n, m, seed):
@@ -64,6 +79,7 @@ def test_elo_orders_a_transitive_round_robin_and_is_seeded():
 
 def ask_by_strength(strengths, log=None):
     """A perfect judge: the stronger player wins; ½ on equal strength."""
+
     def ask(batch):
         if log is not None:
             log.append(batch)
@@ -72,6 +88,7 @@ def ask_by_strength(strengths, log=None):
             a, b = strengths[s][m.first], strengths[s][m.second]
             out.append(0.5 if a == b else float(a > b))
         return out
+
     return ask
 
 
@@ -130,8 +147,16 @@ def test_perfect_judge_puts_the_best_player_first(make):
 
 def test_double_elimination_champion_can_come_from_the_losers_bracket():
     def ask(batch):  # player 1 wins everything except its very first match
-        return [1.0 if m.first == 1 and len(seen) > 1 else 0.0 if m.second == 1 and len(seen) > 1
-                else float(m.first < m.second) for s, m in batch if not seen.append(1) or True]
+        return [
+            1.0
+            if m.first == 1 and len(seen) > 1
+            else 0.0
+            if m.second == 1 and len(seen) > 1
+            else float(m.first < m.second)
+            for s, m in batch
+            if not seen.append(1) or True
+        ]
+
     seen = []
     schedule = DoubleElimination(4, seeded=False)
     run_schedules([schedule], ask)
@@ -212,7 +237,12 @@ def test_every_schedule_finishes_within_n_plus_three_rounds(name):
     """What `MAX_ROUNDS` relies on: the longest schedule (double elimination) needs N + 3 rounds at most."""
     rng = np.random.default_rng(0)
     for n in range(2, 33):
-        schedule = (LiveTrace(n, arrival=list(range(n))) if name == "live" else
-                    ConstitutionalBracket(n, 1, seed=n) if name == "constitutional" else TOPOLOGIES[name](n, n))
+        schedule = (
+            LiveTrace(n, arrival=list(range(n)))
+            if name == "live"
+            else ConstitutionalBracket(n, 1, seed=n)
+            if name == "constitutional"
+            else TOPOLOGIES[name](n, n)
+        )
         rounds = run_schedules([schedule], lambda batch: (rng.random(len(batch)) < 0.5).astype(float).tolist())
         assert rounds <= n + 3, (name, n, rounds)

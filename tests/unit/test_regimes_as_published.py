@@ -12,8 +12,7 @@ import tsrl.ranking as ranking
 from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
 from tsrl.ranking import TOPOLOGIES, ConstitutionalBracket, LiveTrace, fit_bradley_terry, run_schedules
-from tsrl.rewards import (AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, RegimeContext,
-                          build_regime)
+from tsrl.rewards import AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, RegimeContext, build_regime
 from tsrl.types import Group, Rollout
 
 
@@ -24,11 +23,14 @@ class VerifiedNumberTask(NumberTask):
         return float(self.quality(prompt, text) >= 2)
 
 
-def group(qualities, prompt=number_prompt("p0", [3, 1, 2, 0])):
+P0 = number_prompt("p0", [3, 1, 2, 0])
+
+
+def group(qualities, prompt=P0):
     return texts_group([f"q={q} sample {k}" for k, q in enumerate(qualities)], prompt)
 
 
-def texts_group(texts, prompt=number_prompt("p0", [3, 1, 2, 0])):
+def texts_group(texts, prompt=P0):
     return Group(prompt, [1], [Rollout(t, [1], [0.0], False) for t in texts])
 
 
@@ -40,9 +42,11 @@ def make(cfg, tmp_path, judge=None):
 
 def by_strength(q, log):
     """A noiseless judge for run_schedules: the larger q wins, equal q ties; logs every round."""
+
     def ask(batch):
         log.append([m for _, m in batch])
         return [0.5 if q[m.first] == q[m.second] else float(q[m.first] > q[m.second]) for _, m in batch]
+
     return ask
 
 
@@ -151,8 +155,7 @@ def test_trace_round_robin_fits_soft_margin_outcomes_with_the_same_l2():
     q = np.array([2.0, 0.0, 1.0, 1.0])
     schedule = ranking.TraceRoundRobin(4, margin=0.8, l2=0.3)
     run_schedules([schedule], by_strength(q, []))
-    soft = [(i, j, 0.5 if q[i] == q[j] else (0.8 if q[i] > q[j] else 0.2))
-            for i in range(4) for j in range(i + 1, 4)]
+    soft = [(i, j, 0.5 if q[i] == q[j] else (0.8 if q[i] > q[j] else 0.2)) for i in range(4) for j in range(i + 1, 4)]
     assert np.abs(schedule.scores() - fit_bradley_terry(4, soft, l2=0.3)).max() < 1e-4
     with pytest.raises(ValueError, match="soft margin"):
         ranking.TraceRoundRobin(3, margin=0.4)

@@ -16,10 +16,18 @@ def groups():
 def test_collate_left_pads_prompts_and_right_pads_completions():
     batch = collate(groups(), torch.tensor([[1.0, -1.0], [0.5, -0.5]]), pad_id=99)
     assert batch.prompt_width == 3
-    assert batch.input_ids.tolist() == [[5, 6, 7, 1, 2, 0], [5, 6, 7, 3, 99, 99], [99, 99, 8, 4, 4, 99],
-                                        [99, 99, 8, 9, 9, 99]]
-    assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0], [0, 0, 1, 1, 1, 0],
-                                             [0, 0, 1, 1, 1, 0]]
+    assert batch.input_ids.tolist() == [
+        [5, 6, 7, 1, 2, 0],
+        [5, 6, 7, 3, 99, 99],
+        [99, 99, 8, 4, 4, 99],
+        [99, 99, 8, 9, 9, 99],
+    ]
+    assert batch.attention_mask.tolist() == [
+        [1, 1, 1, 1, 1, 1],
+        [1, 1, 1, 1, 0, 0],
+        [0, 0, 1, 1, 1, 0],
+        [0, 0, 1, 1, 1, 0],
+    ]
     assert batch.completion_mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0], [1, 1, 0]]
     assert batch.advantages.tolist() == [1.0, -1.0, 0.5, -0.5]
     assert torch.allclose(batch.sampler_logprobs[0], torch.tensor([-0.1, -0.2, -0.3]))

@@ -56,8 +56,10 @@ def test_network_is_refused_even_to_a_listening_local_server():
 
     thread = threading.Thread(target=accept)
     thread.start()
-    raw = ("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
-           f"s.connect(('127.0.0.1', {port}))\nprint('connected')\n")
+    raw = (
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+        f"s.connect(('127.0.0.1', {port}))\nprint('connected')\n"
+    )
     by_name = f"import urllib.request\nprint(urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=1).read())\n"
     results = [run_test(raw, "", "connected\n", FAST), run_test(by_name, "", "", FAST)]
     thread.join()
@@ -80,8 +82,12 @@ def test_a_fork_bomb_and_subprocesses_are_contained():
 def test_writes_stay_in_the_temporary_working_directory(tmp_path):
     """The program's cwd is a fresh directory it may write in; an absolute path or `..` outside it is refused and
     the file never appears; the directory is gone after the run."""
-    inside = run_test("import os\nopen('scratch.txt', 'w').write('ok')\nprint(open('scratch.txt').read(), "
-                      "os.getcwd())\n", "", "", FAST)
+    inside = run_test(
+        "import os\nopen('scratch.txt', 'w').write('ok')\nprint(open('scratch.txt').read(), os.getcwd())\n",
+        "",
+        "",
+        FAST,
+    )
     workdir = inside.stdout.split()[1]
     assert inside.stdout.split()[0] == "ok" and workdir != os.getcwd() and not Path(workdir).exists()
     target = tmp_path / "escaped.txt"
@@ -116,8 +122,10 @@ def test_runaway_output_is_capped_by_the_file_size_limit():
 
 
 def test_functional_tests_call_the_solution_method_with_json_arguments():
-    program = ("class Solution:\n    def twoSum(self, nums, target):\n"
-               "        return [0, 1] if nums[0] + nums[1] == target else []\n")
+    program = (
+        "class Solution:\n    def twoSum(self, nums, target):\n"
+        "        return [0, 1] if nums[0] + nums[1] == target else []\n"
+    )
     assert run_test(program, "[2, 7, 11]\n9", "[0, 1]", FAST, func_name="twoSum").status == "passed"
     assert run_test(program, "[2, 7, 11]\n10", "[0, 1]", FAST, func_name="twoSum").status == "wrong_answer"
 

@@ -29,20 +29,23 @@ def test_score_groups_ranks_the_task_anchors_like_the_ladder(humor_prompts, tmp_
     """Each group is a prompt's own top, okay and low anchors; the simulated judge orders anchors by tier, so the
     reward is non-increasing down the tiers. Calls: B·G·k (one per comparison, order=random)."""
     completions = [[p.anchors[0].text, p.anchors[4].text, p.anchors[8].text] for p in humor_prompts]
-    batch = tsrl.score_groups([p.text for p in humor_prompts], completions, regime="ladder", k=4,
-                              ladder_dir=str(tmp_path))
+    batch = tsrl.score_groups(
+        [p.text for p in humor_prompts], completions, regime="ladder", k=4, ladder_dir=str(tmp_path)
+    )
     assert batch.rewards.shape == (2, 3)
     assert (batch.rewards[:, 0] >= batch.rewards[:, 2]).all() and batch.rewards[:, 0].min() > batch.rewards[:, 2].max()
     assert batch.metrics["reward/comparisons_per_sample"] == 4 and batch.metrics["judge/calls"] == 2 * 3 * 4
     assert batch.metrics["judge/setup_calls"] in (0.0, 2 * 45)  # the two prompts' round-robins, or reused
-    one_order = tsrl.score_groups([p.text for p in humor_prompts], completions, k=4, ladder_dir=str(tmp_path),
-                                  overrides=["judge.order=both"])
+    one_order = tsrl.score_groups(
+        [p.text for p in humor_prompts], completions, k=4, ladder_dir=str(tmp_path), overrides=["judge.order=both"]
+    )
     assert one_order.metrics["judge/calls"] == 2 * 3 * 4 * 2  # any option is reachable through overrides
 
 
 def test_scorer_builds_once_and_scores_many_batches(humor_prompts, tmp_path):
-    scorer = tsrl.build_scorer("ladder", prompts=[p.text for p in humor_prompts], ladder_dir=str(tmp_path), k=4,
-                               run_dir=tmp_path / "run")
+    scorer = tsrl.build_scorer(
+        "ladder", prompts=[p.text for p in humor_prompts], ladder_dir=str(tmp_path), k=4, run_dir=tmp_path / "run"
+    )
     assert (tmp_path / "run" / "ladder.jsonl").is_file()
     for prompt in humor_prompts:
         batch = scorer.score([prompt.text], [[prompt.anchors[0].text, "no joke"]])
@@ -68,11 +71,15 @@ def test_hydra_values_round_trip_through_the_override_grammar():
 
 # ---- TRL calling convention -----------------------------------------------------------------------------------
 
+
 def test_whole_groups_accepts_consecutive_groups_and_names_the_fix_for_split_ones():
     assert whole_groups(["a", "a", "b", "b", "a", "a"], 2) == ["a", "b", "a"]
     # TRL's layout for per_device_train_batch_size=3, num_generations=2 on 2 processes: rank 1 sees "1 2 2"
-    with pytest.raises(GroupSplitError, match=r"received 3 completions, not a multiple of num_generations=2.*"
-                                              r"per_device_train_batch_size × steps_per_generation"):
+    with pytest.raises(
+        GroupSplitError,
+        match=r"received 3 completions, not a multiple of num_generations=2.*"
+        r"per_device_train_batch_size × steps_per_generation",
+    ):
         whole_groups(["p1", "p2", "p2"], 2)
     with pytest.raises(GroupSplitError, match=r"Completions 0..1 of this batch belong to different prompts"):
         whole_groups(["p1", "p2", "p2", "p3"], 2)
@@ -93,10 +100,16 @@ def test_tournament_reward_follows_trls_calling_convention(humor_prompts, tmp_pa
     assert reward.__name__ == "tsrl_ladder"
     logged = {}
     prompts = [[{"role": "user", "content": p.text}] for p in humor_prompts for _ in range(2)]
-    completions = [[{"role": "assistant", "content": t}] for p in humor_prompts
-                   for t in (p.anchors[0].text, p.anchors[8].text)]
-    out = reward(prompts=prompts, completions=completions, completion_ids=[[1]] * 4, trainer_state=None,
-                 log_metric=logged.__setitem__)
+    completions = [
+        [{"role": "assistant", "content": t}] for p in humor_prompts for t in (p.anchors[0].text, p.anchors[8].text)
+    ]
+    out = reward(
+        prompts=prompts,
+        completions=completions,
+        completion_ids=[[1]] * 4,
+        trainer_state=None,
+        log_metric=logged.__setitem__,
+    )
     assert len(out) == 4 and all(isinstance(r, float) for r in out)
     assert out[0] > out[1] and out[2] > out[3]
     assert logged["tsrl/reward/comparisons_per_sample"] == 4.0

@@ -18,10 +18,18 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from tsrl.errors import UserError
 from tsrl.judging import serve
-from tsrl.judging.serve import (ServerSpec, base_urls, judge_overrides, overrides_line, replica_env,
-                                sglang_argv, split_gpus, vllm_argv)
+from tsrl.judging.serve import (
+    ServerSpec,
+    base_urls,
+    judge_overrides,
+    overrides_line,
+    replica_env,
+    sglang_argv,
+    split_gpus,
+    vllm_argv,
+)
 
-FAKE_SERVER = '''
+FAKE_SERVER = """
 import argparse, http.server, json, os, pathlib, sys, time
 parser = argparse.ArgumentParser()
 for flag in ("--host", "--port", "--served-model-name"):
@@ -49,10 +57,10 @@ class Models(http.server.BaseHTTPRequestHandler):
         pass
 
 http.server.HTTPServer((args.host, int(args.port)), Models).serve_forever()
-'''
+"""
 
 # The command run after `--`: records its argv and what GET /v1/models said while it ran, exits with status 3.
-RECORDING_COMMAND = textwrap.dedent('''
+RECORDING_COMMAND = textwrap.dedent("""
     import json, sys, urllib.request
     urls = next(item for item in sys.argv if item.startswith("judge.base_urls="))
     url = urls.split("[")[1].split(",")[0]
@@ -60,15 +68,16 @@ RECORDING_COMMAND = textwrap.dedent('''
     listed = json.load(opener.open(url + "/models"))
     json.dump({"argv": sys.argv[2:], "listed": listed}, open(sys.argv[1], "w"))
     sys.exit(3)
-''')
+""")
 
 
 # ---- pure parts -------------------------------------------------------------------------------------------
 
 
 def test_vllm_argv_serves_the_name_with_prefix_caching_and_passes_engine_args_last():
-    spec = ServerSpec("models/judge", "judge", max_model_len=2048, dtype="float32", tensor_parallel=2,
-                      engine_args=["--enforce-eager"])
+    spec = ServerSpec(
+        "models/judge", "judge", max_model_len=2048, dtype="float32", tensor_parallel=2, engine_args=["--enforce-eager"]
+    )
     argv = vllm_argv(spec, 8001)
     assert argv[:2] == ["-m", "vllm.entrypoints.openai.api_server"]
     flags = dict(zip(argv[2::2], argv[3::2]))
@@ -99,9 +108,17 @@ def test_gpus_are_split_evenly_in_order():
     assert split_gpus(None, 1) == [None]
 
 
-@pytest.mark.parametrize("gpus,replicas,says", [("0,1,2", 2, "cannot share evenly"), ("0", 2, "cannot share"),
-                                                ("0,0", 1, "distinct"), ("0,,1", 1, "distinct"),
-                                                (None, 2, "needs --gpus"), ("0,1", 0, "at least 1")])
+@pytest.mark.parametrize(
+    "gpus,replicas,says",
+    [
+        ("0,1,2", 2, "cannot share evenly"),
+        ("0", 2, "cannot share"),
+        ("0,0", 1, "distinct"),
+        ("0,,1", 1, "distinct"),
+        (None, 2, "needs --gpus"),
+        ("0,1", 0, "at least 1"),
+    ],
+)
 def test_bad_gpu_splits_are_one_sentence(gpus, replicas, says):
     with pytest.raises(UserError, match=says):
         split_gpus(gpus, replicas)
@@ -110,11 +127,17 @@ def test_bad_gpu_splits_are_one_sentence(gpus, replicas, says):
 def test_replica_env_pins_gpus_or_sizes_the_cpu_kv_cache():
     assert replica_env("2,3", {"PATH": "/bin"}) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "2,3"}
     assert replica_env("cpu", {}, cpu_cores=[2, 3]) == {
-        "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "2", "VLLM_CPU_OMP_THREADS_BIND": "2-3",
-        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}  # its share of the cores, none kept back for the front end
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "OMP_NUM_THREADS": "2",
+        "VLLM_CPU_OMP_THREADS_BIND": "2-3",
+        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+    }  # its share of the cores, none kept back for the front end
     assert replica_env("cpu", {"VLLM_CPU_KVCACHE_SPACE": "8", "OMP_NUM_THREADS": "4"}, cpu_cores=[0]) == {
-        "VLLM_CPU_KVCACHE_SPACE": "8", "OMP_NUM_THREADS": "4", "VLLM_CPU_OMP_THREADS_BIND": "0-0",
-        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}  # the user's settings win
+        "VLLM_CPU_KVCACHE_SPACE": "8",
+        "OMP_NUM_THREADS": "4",
+        "VLLM_CPU_OMP_THREADS_BIND": "0-0",
+        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+    }  # the user's settings win
     assert replica_env(None, {"CUDA_VISIBLE_DEVICES": "1"}) == {"CUDA_VISIBLE_DEVICES": "1"}
 
 
@@ -123,12 +146,13 @@ def test_overrides_line_is_what_a_shell_and_hydra_read_back():
     assert urls == ["http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"]
     overrides = judge_overrides("Qwen3-8B", urls)
     line = overrides_line(overrides)
-    assert line == ("judge=openai judge.model=Qwen3-8B 'judge.base_urls="
-                    "[http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1]' judge.api_key_env=''")
+    assert line == (
+        "judge=openai judge.model=Qwen3-8B 'judge.base_urls="
+        "[http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1]' judge.api_key_env=''"
+    )
     assert shlex.split(line) == overrides
     parsed = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(overrides)}
-    assert parsed == {"judge": "openai", "judge.model": "Qwen3-8B", "judge.base_urls": urls,
-                      "judge.api_key_env": ""}
+    assert parsed == {"judge": "openai", "judge.model": "Qwen3-8B", "judge.base_urls": urls, "judge.api_key_env": ""}
 
 
 # ---- the command, with a fake engine ----------------------------------------------------------------------
@@ -174,13 +198,31 @@ def is_gone(pid: int) -> bool:
     return False
 
 
-def test_command_gets_the_overrides_its_status_is_returned_and_servers_are_stopped(fake_vllm, tmp_path,
-                                                                                   capsys):
+def test_command_gets_the_overrides_its_status_is_returned_and_servers_are_stopped(fake_vllm, tmp_path, capsys):
     port, out = free_ports(2), tmp_path / "command.json"
-    status = serve.main(["--model", "models/tiny-judge", "--python", sys.executable, "--gpus", "cpu",
-                         "--replicas", "2", "--port", str(port), "--log-dir", str(tmp_path / "logs"),
-                         "--env-file", str(tmp_path / "judge.env"),
-                         "--", sys.executable, "-c", RECORDING_COMMAND, str(out)])
+    status = serve.main(
+        [
+            "--model",
+            "models/tiny-judge",
+            "--python",
+            sys.executable,
+            "--gpus",
+            "cpu",
+            "--replicas",
+            "2",
+            "--port",
+            str(port),
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--env-file",
+            str(tmp_path / "judge.env"),
+            "--",
+            sys.executable,
+            "-c",
+            RECORDING_COMMAND,
+            str(out),
+        ]
+    )
     assert status == 3
     urls = [f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port + 1}/v1"]
     overrides = judge_overrides("tiny-judge", urls)
@@ -200,8 +242,20 @@ def test_command_gets_the_overrides_its_status_is_returned_and_servers_are_stopp
 
 def test_an_engine_that_exits_early_is_reported_with_its_log_tail(fake_vllm, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_ENGINE", "fail")
-    status = serve.main(["--model", "m", "--python", sys.executable, "--port", str(free_ports(1)),
-                         "--log-dir", str(tmp_path / "logs"), "--", "true"])
+    status = serve.main(
+        [
+            "--model",
+            "m",
+            "--python",
+            sys.executable,
+            "--port",
+            str(free_ports(1)),
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--",
+            "true",
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 1
     assert "exited with status 3 before it was ready" in err
@@ -209,13 +263,24 @@ def test_an_engine_that_exits_early_is_reported_with_its_log_tail(fake_vllm, tmp
     assert str(tmp_path / "logs" / "judge-server-0.log") in err
 
 
-def test_a_server_never_ready_fails_after_wait_s_saying_what_it_waited_for(fake_vllm, tmp_path, monkeypatch,
-                                                                           capsys):
+def test_a_server_never_ready_fails_after_wait_s_saying_what_it_waited_for(fake_vllm, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_ENGINE", "hang")
     monkeypatch.setattr(serve, "PROGRESS_EVERY_S", 0.2)
     port = free_ports(1)
-    status = serve.main(["--model", "m", "--python", sys.executable, "--port", str(port), "--wait-s", "1.5",
-                         "--log-dir", str(tmp_path / "logs")])
+    status = serve.main(
+        [
+            "--model",
+            "m",
+            "--python",
+            sys.executable,
+            "--port",
+            str(port),
+            "--wait-s",
+            "1.5",
+            "--log-dir",
+            str(tmp_path / "logs"),
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 1 and "did not list m within --wait-s 1.5 s" in err
     assert f"for http://127.0.0.1:{port}/v1 to list m" in err  # the progress line
@@ -224,10 +289,24 @@ def test_a_server_never_ready_fails_after_wait_s_saying_what_it_waited_for(fake_
 
 def test_without_a_command_it_serves_until_sigterm_then_stops_the_servers(fake_vllm, tmp_path):
     port = free_ports(1)
-    process = subprocess.Popen([sys.executable, "-c", "import sys; from tsrl.judging.serve import main; "
-                                "sys.exit(main())", "--model", "m", "--python", sys.executable,
-                                "--port", str(port), "--log-dir", str(tmp_path / "logs")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tsrl.judging.serve import main; sys.exit(main())",
+            "--model",
+            "m",
+            "--python",
+            sys.executable,
+            "--port",
+            str(port),
+            "--log-dir",
+            str(tmp_path / "logs"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout.readline().startswith("judge=openai judge.model=m ")  # ready
         process.send_signal(signal.SIGTERM)

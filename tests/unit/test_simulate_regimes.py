@@ -108,8 +108,9 @@ def test_flip_half_leaves_no_information():
 
 
 def test_script_writes_results_and_plot(tmp_path):
-    subprocess.run([sys.executable, str(SCRIPT), "--trials", "200", "--out", str(tmp_path)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--trials", "200", "--out", str(tmp_path)], check=True, capture_output=True
+    )
     results = json.loads((tmp_path / "results.json").read_text())
     assert len(results["ladder"]) == len(sim.KS) * len(sim.FLIPS) * len(sim.GAPS)
     assert (tmp_path / "plot.png").stat().st_size > 0

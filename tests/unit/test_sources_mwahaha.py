@@ -14,9 +14,14 @@ from tsrl.tasks.humor import HumorConfig
 from tsrl.tasks.sources import load_rows
 
 HEADER = "id\tword1\tword2\theadline\n"
-ROWS = ["en_1\tpenguin\ttax\t-", "en_2\t-\t-\tCity council bans umbrellas on sunny days",
-        "en_3\tSubmarine\tCactus\t-", "en_4\tgiraffe\tpasta\t-", "en_5\t-\t-\tLocal cat elected mayor",
-        "en_6\tpiano\tvolcano\t-"]
+ROWS = [
+    "en_1\tpenguin\ttax\t-",
+    "en_2\t-\t-\tCity council bans umbrellas on sunny days",
+    "en_3\tSubmarine\tCactus\t-",
+    "en_4\tgiraffe\tpasta\t-",
+    "en_5\t-\t-\tLocal cat elected mayor",
+    "en_6\tpiano\tvolcano\t-",
+]
 
 
 @pytest.fixture
@@ -41,7 +46,8 @@ def test_csv_reads_like_tsv_and_a_ragged_line_names_file_and_line(tmp_path, tsv)
     comma.write_text(tsv.read_text().replace("\t", ","), encoding="utf-8")
     columns, required = {"word1": "word1", "word2": "word2"}, ("word1", "word2")
     assert load_rows(str(comma), "train", columns, required, blanks=("-",)) == load_rows(
-        str(tsv), "train", columns, required, blanks=("-",))
+        str(tsv), "train", columns, required, blanks=("-",)
+    )
     ragged = tmp_path / "ragged.tsv"
     ragged.write_text(HEADER + ROWS[0] + "\nen_2\tonly\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"ragged\.tsv:3: its cells do not match the header"):
@@ -69,13 +75,16 @@ def test_held_out_prompts_with_references_come_from_eval_file(tsv):
 
 
 def test_columns_are_mapped_by_task_columns_and_a_jokes_column_gives_anchors(tmp_path):
-    rows = [{"pair_id": "a", "first": "moon", "second": "sock", "joke": ["Moon sock joke one.", "Two."]},
-            {"pair_id": "b", "first": "owl", "second": "tuba", "joke": "An owl plays the tuba."}]
+    rows = [
+        {"pair_id": "a", "first": "moon", "second": "sock", "joke": ["Moon sock joke one.", "Two."]},
+        {"pair_id": "b", "first": "owl", "second": "tuba", "joke": "An owl plays the tuba."},
+    ]
     path = tmp_path / "jokes.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     columns = {"id": "pair_id", "word1": "first", "word2": "second"}
-    task = build_task(HumorConfig(dataset=str(path), columns=columns, train_split="train[:50%]",
-                                  eval_split="train[50%:]"))
+    task = build_task(
+        HumorConfig(dataset=str(path), columns=columns, train_split="train[:50%]", eval_split="train[50%:]")
+    )
     (first,) = task.prompts("train")
     assert first.id == "train/a" and [a.text for a in first.anchors] == ["Moon sock joke one.", "Two."]
     assert [a.text for a in task.prompts("eval")[0].anchors] == ["An owl plays the tuba."]

@@ -9,8 +9,18 @@ import pytest
 
 from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
-from tsrl.rewards import (AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, LadderConfig,
-                          OneAnchorConfig, RegimeContext, RubricConfig, VerifierConfig, build_regime)
+from tsrl.rewards import (
+    AdaptiveConfig,
+    ArenaConfig,
+    ConstitutionalConfig,
+    InBatchConfig,
+    LadderConfig,
+    OneAnchorConfig,
+    RegimeContext,
+    RubricConfig,
+    VerifierConfig,
+    build_regime,
+)
 from tsrl.rewards.stream import GroupStream, StreamingRegime
 from tsrl.training.pipeline import Streamer, check_pipeline
 from tsrl.types import Group, Rollout
@@ -39,8 +49,10 @@ PROMPTS = [number_prompt(f"p{b}", [3, 1, 2, 0]) for b in range(5)]
 
 def groups(seed=0, G=4):
     rng = np.random.default_rng(seed)
-    return [Group(p, [1], [Rollout(f"q={rng.integers(0, 4)} sample {b}.{k}", [1], [0.0], False) for k in range(G)])
-            for b, p in enumerate(PROMPTS)]
+    return [
+        Group(p, [1], [Rollout(f"q={rng.integers(0, 4)} sample {b}.{k}", [1], [0.0], False) for k in range(G)])
+        for b, p in enumerate(PROMPTS)
+    ]
 
 
 def feed(stream, batch, order, delay=0.01):
@@ -84,19 +96,32 @@ def test_a_stream_that_ends_short_or_failed_says_so():
         failed.take(wait=True)
 
 
-REGIMES = [LadderConfig(k=2), OneAnchorConfig(), InBatchConfig(), ArenaConfig(topology="swiss"),
-           ArenaConfig(topology="double_elimination"), ArenaConfig(topology="anchor"), ConstitutionalConfig(),
-           RubricConfig(), VerifierConfig(), AdaptiveConfig(tournament="live"), AdaptiveConfig(tournament="pointwise")]
+REGIMES = [
+    LadderConfig(k=2),
+    OneAnchorConfig(),
+    InBatchConfig(),
+    ArenaConfig(topology="swiss"),
+    ArenaConfig(topology="double_elimination"),
+    ArenaConfig(topology="anchor"),
+    ConstitutionalConfig(),
+    RubricConfig(),
+    VerifierConfig(),
+    AdaptiveConfig(tournament="live"),
+    AdaptiveConfig(tournament="pointwise"),
+]
 
 
-@pytest.mark.parametrize("cfg", REGIMES, ids=lambda c: f"{type(c).__name__}-{getattr(c, 'topology', '')}"
-                                                       f"{getattr(c, 'tournament', '')}")
+@pytest.mark.parametrize(
+    "cfg", REGIMES, ids=lambda c: f"{type(c).__name__}-{getattr(c, 'topology', '')}{getattr(c, 'tournament', '')}"
+)
 def test_every_streaming_regime_scores_a_trickled_batch_as_it_scores_the_whole(tmp_path, cfg):
     """The same groups, once given whole and once arriving out of order from another thread: the same judge
     questions (as a multiset), the same rewards, the same metrics — two steps each, so per-step seeds move."""
     task, judges = VerifiedNumberTask(PROMPTS), (BatchLog(), BatchLog())
-    whole, trickled = [build_regime(cfg, RegimeContext(task, judge, "scripted", tmp_path / name))
-                       for judge, name in zip(judges, ("whole", "trickled"))]
+    whole, trickled = [
+        build_regime(cfg, RegimeContext(task, judge, "scripted", tmp_path / name))
+        for judge, name in zip(judges, ("whole", "trickled"))
+    ]
     assert isinstance(whole, StreamingRegime)
     for step in range(2):
         for judge in judges:  # only this step's questions (not a ladder's round-robin)
@@ -118,8 +143,9 @@ def test_a_group_that_arrives_mid_tournament_plays_its_first_round_beside_the_la
     """Swiss over G = 4 plays 2 rounds. Group 1 arrives while group 0's first round is with the judge: the next
     judge batch holds group 0's second round and group 1's first — no batch waits for the whole step."""
     judge = BatchLog(delay=0.2)
-    regime = build_regime(ArenaConfig(topology="swiss"), RegimeContext(VerifiedNumberTask(PROMPTS), judge,
-                                                                       "scripted", tmp_path))
+    regime = build_regime(
+        ArenaConfig(topology="swiss"), RegimeContext(VerifiedNumberTask(PROMPTS), judge, "scripted", tmp_path)
+    )
     batch = groups()[:2]
     stream = GroupStream(2)
     stream.put([(0, batch[0])])

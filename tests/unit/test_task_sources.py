@@ -92,21 +92,42 @@ def test_missing_column_names_dataset_split_column_field_available_columns_and_f
     with pytest.raises(DataError) as err:
         load_rows(jsonl, "train[:50%]", {"premise": "title", "anchors": "story"}, REQUIRED)
     message = str(err.value)
-    for part in (jsonl, "split train[:50%]", "'title' (for field premise)", "prompt, story, extra",
-                 "task.columns.premise=<column>"):
+    for part in (
+        jsonl,
+        "split train[:50%]",
+        "'title' (for field premise)",
+        "prompt, story, extra",
+        "task.columns.premise=<column>",
+    ):
         assert part in message
     assert "'story'" not in message
 
 
 def test_an_optional_fields_missing_column_reads_none(jsonl):
     rows = load_rows(jsonl, "train[:2]", {**COLUMNS, "solution": "solution"}, REQUIRED)
-    assert rows == [{"premise": "p0", "anchors": "s0", "solution": None},
-                    {"premise": "p1", "anchors": "s1", "solution": None}]
+    assert rows == [
+        {"premise": "p0", "anchors": "s0", "solution": None},
+        {"premise": "p1", "anchors": "s1", "solution": None},
+    ]
 
 
-SPECS = ["train", "test", "train[:95%]", "train[95%:]", "train[10:20]", "train[:50%]", "train[33%:67%]",
-         "train[-30%:]", "train[:-3]", "train[-5:]", "train[10%:20]", "train[200:]", "train[-100%:1%]",
-         "train[5:2]", "validation[99%:]"]
+SPECS = [
+    "train",
+    "test",
+    "train[:95%]",
+    "train[95%:]",
+    "train[10:20]",
+    "train[:50%]",
+    "train[33%:67%]",
+    "train[-30%:]",
+    "train[:-3]",
+    "train[-5:]",
+    "train[10%:20]",
+    "train[200:]",
+    "train[-100%:1%]",
+    "train[5:2]",
+    "validation[99%:]",
+]
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -148,18 +169,27 @@ def test_local_file_slices_select_the_rows_datasets_selects(tmp_path, monkeypatc
 
 
 def test_grouping_merges_rows_in_first_seen_order_and_collects_non_empty_values(tmp_path):
-    rows = [{"prompt": "b", "story": "b1", "n": 1}, {"prompt": "a", "story": "a1", "n": 2},
-            {"prompt": "b", "story": "", "n": 3}, {"prompt": "b", "story": "b2", "n": 4},
-            {"prompt": "c", "story": None, "n": 5}]
+    rows = [
+        {"prompt": "b", "story": "b1", "n": 1},
+        {"prompt": "a", "story": "a1", "n": 2},
+        {"prompt": "b", "story": "", "n": 3},
+        {"prompt": "b", "story": "b2", "n": 4},
+        {"prompt": "c", "story": None, "n": 5},
+    ]
     path = write_jsonl(tmp_path / "grouped.jsonl", rows)
     columns = {**COLUMNS, "n": "n"}
     grouped = load_rows(path, "train", columns, ("premise",), group_by="premise", collect="anchors")
-    assert grouped == [{"premise": "b", "anchors": ["b1", "b2"], "n": 1},
-                       {"premise": "a", "anchors": ["a1"], "n": 2},
-                       {"premise": "c", "anchors": [], "n": 5}]
+    assert grouped == [
+        {"premise": "b", "anchors": ["b1", "b2"], "n": 1},
+        {"premise": "a", "anchors": ["a1"], "n": 2},
+        {"premise": "c", "anchors": [], "n": 5},
+    ]
     merged = load_rows(path, "train", columns, ("premise",), group_by="premise")
-    assert merged == [{"premise": "b", "anchors": "b1", "n": 1}, {"premise": "a", "anchors": "a1", "n": 2},
-                      {"premise": "c", "anchors": None, "n": 5}]
+    assert merged == [
+        {"premise": "b", "anchors": "b1", "n": 1},
+        {"premise": "a", "anchors": "a1", "n": 2},
+        {"premise": "c", "anchors": None, "n": 5},
+    ]
 
 
 def test_grouping_by_or_requiring_an_unmapped_field_is_a_config_error(jsonl):
@@ -170,8 +200,14 @@ def test_grouping_by_or_requiring_an_unmapped_field_is_a_config_error(jsonl):
 
 
 def test_rows_with_an_empty_required_field_are_skipped_and_counted(tmp_path, caplog):
-    rows = [{"prompt": "ok", "story": "s"}, {"prompt": None, "story": "s"}, {"prompt": "  ", "story": "s"},
-            {"story": "s"}, {"prompt": "ok2", "story": ""}, {"prompt": "ok3", "story": "t"}]
+    rows = [
+        {"prompt": "ok", "story": "s"},
+        {"prompt": None, "story": "s"},
+        {"prompt": "  ", "story": "s"},
+        {"story": "s"},
+        {"prompt": "ok2", "story": ""},
+        {"prompt": "ok3", "story": "t"},
+    ]
     path = write_jsonl(tmp_path / "holes.jsonl", rows)
     with caplog.at_level(logging.WARNING, logger="tsrl"):
         kept = load_rows(path, "train", COLUMNS, REQUIRED)
@@ -196,8 +232,9 @@ def test_folder_saved_by_datasets_is_one_implicit_split_or_named_splits(tmp_path
     datasets = pytest.importorskip("datasets")
     single, named = tmp_path / "single", tmp_path / "named"
     datasets.Dataset.from_list(ROWS).save_to_disk(str(single))
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(ROWS[:6]),
-                          "test": datasets.Dataset.from_list(ROWS[6:])}).save_to_disk(str(named))
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(ROWS[:6]), "test": datasets.Dataset.from_list(ROWS[6:])}
+    ).save_to_disk(str(named))
     for spec in ("train", "train[:95%]", "train[95%:]", "train[2:4]"):
         assert load_rows(str(single), spec, COLUMNS, REQUIRED) == load_rows(jsonl, spec, COLUMNS, REQUIRED)
     assert [r["premise"] for r in load_rows(str(named), "test[:50%]", COLUMNS, REQUIRED)] == ["p6", "p7"]
@@ -242,8 +279,10 @@ def test_hub_name_offline_is_a_data_error_saying_to_go_online_or_use_a_local_cop
     assert "point task.dataset at a local copy" in str(err.value)
     with pytest.raises(DataError):
         load_rows("HuggingFaceM4/WebSight", "train", COLUMNS, REQUIRED, subset="v0.2")
-    assert fake.calls == [(("euclaise/writingprompts", None), {"split": "train[:95%]"}),
-                          (("HuggingFaceM4/WebSight", "v0.2"), {"split": "train"})]
+    assert fake.calls == [
+        (("euclaise/writingprompts", None), {"split": "train[:95%]"}),
+        (("HuggingFaceM4/WebSight", "v0.2"), {"split": "train"}),
+    ]
 
 
 def test_hub_name_with_an_unknown_split_is_a_data_error_keeping_datasets_message(monkeypatch):
@@ -267,24 +306,27 @@ def test_stories_task_reads_local_writingprompts_files_into_premises_with_their_
     """Rows sharing a prompt become one premise (the "[ WP ]" tag stripped) whose stories are its anchors; a
     blank story is skipped. Held-out prompts come from eval_dataset (PromptSource refuses equal splits of one
     dataset)."""
-    rows = [{"prompt": "[ WP ] A lighthouse keeper finds a letter.", "story": "She opened it at dawn."},
-            {"prompt": "[ WP ] The moon stops rising.", "story": "Nobody noticed at first."},
-            {"prompt": "[ WP ] A lighthouse keeper finds a letter.", "story": "The seal was still warm."},
-            {"prompt": "[ WP ] The moon stops rising.", "story": "   "}]
+    rows = [
+        {"prompt": "[ WP ] A lighthouse keeper finds a letter.", "story": "She opened it at dawn."},
+        {"prompt": "[ WP ] The moon stops rising.", "story": "Nobody noticed at first."},
+        {"prompt": "[ WP ] A lighthouse keeper finds a letter.", "story": "The seal was still warm."},
+        {"prompt": "[ WP ] The moon stops rising.", "story": "   "},
+    ]
     train = write_jsonl(tmp_path / "wp.jsonl", rows)
-    held_out = write_jsonl(tmp_path / "wp_test.jsonl",
-                           [{"prompt": "[ WP ] Rain falls upward.", "story": "It began."}])
+    held_out = write_jsonl(tmp_path / "wp_test.jsonl", [{"prompt": "[ WP ] Rain falls upward.", "story": "It began."}])
     cfg = StoriesConfig(dataset=train, eval_dataset=held_out, train_split="train", eval_split="train")
     task = build_task(cfg)
     prompts = task.prompts("train")
-    assert [p.fields["premise"] for p in prompts] == ["A lighthouse keeper finds a letter.",
-                                                      "The moon stops rising."]
+    assert [p.fields["premise"] for p in prompts] == ["A lighthouse keeper finds a letter.", "The moon stops rising."]
     assert [[a.text for a in p.anchors] for p in prompts] == [
-        ["She opened it at dawn.", "The seal was still warm."], ["Nobody noticed at first."]]
+        ["She opened it at dawn.", "The seal was still warm."],
+        ["Nobody noticed at first."],
+    ]
     assert "A lighthouse keeper finds a letter." in prompts[0].text and "[ WP ]" not in prompts[0].text
     evaluation = task.prompts("eval")
     assert [(p.fields["premise"], [a.text for a in p.anchors]) for p in evaluation] == [
-        ("Rain falls upward.", ["It began."])]
+        ("Rain falls upward.", ["It began."])
+    ]
     assert len({p.id for p in prompts + evaluation}) == 3
 
 

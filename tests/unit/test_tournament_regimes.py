@@ -9,8 +9,18 @@ import pytest
 from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
 from tsrl.judging import Fallback
-from tsrl.rewards import (AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, LadderConfig,
-                          OneAnchorConfig, RegimeContext, RubricConfig, VerifierConfig, build_regime)
+from tsrl.rewards import (
+    AdaptiveConfig,
+    ArenaConfig,
+    ConstitutionalConfig,
+    InBatchConfig,
+    LadderConfig,
+    OneAnchorConfig,
+    RegimeContext,
+    RubricConfig,
+    VerifierConfig,
+    build_regime,
+)
 from tsrl.tasks import HumorConfig, HumorTask
 from tsrl.types import Group, Rollout, Score
 
@@ -30,8 +40,12 @@ class GradingJudge(ScriptedJudge):
         self.ungraded = set(ungraded)
 
     def score(self, requests):
-        return [Score(None, error="scripted failure") if r.response in self.ungraded
-                else Score(NumberTask().quality(r.prompt, r.response)) for r in requests]
+        return [
+            Score(None, error="scripted failure")
+            if r.response in self.ungraded
+            else Score(NumberTask().quality(r.prompt, r.response))
+            for r in requests
+        ]
 
 
 def group(prompt, qualities):

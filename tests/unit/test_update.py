@@ -49,11 +49,33 @@ def make_run(model, tokenizer, groups, rewards, algo: AlgoConfig) -> Run:
     from accelerate import Accelerator
 
     model = copy.deepcopy(model).train()
-    cfg = RunConfig(task=None, model=None, judge=None, reward=None, algo=algo,
-                    generator=HFGeneratorConfig(max_new_tokens=8), trainer=TrainerConfig(micro_batch_size=3), logger=None)
-    learner = Learner(cfg, Accelerator(cpu=True), model, tokenizer, optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
-    return Run(cfg, learner.acc, None, learner, FixedGenerator(groups), ScriptedJudge(), ScriptedJudge(),
-               FixedRegime(rewards), NoPrompts(), None, 0, 0.0)
+    cfg = RunConfig(
+        task=None,
+        model=None,
+        judge=None,
+        reward=None,
+        algo=algo,
+        generator=HFGeneratorConfig(max_new_tokens=8),
+        trainer=TrainerConfig(micro_batch_size=3),
+        logger=None,
+    )
+    learner = Learner(
+        cfg, Accelerator(cpu=True), model, tokenizer, optimizer=torch.optim.SGD(model.parameters(), lr=0.5)
+    )
+    return Run(
+        cfg,
+        learner.acc,
+        None,
+        learner,
+        FixedGenerator(groups),
+        ScriptedJudge(),
+        ScriptedJudge(),
+        FixedRegime(rewards),
+        NoPrompts(),
+        None,
+        0,
+        0.0,
+    )
 
 
 @pytest.fixture
@@ -64,8 +86,11 @@ def groups(policy):
     return generator.generate([number_prompt("a", [0]), number_prompt("b", [0]), number_prompt("c", [0])], n=4)
 
 
-@pytest.mark.parametrize("algo", [GRPOConfig(adv_scale="batch", kl_beta=0.1), CISPOConfig(minibatches=2)],
-                         ids=["grpo_batch_std_kl", "cispo_minibatches"])
+@pytest.mark.parametrize(
+    "algo",
+    [GRPOConfig(adv_scale="batch", kl_beta=0.1), CISPOConfig(minibatches=2)],
+    ids=["grpo_batch_std_kl", "cispo_minibatches"],
+)
 def test_a_dropped_group_changes_nothing_in_the_update(policy, groups, algo):
     """The step with groups (a, b, c) where b could not be scored must equal the step on (a, c) alone: b is
     not in the forward/backward, the token normaliser, the KL term or the batch std of the advantages."""
@@ -77,7 +102,9 @@ def test_a_dropped_group_changes_nothing_in_the_update(policy, groups, algo):
     reference, _, _ = train_step(without, 1)
     for p, q in zip(with_drop.learner.model.parameters(), without.learner.model.parameters()):
         assert torch.allclose(p, q, atol=1e-6)
-    assert not all(torch.equal(p, q) for p, q in zip(with_drop.learner.model.parameters(), model.parameters()))  # it moved
+    assert not all(
+        torch.equal(p, q) for p, q in zip(with_drop.learner.model.parameters(), model.parameters())
+    )  # it moved
     assert metrics["train/dropped_groups"] == 1.0 and metrics["train/samples_in_update"] == 8.0
     assert metrics["train/loss"] == pytest.approx(reference["train/loss"], rel=1e-5)
 
@@ -97,21 +124,36 @@ def test_processes_add_counters_and_average_everything_else():
     from tsrl.training.collective import combine_metrics
     from tsrl.types import Count
 
-    ranks = [{"judge/calls": Count(64), "constitutional/random_fallbacks": Count(1), "reward/mean": 0.25,
-              "judge/tie_rate": 0.5},
-             {"judge/calls": Count(32), "constitutional/random_fallbacks": Count(2), "reward/mean": 0.75,
-              "judge/tie_rate": 0.0, "bootstrap/refresh_calls": Count(12)}]
+    ranks = [
+        {
+            "judge/calls": Count(64),
+            "constitutional/random_fallbacks": Count(1),
+            "reward/mean": 0.25,
+            "judge/tie_rate": 0.5,
+        },
+        {
+            "judge/calls": Count(32),
+            "constitutional/random_fallbacks": Count(2),
+            "reward/mean": 0.75,
+            "judge/tie_rate": 0.0,
+            "bootstrap/refresh_calls": Count(12),
+        },
+    ]
     merged = combine_metrics(ranks)
-    assert merged == {"judge/calls": 96, "constitutional/random_fallbacks": 3, "reward/mean": 0.5,
-                      "judge/tie_rate": 0.25, "bootstrap/refresh_calls": 12}
+    assert merged == {
+        "judge/calls": 96,
+        "constitutional/random_fallbacks": 3,
+        "reward/mean": 0.5,
+        "judge/tie_rate": 0.25,
+        "bootstrap/refresh_calls": 12,
+    }
     assert isinstance(merged["judge/calls"], Count) and not isinstance(merged["reward/mean"], Count)
 
 
 def test_judge_counters_are_counts_and_rates_are_not():
+    from tests.conftest import NumberTask
     from tsrl.judging import RubricSimConfig, build_judge
     from tsrl.types import Count, PairRequest
-
-    from tests.conftest import NumberTask
 
     judge = build_judge(RubricSimConfig(flip_prob=0.5, failure="tie", order="both"), NumberTask())  # swap_agreement
     judge.compare([PairRequest(number_prompt("p", [0]), "q=1 a", "q=0 b")])

@@ -9,7 +9,7 @@ The divisor is max(std, floor), so a zero-variance group gives exactly zero adva
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -31,14 +31,16 @@ The normaliser is computed by the caller from the whole minibatch (a float, or o
 so that gradient accumulation over micro-batches gives the same update as one big batch.
 
 Each loss is a config class (its hyperparameters on top of AlgoConfig's shared ones) and a surrogate
-(LossInputs, config) → (per-token loss, clipped-token indicator[, metrics]), registered together in tsrl.registry.ALGOS under its `algo=` name; a
+(LossInputs, config) → (per-token loss, clipped-token indicator[, metrics]), registered together in
+tsrl.registry.ALGOS under its `algo=` name; a
 new loss is one module with both plus configs/algo/<name>.yaml. The trainer calls `policy_loss` only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import torch
 
@@ -102,13 +104,15 @@ class AlgoConfig:
         if self.epochs < 1 or self.minibatches < 1:
             raise ConfigError("algo.epochs and algo.minibatches must be at least 1.")
         if self.is_correction not in IS_CORRECTIONS:
-            raise ConfigError(f"algo.is_correction={self.is_correction!r} is unknown; choose one of "
-                              f"{list(IS_CORRECTIONS)}.")
+            raise ConfigError(
+                f"algo.is_correction={self.is_correction!r} is unknown; choose one of {list(IS_CORRECTIONS)}."
+            )
         if not self.is_cap >= 1:
             raise ConfigError(f"algo.is_cap must be >= 1 (the band is [1/is_cap, is_cap]), got {self.is_cap}.")
         if self.kl_beta < 0 or self.std_floor <= 0:
-            raise ConfigError(f"algo.kl_beta must be >= 0 and algo.std_floor > 0, got {self.kl_beta} and "
-                              f"{self.std_floor}.")
+            raise ConfigError(
+                f"algo.kl_beta must be >= 0 and algo.std_floor > 0, got {self.kl_beta} and {self.std_floor}."
+            )
 
 
 @dataclass
@@ -123,8 +127,9 @@ class GRPOConfig(AlgoConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not (0 <= self.eps_low < 1 and self.eps_high >= 0):
-            raise ConfigError(f"algo.eps_low must lie in [0, 1) and algo.eps_high be >= 0, got {self.eps_low} "
-                              f"and {self.eps_high}.")
+            raise ConfigError(
+                f"algo.eps_low must lie in [0, 1) and algo.eps_high be >= 0, got {self.eps_low} and {self.eps_high}."
+            )
 
 
 @dataclass
@@ -162,9 +167,11 @@ def inert_clip_warning(cfg: AlgoConfig) -> str | None:
     defaults = type(cfg)  # a dataclass keeps each field's default as a class attribute
     tuned = isinstance(cfg, GRPOConfig) and (cfg.eps_low, cfg.eps_high) != (defaults.eps_low, defaults.eps_high)
     if isinstance(cfg, CISPOConfig) or tuned:
-        return (f"algo={ALGOS.of(cfg).name} with algo.epochs=1 and algo.minibatches=1 updates on-policy: the importance "
-                "ratio is identically 1, so the clip never acts and the loss is plain policy gradient; set "
-                "algo.minibatches (or algo.epochs) above 1 for off-policy updates, as the algo=cispo preset does.")
+        return (
+            f"algo={ALGOS.of(cfg).name} with algo.epochs=1 and algo.minibatches=1 updates on-policy: the importance "
+            "ratio is identically 1, so the clip never acts and the loss is plain policy gradient; set "
+            "algo.minibatches (or algo.epochs) above 1 for off-policy updates, as the algo=cispo preset does."
+        )
     return None
 
 

@@ -50,8 +50,10 @@ class OfflineConfig(AlgoConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.anchors not in ANCHOR_SETS:
-            raise ConfigError(f"algo.anchors={self.anchors!r} is unknown; choose ladder (the k anchors of "
-                              "reward.k, TSRL's) or all (every ranked anchor of the prompt).")
+            raise ConfigError(
+                f"algo.anchors={self.anchors!r} is unknown; choose ladder (the k anchors of "
+                "reward.k, TSRL's) or all (every ranked anchor of the prompt)."
+            )
 
 
 @dataclass
@@ -93,8 +95,10 @@ class DPOConfig(OfflineConfig):
         if self.max_pairs < 0:
             raise ConfigError(f"algo.max_pairs must be >= 0, got {self.max_pairs}.")
         if self.aggregate != "sequence" or self.minibatches != 1:
-            raise ConfigError("algo=dpo needs algo.aggregate=sequence and algo.minibatches=1 (pairs must stay whole "
-                              "in a minibatch); use algo.epochs for several passes.")
+            raise ConfigError(
+                "algo=dpo needs algo.aggregate=sequence and algo.minibatches=1 (pairs must stay whole "
+                "in a minibatch); use algo.epochs for several passes."
+            )
 
 
 def sft_surrogate(inp: LossInputs, cfg: SFTConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,8 +106,9 @@ def sft_surrogate(inp: LossInputs, cfg: SFTConfig) -> tuple[torch.Tensor, torch.
     return -inp.logprobs, torch.zeros_like(inp.logprobs)
 
 
-def dpo_pair_loss(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
-                  beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+def dpo_pair_loss(
+    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, beta: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per pair: the DPO loss [N/2] and the implicit reward margin z [N/2], rows 2i (better) and 2i+1 (worse)."""
     seq = (logprobs * mask).sum(dim=1) - (ref_logprobs * mask).sum(dim=1)  # [N]  log π/π_ref per sequence
     pairs = seq.view(-1, 2)  # [N/2, 2]
@@ -119,7 +124,10 @@ def dpo_surrogate(inp: LossInputs, cfg: DPOConfig) -> tuple[torch.Tensor, torch.
     loss, z = dpo_pair_loss(inp.logprobs, inp.ref_logprobs, inp.mask, cfg.beta)  # [N/2], [N/2]
     per_row = loss.repeat_interleave(2)  # [N]
     wrong = (z.detach() <= 0).float().repeat_interleave(2)  # [N]
-    metrics = {"dpo/accuracy": float((z.detach() > 0).float().mean()), "dpo/margin": float(z.detach().mean() / cfg.beta)}
+    metrics = {
+        "dpo/accuracy": float((z.detach() > 0).float().mean()),
+        "dpo/margin": float(z.detach().mean() / cfg.beta),
+    }
     return per_row.unsqueeze(1).expand_as(inp.logprobs), wrong.unsqueeze(1).expand_as(inp.logprobs), metrics
 
 

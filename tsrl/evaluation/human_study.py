@@ -17,7 +17,8 @@ stored as rankings/<annotator>.json; a bad sheet is refused with its file, row a
 imported changes. judge (optional): a round-robin of each prompt's items with the clean judge (both orders), in
 judge.json. report: report.md and report.json — mean rank per method and anchor tier with a percentile-bootstrap
 interval over prompts, Kendall's W per prompt and over methods, Kendall's τ_b against the judge (judge.json) and
-against the runs' held-out win-rates (eval.json). The sheets: tsrl.evaluation.study_sheets; the math: tsrl.ranking.agreement.
+against the runs' held-out win-rates (eval.json). The sheets: tsrl.evaluation.study_sheets; the math:
+tsrl.ranking.agreement.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import json
 import os
 import string
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -79,8 +81,13 @@ def find_runs(paths: Sequence[Path], where: Sequence[str], label_by: Sequence[st
     """The runs under `paths` (a run directory or a folder of them) with a heldout.jsonl whose grid values match
     every `key=value` of `where`, labelled by their values of `label_by` (else by their folder's name)."""
     wanted = dict(w.split("=", 1) for w in where)
-    dirs = sorted({f.parent for p in paths for f in ([p / HELDOUT_FILE] if (p / HELDOUT_FILE).is_file()
-                                                     else Path(p).rglob(HELDOUT_FILE))})
+    dirs = sorted(
+        {
+            f.parent
+            for p in paths
+            for f in ([p / HELDOUT_FILE] if (p / HELDOUT_FILE).is_file() else Path(p).rglob(HELDOUT_FILE))
+        }
+    )
     runs = []
     for run_dir in dirs:
         values = run_values(run_dir)
@@ -89,14 +96,18 @@ def find_runs(paths: Sequence[Path], where: Sequence[str], label_by: Sequence[st
         label = "+".join(values[k] for k in label_by) if all(k in values for k in label_by) else run_dir.name
         runs.append(StudyRun(label, run_dir, read_heldout(run_dir)[1], values))
     if not runs:
-        raise StudyError(f"no run with a {HELDOUT_FILE} under {', '.join(map(str, paths))}"
-                         f"{' matching ' + ' '.join(where) if where else ''}; give finished run directories "
-                         f"(tsrl-reproduce --out or tsrl-train run_dir) trained with held-out evaluation on.")
+        raise StudyError(
+            f"no run with a {HELDOUT_FILE} under {', '.join(map(str, paths))}"
+            f"{' matching ' + ' '.join(where) if where else ''}; give finished run directories "
+            f"(tsrl-reproduce --out or tsrl-train run_dir) trained with held-out evaluation on."
+        )
     labels: dict[str, Path] = {}
     for run in runs:
         if run.label in labels:
-            raise StudyError(f"two runs share the label {run.label!r}: {labels[run.label]} and {run.run_dir}; narrow "
-                             "the runs with --where (e.g. --where seed=0) or label by more keys (--label-by method,model).")
+            raise StudyError(
+                f"two runs share the label {run.label!r}: {labels[run.label]} and {run.run_dir}; narrow "
+                "the runs with --where (e.g. --where seed=0) or label by more keys (--label-by method,model)."
+            )
         labels[run.label] = run.run_dir
     return runs
 
@@ -145,15 +156,19 @@ def build_study(task: Any, runs: list[StudyRun], prompts: int, seed: int, anchor
     rng = np.random.default_rng(seed)
     heldout = [p for p in task.prompts("eval") if all(p.id in r.completions for r in runs)]
     if not heldout:
-        raise StudyError("no held-out prompt of the task was answered by every run; export runs of the same task "
-                         "(--where task=…) and pass the task's settings (task=… task.eval_file=…) as the runs had.")
+        raise StudyError(
+            "no held-out prompt of the task was answered by every run; export runs of the same task "
+            "(--where task=…) and pass the task's settings (task=… task.eval_file=…) as the runs had."
+        )
     if len(heldout) > prompts:
         heldout = [heldout[i] for i in sorted(rng.choice(len(heldout), size=prompts, replace=False))]
     study: dict[str, Any] = {"prompts": [], "items": {}, "seed": seed, "requested_prompts": prompts}
     key: dict[str, Any] = {"items": {}}
     for number, prompt in enumerate(heldout, start=1):
         entries = [(r.label, r.completions[prompt.id]) for r in runs]
-        entries += [(f"{ANCHOR}/{a.tier}" if a.tier else ANCHOR, a.text) for a in study_anchors(task.name, prompt, anchors)]
+        entries += [
+            (f"{ANCHOR}/{a.tier}" if a.tier else ANCHOR, a.text) for a in study_anchors(task.name, prompt, anchors)
+        ]
         entries = [entries[i] for i in rng.permutation(len(entries))]
         ids = item_ids(number, len(entries))
         study["prompts"].append({"id": prompt.id, "number": number, "text": prompt.text, "items": ids})
@@ -165,15 +180,19 @@ def build_study(task: Any, runs: list[StudyRun], prompts: int, seed: int, anchor
 
 def export(args: argparse.Namespace) -> None:
     if any((args.out / "rankings").glob("*.json")):
-        raise StudyError(f"{args.out} already holds imported rankings (rankings/); a new export would re-draw the "
-                         "items they rank: export into a new folder.")
+        raise StudyError(
+            f"{args.out} already holds imported rankings (rankings/); a new export would re-draw the "
+            "items they rank: export into a new folder."
+        )
     runs = find_runs(args.runs, args.where, args.label_by.split(","))
     tasks = {r.values.get("task") for r in runs} - {None}
     overrides = list(args.overrides)
     if not any(o.startswith("task=") for o in overrides):
         if len(tasks) != 1:
-            raise StudyError(f"the runs are of tasks {sorted(tasks) or 'unknown'}; export one task at a time "
-                             "(--where task=stories) or name it (task=stories).")
+            raise StudyError(
+                f"the runs are of tasks {sorted(tasks) or 'unknown'}; export one task at a time "
+                "(--where task=stories) or name it (task=stories)."
+            )
         overrides.insert(0, f"task={tasks.pop()}")
     task = load_task(overrides)
     study, key = build_study(task, runs, args.prompts, args.seed, args.anchors)
@@ -184,11 +203,15 @@ def export(args: argparse.Namespace) -> None:
     key_path = args.key or args.out / KEY_FILE
     write_json(key_path, key)
     used = len(study["prompts"])
-    print(f"study: {used} prompts × {len(study['prompts'][0]['items'])} items ({len(runs)} runs: "
-          f"{', '.join(r.label for r in runs)}; anchors) in {args.out}")
+    print(
+        f"study: {used} prompts × {len(study['prompts'][0]['items'])} items ({len(runs)} runs: "
+        f"{', '.join(r.label for r in runs)}; anchors) in {args.out}"
+    )
     if used < args.prompts:
-        print(f"note: {used} held-out prompts, not the {args.prompts} asked for (TSRL §4.12 uses 50 per task): the "
-              "task's held-out split or the runs' evaluations have fewer (trainer.eval.max_prompts=0 evaluates all).")
+        print(
+            f"note: {used} held-out prompts, not the {args.prompts} asked for (TSRL §4.12 uses 50 per task): the "
+            "task's held-out split or the runs' evaluations have fewer (trainer.eval.max_prompts=0 evaluates all)."
+        )
     print(f"sheets for the annotators: {args.out / 'sheets'}; the key, kept apart: {key_path}")
 
 
@@ -206,8 +229,9 @@ def heldout_metric(run_dir: Path) -> dict[str, Any]:
 
 def load_study(folder: Path) -> dict:
     if not (folder / STUDY_FILE).is_file():
-        raise StudyError(f"{folder} is not a study folder (no {STUDY_FILE}); give the --out folder of "
-                         "tsrl-human-study export.")
+        raise StudyError(
+            f"{folder} is not a study folder (no {STUDY_FILE}); give the --out folder of tsrl-human-study export."
+        )
     return json.loads((folder / STUDY_FILE).read_text())
 
 
@@ -228,8 +252,10 @@ def import_sheets(args: argparse.Namespace) -> None:
             annotator, ranks = read_sheet(path, study)
             target = args.study / "rankings" / f"{annotator}.json"
             if target.is_file() and not args.replace:
-                raise StudyError(f"{path}: {annotator} is already imported ({target}); pass --replace to replace "
-                                 "that annotator's rankings with this sheet.")
+                raise StudyError(
+                    f"{path}: {annotator} is already imported ({target}); pass --replace to replace "
+                    "that annotator's rankings with this sheet."
+                )
         except StudyError as err:
             failures += 1
             print(f"tsrl-human-study: not imported: {err}", file=sys.stderr)
@@ -252,10 +278,11 @@ def judge_items(args: argparse.Namespace) -> None:
     cfg = compose_config([*study["task_overrides"], *args.overrides])
     task, judge_cfg = build_task(OmegaConf.to_object(cfg.task)), clean_judge_config(OmegaConf.to_object(cfg.judge))
     judge, prompts = build_judge(judge_cfg, task), {p.id: p for p in task.prompts("eval")}
-    pairs = [(p["id"], a, b) for p in study["prompts"] for i, a in enumerate(p["items"]) for b in p["items"][i + 1:]]
+    pairs = [(p["id"], a, b) for p in study["prompts"] for i, a in enumerate(p["items"]) for b in p["items"][i + 1 :]]
     try:
-        verdicts = judge.compare([PairRequest(prompts[pid], study["items"][a]["text"], study["items"][b]["text"])
-                                  for pid, a, b in pairs])
+        verdicts = judge.compare(
+            [PairRequest(prompts[pid], study["items"][a]["text"], study["items"][b]["text"]) for pid, a, b in pairs]
+        )
     finally:
         close_judge(judge)
     wins: dict[str, list[float]] = {item: [] for item in study["items"]}
@@ -265,8 +292,10 @@ def judge_items(args: argparse.Namespace) -> None:
             wins[b].append(1.0 - verdict.p_first)
     scores = {p["id"]: {i: float(np.mean(wins[i])) if wins[i] else None for i in p["items"]} for p in study["prompts"]}
     missing = sum(v.p_first is None for v in verdicts)
-    write_json(args.study / JUDGE_FILE, {"judge": judge_identity(judge_cfg), "pairs": len(pairs),
-                                         "missing_verdicts": missing, "scores": scores})
+    write_json(
+        args.study / JUDGE_FILE,
+        {"judge": judge_identity(judge_cfg), "pairs": len(pairs), "missing_verdicts": missing, "scores": scores},
+    )
     print(f"judge: {len(pairs)} pairs ({missing} without a verdict) → {args.study / JUDGE_FILE}")
 
 
@@ -290,12 +319,18 @@ def rank_tables(study: dict, key: dict, rankings: list[dict]) -> dict[str, Any]:
             mine = [n for n, item in enumerate(prompt["items"]) if key["items"][item] == label]
             if mine:
                 per_prompt[p, j] = matrix[:, mine].mean()
-    return {"labels": labels, "per_prompt": per_prompt, "per_annotator": sums / np.maximum(counts, 1),
-            "matrices": matrices, "item_means": item_means}
+    return {
+        "labels": labels,
+        "per_prompt": per_prompt,
+        "per_annotator": sums / np.maximum(counts, 1),
+        "matrices": matrices,
+        "item_means": item_means,
+    }
 
 
-def summarise(study: dict, key: dict, rankings: list[dict], judge: dict | None, samples: int = 10_000,
-              level: float = 0.95) -> dict[str, Any]:
+def summarise(
+    study: dict, key: dict, rankings: list[dict], judge: dict | None, samples: int = 10_000, level: float = 0.95
+) -> dict[str, Any]:
     """The report's numbers (see the module docstring); seeded, so the same inputs give the same report."""
     t = rank_tables(study, key, rankings)
     mean, low, high = bootstrap_mean_ci(t["per_prompt"], samples, level, seed=study["seed"])
@@ -303,24 +338,36 @@ def summarise(study: dict, key: dict, rankings: list[dict], judge: dict | None, 
     w_mean, w_low, w_high = bootstrap_mean_ci(w_prompts[:, None], samples, level, seed=study["seed"])
     by_annotator = np.array([average_ranks(row) for row in t["per_annotator"]])  # [A, L]: ties possible
     report: dict[str, Any] = {
-        "task": study["task"], "prompts": len(study["prompts"]), "annotators": [r["annotator"] for r in rankings],
+        "task": study["task"],
+        "prompts": len(study["prompts"]),
+        "annotators": [r["annotator"] for r in rankings],
         "items_per_prompt": len(study["prompts"][0]["items"]),
         "interval": f"{round(100 * level)} % percentile bootstrap over prompts, {samples} resamples",
-        "mean_rank": [{"label": lab, "mean": float(m), "low": float(lo), "high": float(hi)}
-                      for lab, m, lo, hi in sorted(zip(t["labels"], mean, low, high), key=lambda x: x[1])],
-        "kendalls_w": {"per_prompt": dict(zip((p["id"] for p in study["prompts"]), w_prompts.tolist())),
-                       "mean_over_prompts": float(w_mean[0]), "low": float(w_low[0]), "high": float(w_high[0]),
-                       "over_labels": kendalls_w(by_annotator)},
-        "vs_judge": None, "vs_winrate": None}
+        "mean_rank": [
+            {"label": lab, "mean": float(m), "low": float(lo), "high": float(hi)}
+            for lab, m, lo, hi in sorted(zip(t["labels"], mean, low, high), key=lambda x: x[1])
+        ],
+        "kendalls_w": {
+            "per_prompt": dict(zip((p["id"] for p in study["prompts"]), w_prompts.tolist())),
+            "mean_over_prompts": float(w_mean[0]),
+            "low": float(w_low[0]),
+            "high": float(w_high[0]),
+            "over_labels": kendalls_w(by_annotator),
+        },
+        "vs_judge": None,
+        "vs_winrate": None,
+    }
     human = dict(zip(t["labels"], mean))
     if judge is not None:
         report["vs_judge"] = judge_agreement(study, key, judge, t, human)
     runs = {label: run["value"] for label, run in key["runs"].items() if "value" in run}
     if len(runs) >= 2:
         labels = list(runs)
-        report["vs_winrate"] = {"metric": next(r["metric"] for r in key["runs"].values() if "metric" in r),
-                                "labels": labels, "tau_b": kendall_tau_b([-runs[x] for x in labels],
-                                                                        [human[x] for x in labels])}
+        report["vs_winrate"] = {
+            "metric": next(r["metric"] for r in key["runs"].values() if "metric" in r),
+            "labels": labels,
+            "tau_b": kendall_tau_b([-runs[x] for x in labels], [human[x] for x in labels]),
+        }
     return report
 
 
@@ -336,30 +383,45 @@ def judge_agreement(study: dict, key: dict, judge: dict, t: dict, human: dict[st
             judge_ranks[key["items"][item]].append(rank)
     labels = [label for label in t["labels"] if judge_ranks[label]]
     judged = [float(np.mean(judge_ranks[label])) for label in labels]
-    return {"judge": judge["judge"], "tau_b_per_prompt_mean": float(np.nanmean(taus)),
-            "tau_b_over_labels": kendall_tau_b(judged, [human[x] for x in labels]),
-            "judge_mean_rank": dict(zip(labels, judged))}
+    return {
+        "judge": judge["judge"],
+        "tau_b_per_prompt_mean": float(np.nanmean(taus)),
+        "tau_b_over_labels": kendall_tau_b(judged, [human[x] for x in labels]),
+        "judge_mean_rank": dict(zip(labels, judged)),
+    }
 
 
 def markdown(report: dict[str, Any]) -> str:
     w = report["kendalls_w"]
-    lines = [f"Blinded human ranking — task {report['task']}: {report['prompts']} prompts × "
-             f"{report['items_per_prompt']} items, {len(report['annotators'])} annotators; rank 1 = best. "
-             f"Intervals: {report['interval']}.", "", "| method / anchor | mean rank | interval |", "|---|---|---|"]
+    lines = [
+        f"Blinded human ranking — task {report['task']}: {report['prompts']} prompts × "
+        f"{report['items_per_prompt']} items, {len(report['annotators'])} annotators; rank 1 = best. "
+        f"Intervals: {report['interval']}.",
+        "",
+        "| method / anchor | mean rank | interval |",
+        "|---|---|---|",
+    ]
     lines += [f"| {r['label']} | {r['mean']:.2f} | [{r['low']:.2f}, {r['high']:.2f}] |" for r in report["mean_rank"]]
-    lines += ["", f"Inter-annotator agreement, Kendall's W (no ties: a sheet ranks without ties): mean over prompts "
-              f"{w['mean_over_prompts']:.3f} [{w['low']:.3f}, {w['high']:.3f}], range "
-              f"{min(w['per_prompt'].values()):.3f}–{max(w['per_prompt'].values()):.3f}; over methods (each "
-              f"annotator's mean ranks, tie-corrected) {w['over_labels']:.3f}."]
+    lines += [
+        "",
+        f"Inter-annotator agreement, Kendall's W (no ties: a sheet ranks without ties): mean over prompts "
+        f"{w['mean_over_prompts']:.3f} [{w['low']:.3f}, {w['high']:.3f}], range "
+        f"{min(w['per_prompt'].values()):.3f}–{max(w['per_prompt'].values()):.3f}; over methods (each "
+        f"annotator's mean ranks, tie-corrected) {w['over_labels']:.3f}.",
+    ]
     judge = report["vs_judge"]
     if judge:
-        lines.append(f"Judge ({judge['judge']['kind']} {judge['judge']['model']}, round-robin of the same items, both "
-                     f"orders) against the human mean ranks: Kendall's τ_b {judge['tau_b_over_labels']:.3f} over "
-                     f"methods and anchors, {judge['tau_b_per_prompt_mean']:.3f} per prompt (mean over prompts).")
+        lines.append(
+            f"Judge ({judge['judge']['kind']} {judge['judge']['model']}, round-robin of the same items, both "
+            f"orders) against the human mean ranks: Kendall's τ_b {judge['tau_b_over_labels']:.3f} over "
+            f"methods and anchors, {judge['tau_b_per_prompt_mean']:.3f} per prompt (mean over prompts)."
+        )
     winrate = report["vs_winrate"]
     if winrate:
-        lines.append(f"The runs' held-out {winrate['metric']} (eval.json, evaluation judge) against the human mean "
-                     f"ranks: Kendall's τ_b {winrate['tau_b']:.3f} over {len(winrate['labels'])} methods.")
+        lines.append(
+            f"The runs' held-out {winrate['metric']} (eval.json, evaluation judge) against the human mean "
+            f"ranks: Kendall's τ_b {winrate['tau_b']:.3f} over {len(winrate['labels'])} methods."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -370,8 +432,10 @@ def report_study(args: argparse.Namespace) -> None:
         raise StudyError(f"no key at {key_path}; pass the key file export wrote with --key PATH.")
     rankings = [json.loads(p.read_text()) for p in sorted((args.study / "rankings").glob("*.json"))]
     if len(rankings) < 2:
-        raise StudyError(f"{len(rankings)} annotator(s) imported into {args.study / 'rankings'}; agreement needs at "
-                         "least 2: tsrl-human-study import STUDY SHEET.csv …")
+        raise StudyError(
+            f"{len(rankings)} annotator(s) imported into {args.study / 'rankings'}; agreement needs at "
+            "least 2: tsrl-human-study import STUDY SHEET.csv …"
+        )
     judge_path = args.study / JUDGE_FILE
     judge = json.loads(judge_path.read_text()) if judge_path.is_file() else None
     report = summarise(study, json.loads(key_path.read_text()), rankings, judge, args.bootstrap)
@@ -392,8 +456,12 @@ def main(argv: list[str] | None = None) -> None:
     ex.add_argument("--prompts", type=int, default=50, help="held-out prompts (TSRL §4.12: 50 per task)")
     ex.add_argument("--annotators", type=int, default=6, help="sheets to write (TSRL §4.12: 6 annotators)")
     ex.add_argument("--seed", type=int, default=0, help="seed of the prompt draw and every shuffle")
-    ex.add_argument("--anchors", choices=["all", "reference"], default="all",
-                    help="every anchor of a prompt, or only the task's held-out reference set")
+    ex.add_argument(
+        "--anchors",
+        choices=["all", "reference"],
+        default="all",
+        help="every anchor of a prompt, or only the task's held-out reference set",
+    )
     ex.add_argument("--key", type=Path, default=None, help=f"where the key goes (default OUT/{KEY_FILE})")
     ex.add_argument("overrides", nargs="*", help="task settings as the runs had them (task=… task.eval_file=…)")
     im = commands.add_parser("import", help="the annotators' filled CSV sheets")

@@ -16,8 +16,9 @@ Returns sums so that several processes can add their shares before dividing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import comb
-from typing import Any, Sequence
+from typing import Any
 
 from tsrl.generation import Generator
 from tsrl.tasks.base import verify_rollouts

@@ -44,8 +44,10 @@ class EvalSettings:
 
     def __post_init__(self) -> None:
         if self.samples < 1 or self.max_prompts < 0 or not self.seeds:
-            raise ConfigError(f"tsrl-eval needs eval.samples >= 1, eval.max_prompts >= 0 and at least one seed; got "
-                              f"samples={self.samples}, max_prompts={self.max_prompts}, seeds={self.seeds}.")
+            raise ConfigError(
+                f"tsrl-eval needs eval.samples >= 1, eval.max_prompts >= 0 and at least one seed; got "
+                f"samples={self.samples}, max_prompts={self.max_prompts}, seeds={self.seeds}."
+            )
 
 
 @dataclass
@@ -65,8 +67,10 @@ def policy_folder(spec: str) -> Path:
     for candidate in (path / POLICY_DIR, path):
         if (candidate / "config.json").is_file():
             return candidate
-    raise ConfigError(f"eval.policies entry {spec!r} is neither a model folder (config.json) nor a checkpoint "
-                      f"with a {POLICY_DIR}/ folder; pass a Hugging Face model folder or <run>/checkpoints/step_N.")
+    raise ConfigError(
+        f"eval.policies entry {spec!r} is neither a model folder (config.json) nor a checkpoint "
+        f"with a {POLICY_DIR}/ folder; pass a Hugging Face model folder or <run>/checkpoints/step_N."
+    )
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -83,7 +87,7 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     """Every policy × every seed; the report (also written to run_dir)."""
     import torch
 
-    from tsrl.evaluation import evaluation_sums, evaluation_summary, headline, reference_set
+    from tsrl.evaluation import evaluation_summary, evaluation_sums, headline, reference_set
     from tsrl.generation import build_generator
     from tsrl.judging import build_judge, clean_judge_config, close_judge, judge_identity
     from tsrl.models import policy_source
@@ -98,9 +102,17 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     default = policy_source(cfg.model, task)
     sources = [PolicySource(policy_folder(p), default.dtype) for p in cfg.eval.policies] or [default]
     key, label = headline(task)
-    report: dict[str, Any] = {"task": task.name, "split": cfg.eval.split, "prompts": len(prompts),
-                              "samples": cfg.eval.samples, "seeds": list(cfg.eval.seeds), "headline": key,
-                              "headline_label": label, "judge": judge_identity(judge_cfg), "policies": []}
+    report: dict[str, Any] = {
+        "task": task.name,
+        "split": cfg.eval.split,
+        "prompts": len(prompts),
+        "samples": cfg.eval.samples,
+        "seeds": list(cfg.eval.seeds),
+        "headline": key,
+        "headline_label": label,
+        "judge": judge_identity(judge_cfg),
+        "policies": [],
+    }
     if key == "winrate":
         reference = reference_set(task.name)
         report["reference_set"] = {"tiers": reference.tiers, "paper": reference.paper, "here": reference.here}
@@ -131,9 +143,11 @@ def markdown(report: dict[str, Any]) -> str:
     columns = [report["headline"]] + [k for k in ("winrate_all", "winrate_top") if k in first]
     columns += sorted(k for k in first if k.startswith(("winrate/", "pass@")))
     columns += [k for k in ("answered", "mean_length", "judge_calls") if k in first]
-    lines = [f"{report['headline_label']} — task {report['task']} ({report['split']}, {report['prompts']} prompts × "
-             f"{report['samples']} samples, {len(report['seeds'])} run(s)); judge: {report['judge']['kind']} "
-             f"{report['judge']['model']}"]
+    lines = [
+        f"{report['headline_label']} — task {report['task']} ({report['split']}, {report['prompts']} prompts × "
+        f"{report['samples']} samples, {len(report['seeds'])} run(s)); judge: {report['judge']['kind']} "
+        f"{report['judge']['model']}"
+    ]
     if "reference_set" in report:
         lines.append(f"Reference set: {report['reference_set']['here']} (paper: {report['reference_set']['paper']}).")
     lines += ["", "| policy | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
@@ -141,8 +155,13 @@ def markdown(report: dict[str, Any]) -> str:
         cells = []
         for column in columns:
             stat = entry["summary"].get(column)
-            cells.append("—" if stat is None else f"{stat['mean']:.1f} ({stat['std']:.1f})" if len(report["seeds"]) > 1
-                         else f"{stat['mean']:.1f}")
+            cells.append(
+                "—"
+                if stat is None
+                else f"{stat['mean']:.1f} ({stat['std']:.1f})"
+                if len(report["seeds"]) > 1
+                else f"{stat['mean']:.1f}"
+            )
         lines.append(f"| {entry['policy']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

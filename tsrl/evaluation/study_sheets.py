@@ -63,15 +63,23 @@ def write_sheets(study: dict, out: Path, annotators: int) -> list[str]:
         orders, sections, rows = sheet_orders(study, index), [], []
         for prompt, order in zip(study["prompts"], orders):
             options = "".join(f"<option>{r}</option>" for r in range(1, len(order) + 1))
-            items = "".join(f'<div class="item"><label>Rank <select data-item="{i}"><option value=""></option>{options}'
-                            f'</select></label> <b>{i}</b><pre>{html.escape(study["items"][i]["text"])}</pre></div>'
-                            for i in order)
-            sections.append(f'<section data-prompt="{html.escape(prompt["id"])}" data-number="{prompt["number"]}">'
-                            f'<h2>Prompt {prompt["number"]} of {len(orders)}</h2><blockquote><pre>'
-                            f'{html.escape(prompt["text"])}</pre></blockquote>{items}</section>')
+            items = "".join(
+                f'<div class="item"><label>Rank <select data-item="{i}"><option value=""></option>{options}'
+                f"</select></label> <b>{i}</b><pre>{html.escape(study['items'][i]['text'])}</pre></div>"
+                for i in order
+            )
+            sections.append(
+                f'<section data-prompt="{html.escape(prompt["id"])}" data-number="{prompt["number"]}">'
+                f"<h2>Prompt {prompt['number']} of {len(orders)}</h2><blockquote><pre>"
+                f"{html.escape(prompt['text'])}</pre></blockquote>{items}</section>"
+            )
             rows += [[name, prompt["id"], i, "", prompt["text"], study["items"][i]["text"]] for i in order]
-        page = PAGE.format(annotator=name, annotator_json=json.dumps(name), sections="\n".join(sections),
-                           example=len(study["prompts"][0]["items"]))
+        page = PAGE.format(
+            annotator=name,
+            annotator_json=json.dumps(name),
+            sections="\n".join(sections),
+            example=len(study["prompts"][0]["items"]),
+        )
         (out / "sheets" / f"{name}.html").write_text(page)
         with (out / "sheets" / f"{name}.csv").open("w", newline="") as handle:
             csv.writer(handle).writerows([SHEET_COLUMNS, *rows])
@@ -85,8 +93,10 @@ def read_sheet(path: Path, study: dict) -> tuple[str, dict[str, dict[str, int]]]
     header = rows[0] if rows else []
     missing = [c for c in SHEET_COLUMNS[:4] if c not in header]
     if missing:
-        raise StudyError(f"{path}: the header row has no {', '.join(missing)} column; keep the exported header "
-                         f"({','.join(SHEET_COLUMNS[:4])}, …).")
+        raise StudyError(
+            f"{path}: the header row has no {', '.join(missing)} column; keep the exported header "
+            f"({','.join(SHEET_COLUMNS[:4])}, …)."
+        )
     col = {c: header.index(c) for c in SHEET_COLUMNS[:4]}
     items, ranks, seen, annotators = study["items"], {}, {}, set()
     for number, row in enumerate(rows[1:], start=2):  # row numbers as a spreadsheet shows them
@@ -95,21 +105,29 @@ def read_sheet(path: Path, study: dict) -> tuple[str, dict[str, dict[str, int]]]
         annotator, prompt_id, item, raw = (row[col[c]].strip() if col[c] < len(row) else "" for c in SHEET_COLUMNS[:4])
         where = f"{path}, row {number}"
         if item not in items or items[item]["prompt_id"] != prompt_id:
-            raise StudyError(f"{where}: item {item!r} is not an item of prompt {prompt_id!r} in this study; restore "
-                             "the prompt_id and item_id cells as exported.")
+            raise StudyError(
+                f"{where}: item {item!r} is not an item of prompt {prompt_id!r} in this study; restore "
+                "the prompt_id and item_id cells as exported."
+            )
         count = len(next(p for p in study["prompts"] if p["id"] == prompt_id)["items"])
         if not raw.isdigit() or not 1 <= int(raw) <= count:
-            raise StudyError(f"{where}: rank {raw!r} of item {item} is not a whole number from 1 to {count}; give each "
-                             f"of the prompt's {count} responses its own rank, 1 = best.")
+            raise StudyError(
+                f"{where}: rank {raw!r} of item {item} is not a whole number from 1 to {count}; give each "
+                f"of the prompt's {count} responses its own rank, 1 = best."
+            )
         if item in seen:
-            raise StudyError(f"{where}: item {item} is ranked again (first in row {seen[item]}); keep one row per item.")
+            raise StudyError(
+                f"{where}: item {item} is ranked again (first in row {seen[item]}); keep one row per item."
+            )
         seen[item] = number
         annotators.add(annotator)
         ranks.setdefault(prompt_id, {})[item] = int(raw)
     check_complete(path, study, ranks, seen)
     if len(annotators) != 1 or "" in annotators:
-        raise StudyError(f"{path}: the annotator column holds {sorted(annotators)}; one sheet is one annotator's, "
-                         "with the id it was exported with in every row.")
+        raise StudyError(
+            f"{path}: the annotator column holds {sorted(annotators)}; one sheet is one annotator's, "
+            "with the id it was exported with in every row."
+        )
     return annotators.pop(), ranks
 
 
@@ -119,8 +137,10 @@ def check_complete(path: Path, study: dict, ranks: dict[str, dict[str, int]], se
         given = ranks.get(prompt["id"], {})
         absent = [i for i in prompt["items"] if i not in given]
         if absent:
-            raise StudyError(f"{path}: prompt {prompt['number']} ({prompt['id']}) has no rank for {', '.join(absent)}; "
-                             "rank every response of every prompt (rows missing or blank).")
+            raise StudyError(
+                f"{path}: prompt {prompt['number']} ({prompt['id']}) has no rank for {', '.join(absent)}; "
+                "rank every response of every prompt (rows missing or blank)."
+            )
         by_rank: dict[int, list[str]] = {}
         for item, rank in given.items():
             by_rank.setdefault(rank, []).append(item)
@@ -128,6 +148,8 @@ def check_complete(path: Path, study: dict, ranks: dict[str, dict[str, int]], se
         if twice:
             rank, items = min(twice.items())
             unused = sorted(set(range(1, len(prompt["items"]) + 1)) - set(by_rank))
-            raise StudyError(f"{path}, rows {', '.join(str(seen[i]) for i in items)}: prompt {prompt['number']} gives "
-                             f"rank {rank} to {' and '.join(items)} and rank {unused[0]} to none; ranks are a "
-                             f"best-to-worst order without ties, each of 1..{len(prompt['items'])} once.")
+            raise StudyError(
+                f"{path}, rows {', '.join(str(seen[i]) for i in items)}: prompt {prompt['number']} gives "
+                f"rank {rank} to {' and '.join(items)} and rank {unused[0]} to none; ranks are a "
+                f"best-to-worst order without ties, each of 1..{len(prompt['items'])} once."
+            )

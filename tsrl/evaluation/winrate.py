@@ -21,8 +21,8 @@ is refused before anything is generated.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from tsrl.errors import ConfigError
 from tsrl.generation import Generator
@@ -53,19 +53,30 @@ EVERY_ANCHOR = ReferenceSet(None, "all tiers", "—", "every reference anchor of
 
 REFERENCE_SETS: dict[str, ReferenceSet] = {
     "stories": ReferenceSet(
-        (TOP_TIER, ""), "human stories; shipped sample: its top tier",
+        (TOP_TIER, ""),
+        "human stories; shipped sample: its top tier",
         "human-written stories (WritingPrompts' writers)",
         "task.dataset=euclaise/writingprompts: the prompt's human stories (untiered), as the paper; the shipped "
-        "sample has no human stories: its top tier (written for tsrl) stands in for them"),
+        "sample has no human stories: its top tier (written for tsrl) stands in for them",
+    ),
     "humor": ReferenceSet(
-        None, "all tiers", "the Gemini quality spectrum (low-effort to top-tier jokes)",
-        "every anchor: the shipped five tiers (top … low, written for tsrl) stand in for Gemini's spectrum"),
+        None,
+        "all tiers",
+        "the Gemini quality spectrum (low-effort to top-tier jokes)",
+        "every anchor: the shipped five tiers (top … low, written for tsrl) stand in for Gemini's spectrum",
+    ),
     "web": ReferenceSet(
-        None, "all tiers", "the paper's wording is not available here",
-        "every anchor (ours): WebSight's page for the prompt, or the shipped sample's five tiers"),
+        None,
+        "all tiers",
+        "the paper's wording is not available here",
+        "every anchor (ours): WebSight's page for the prompt, or the shipped sample's five tiers",
+    ),
     "counseling": ReferenceSet(
-        None, "all tiers", "the paper's wording is not available here",
-        "every anchor (ours): MentalChat16K's replies for the prompt, or the shipped sample's five tiers"),
+        None,
+        "all tiers",
+        "the paper's wording is not available here",
+        "every anchor (ours): MentalChat16K's replies for the prompt, or the shipped sample's five tiers",
+    ),
 }
 """Per judged task, the held-out reference set; a task not listed is measured against every anchor."""
 
@@ -80,13 +91,21 @@ def check_references(task_name: str, prompts: Sequence[Prompt], reference: Refer
     if bare:
         tiers = " or ".join(repr(t) for t in reference.tiers or ())
         wanted = f"an anchor of tier {tiers}" if tiers else "a reference anchor"
-        raise ConfigError(f"Task {task_name}'s held-out win-rate is measured against {reference.here}, but held-out "
-                          f"prompt {bare[0]!r} ({len(bare)} of {len(prompts)}) has no such anchor; give every held-out "
-                          f"prompt {wanted} (task.eval_file).")
+        raise ConfigError(
+            f"Task {task_name}'s held-out win-rate is measured against {reference.here}, but held-out "
+            f"prompt {bare[0]!r} ({len(bare)} of {len(prompts)}) has no such anchor; give every held-out "
+            f"prompt {wanted} (task.eval_file)."
+        )
 
 
-def winrate_sums(generator: Generator, judge: Judge, prompts: Sequence[Prompt], samples: int,
-                 reference: ReferenceSet = EVERY_ANCHOR, groups_out: list[Group] | None = None) -> dict[str, float]:
+def winrate_sums(
+    generator: Generator,
+    judge: Judge,
+    prompts: Sequence[Prompt],
+    samples: int,
+    reference: ReferenceSet = EVERY_ANCHOR,
+    groups_out: list[Group] | None = None,
+) -> dict[str, float]:
     """Sums of wins and counts against the reference set, all anchors and per tier (keys wins/<key>, n/<key>);
     the generated groups are appended to `groups_out` when given (the run's heldout.jsonl)."""
     groups = generator.generate(prompts, samples)
@@ -117,8 +136,10 @@ def percent(sums: dict[str, float], key: str) -> float:
 def winrate_summary(sums: dict[str, float]) -> dict[str, float]:
     """Percentages from (possibly process-summed) win sums: the headline against the reference set, all tiers,
     the top tier (when there is one) and each tier."""
-    result = {"winrate": percent(sums, "reference" if "n/reference" in sums else "all"),
-              "winrate_all": percent(sums, "all")}
+    result = {
+        "winrate": percent(sums, "reference" if "n/reference" in sums else "all"),
+        "winrate_all": percent(sums, "all"),
+    }
     if sums.get(f"n/{TOP_TIER}", 0.0) > 0:
         result["winrate_top"] = percent(sums, TOP_TIER)
     for key in sums:

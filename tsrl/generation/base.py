@@ -4,7 +4,8 @@ to free); vLLM's engine implements them."""
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import torch
 
@@ -12,8 +13,14 @@ from tsrl.types import Emit, Group, Prompt
 
 
 class Generator(Protocol):
-    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None,
-                 greedy_first: bool = False, emit: Emit | None = None) -> list[Group]:
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        n: int,
+        max_new_tokens: int | None = None,
+        greedy_first: bool = False,
+        emit: Emit | None = None,
+    ) -> list[Group]:
         """n completions per prompt (completion 0 greedy with greedy_first); `emit`, if given, receives every group
         as soon as it is finished, before generate returns (trainer.pipeline=stream)."""
 

@@ -15,13 +15,12 @@ concatenation at every token). The tokens drawn are the same either way for the 
 
 from __future__ import annotations
 
-from tsrl.errors import ConfigError
-
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import torch
 
+from tsrl.errors import ConfigError
 from tsrl.generation.base import Generator
 from tsrl.models.forward import innermost, keeps_logits
 from tsrl.registry import GENERATORS
@@ -49,8 +48,10 @@ class HFGeneratorConfig:
         if self.kv_cache not in ("static", "dynamic"):
             raise ConfigError(f"generator.kv_cache={self.kv_cache!r} is unknown; use static or dynamic.")
         if self.max_new_tokens < 1 or self.prompts_per_call < 1:
-            raise ConfigError(f"generator.max_new_tokens and generator.prompts_per_call must be >= 1, got "
-                              f"{self.max_new_tokens} and {self.prompts_per_call}.")
+            raise ConfigError(
+                f"generator.max_new_tokens and generator.prompts_per_call must be >= 1, got "
+                f"{self.max_new_tokens} and {self.prompts_per_call}."
+            )
 
 
 def check_sampling(temperature: float, top_p: float) -> None:
@@ -67,8 +68,9 @@ def chat_prompt(tokenizer, prompt: Prompt) -> str:
     turns = prompt.messages or (("user", prompt.text),)
     if tokenizer.chat_template is None:
         return "\n\n".join(content for _, content in turns)
-    return tokenizer.apply_chat_template([{"role": role, "content": content} for role, content in turns],
-                                         add_generation_prompt=True, tokenize=False)
+    return tokenizer.apply_chat_template(
+        [{"role": role, "content": content} for role, content in turns], add_generation_prompt=True, tokenize=False
+    )
 
 
 class HFGenerator(Generator):
@@ -79,57 +81,89 @@ class HFGenerator(Generator):
         """Shared weights: nothing to copy."""
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None,
-                 greedy_first: bool = False, emit: Emit | None = None) -> list[Group]:
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        n: int,
+        max_new_tokens: int | None = None,
+        greedy_first: bool = False,
+        emit: Emit | None = None,
+    ) -> list[Group]:
         """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode. `emit`
         gets each chunk's groups (generator.prompts_per_call prompts) as soon as they are decoded."""
         step, limit = max(1, self.cfg.prompts_per_call), max_new_tokens or self.cfg.max_new_tokens
         groups: list[Group] = []
         for start in range(0, len(prompts), step):
-            chunk = prompts[start:start + step]
+            chunk = prompts[start : start + step]
             sampled = self._generate_chunk(chunk, n - 1 if greedy_first else n, limit) if n > greedy_first else []
             if greedy_first:
                 greedy = self._generate_chunk(chunk, 1, limit, greedy=True)
-                sampled = [Group(g.prompt, g.prompt_ids, g.rollouts + s.rollouts)
-                           for g, s in zip(greedy, sampled or [Group(g.prompt, g.prompt_ids, []) for g in greedy])]
+                sampled = [
+                    Group(g.prompt, g.prompt_ids, g.rollouts + s.rollouts)
+                    for g, s in zip(greedy, sampled or [Group(g.prompt, g.prompt_ids, []) for g in greedy])
+                ]
             if emit is not None:
                 emit(list(enumerate(sampled, start=len(groups))))
             groups += sampled
         return groups
 
-    def _generate_chunk(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int,
-                        greedy: bool = False) -> list[Group]:
+    def _generate_chunk(
+        self, prompts: Sequence[Prompt], n: int, max_new_tokens: int, greedy: bool = False
+    ) -> list[Group]:
         tok = self.tokenizer
         tok.padding_side = "left"
         enc = tok([chat_prompt(tok, p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False)
         was_training = self.model.training
         self.model.eval()
-        sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self.cfg.temperature,
-                                                         "top_p": self.cfg.top_p, "top_k": 0}
+        sampling = (
+            {"do_sample": False}
+            if greedy
+            else {"do_sample": True, "temperature": self.cfg.temperature, "top_p": self.cfg.top_p, "top_k": 0}
+        )
         device = next(self.model.parameters()).device
         ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)  # [B, P]
         out = self.model.generate(
-            input_ids=ids.repeat_interleave(n, 0), attention_mask=mask.repeat_interleave(n, 0),
-            **self._prefilled(ids, mask, n, max_new_tokens), **sampling, max_new_tokens=max_new_tokens,
-            output_scores=not greedy, output_logits=greedy, return_dict_in_generate=True,
-            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+            input_ids=ids.repeat_interleave(n, 0),
+            attention_mask=mask.repeat_interleave(n, 0),
+            **self._prefilled(ids, mask, n, max_new_tokens),
+            **sampling,
+            max_new_tokens=max_new_tokens,
+            output_scores=not greedy,
+            output_logits=greedy,
+            return_dict_in_generate=True,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
         self.model.train(was_training)
         width = ids.shape[1]
         completions = out.sequences[:, width:]  # [B*n, T']
         steps = [logits.float() / self.cfg.temperature for logits in out.logits] if greedy else out.scores
-        logprobs = torch.stack([
-            torch.log_softmax(score.float(), dim=-1).gather(1, completions[:, t:t + 1]).squeeze(1)
-            for t, score in enumerate(steps)], dim=1)  # [B*n, T']
+        logprobs = torch.stack(
+            [
+                torch.log_softmax(score.float(), dim=-1).gather(1, completions[:, t : t + 1]).squeeze(1)
+                for t, score in enumerate(steps)
+            ],
+            dim=1,
+        )  # [B*n, T']
         is_eos = completions == tok.eos_token_id  # [B*n, T']
         stopped = is_eos.any(dim=1)  # [B*n]
-        lengths = torch.where(stopped, is_eos.int().argmax(dim=1) + 1, torch.full_like(stopped, completions.shape[1], dtype=torch.long))
+        lengths = torch.where(
+            stopped, is_eos.int().argmax(dim=1) + 1, torch.full_like(stopped, completions.shape[1], dtype=torch.long)
+        )
         ids, lps = completions.tolist(), logprobs.tolist()
         texts = tok.batch_decode([row[:length] for row, length in zip(ids, lengths.tolist())], skip_special_tokens=True)
         groups = []
         for b, prompt in enumerate(prompts):
             prompt_ids = enc["input_ids"][b][enc["attention_mask"][b].bool()].tolist()
-            rollouts = [Rollout(text=texts[i].strip(), token_ids=ids[i][:lengths[i]], logprobs=lps[i][:lengths[i]],
-                                truncated=not bool(stopped[i])) for i in range(b * n, (b + 1) * n)]
+            rollouts = [
+                Rollout(
+                    text=texts[i].strip(),
+                    token_ids=ids[i][: lengths[i]],
+                    logprobs=lps[i][: lengths[i]],
+                    truncated=not bool(stopped[i]),
+                )
+                for i in range(b * n, (b + 1) * n)
+            ]
             groups.append(Group(prompt=prompt, prompt_ids=prompt_ids, rollouts=rollouts))
         return groups
 
@@ -141,8 +175,13 @@ class HFGenerator(Generator):
             return {"cache_implementation": "static"} if self.cfg.kv_cache == "static" else {}
         keep = {"logits_to_keep": 1} if keeps_logits(type(innermost(self.model))) else {}
         head = mask[:, :-1]
-        cache = self.model(input_ids=ids[:, :-1], attention_mask=head, position_ids=(head.cumsum(-1) - 1).clamp_min(0),
-                           use_cache=True, **keep).past_key_values
+        cache = self.model(
+            input_ids=ids[:, :-1],
+            attention_mask=head,
+            position_ids=(head.cumsum(-1) - 1).clamp_min(0),
+            use_cache=True,
+            **keep,
+        ).past_key_values
         if self.cfg.kv_cache == "dynamic":
             cache.batch_repeat_interleave(n)
             return {"past_key_values": cache}
@@ -151,8 +190,12 @@ class HFGenerator(Generator):
         static = StaticCache(config=self.model.config, max_cache_len=P + max_new_tokens)
         positions = torch.arange(P - 1, device=ids.device)
         for index, layer in enumerate(cache.layers):
-            static.update(layer.keys.repeat_interleave(n, 0), layer.values.repeat_interleave(n, 0), index,
-                          {"cache_position": positions})
+            static.update(
+                layer.keys.repeat_interleave(n, 0),
+                layer.values.repeat_interleave(n, 0),
+                index,
+                {"cache_position": positions},
+            )
         return {"past_key_values": static}
 
 

@@ -46,8 +46,9 @@ import shutil
 import tempfile
 import time
 import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -97,10 +98,14 @@ class VLLMGeneratorConfig:
     def __post_init__(self) -> None:
         check_sampling(self.temperature, self.top_p)
         if self.max_new_tokens < 1 or self.tensor_parallel_size < 1 or self.cpu_kv_cache_gib < 1:
-            raise ConfigError("generator.max_new_tokens, tensor_parallel_size and cpu_kv_cache_gib must be >= 1, got "
-                              f"{self.max_new_tokens}, {self.tensor_parallel_size} and {self.cpu_kv_cache_gib}.")
+            raise ConfigError(
+                "generator.max_new_tokens, tensor_parallel_size and cpu_kv_cache_gib must be >= 1, got "
+                f"{self.max_new_tokens}, {self.tensor_parallel_size} and {self.cpu_kv_cache_gib}."
+            )
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(f"generator.gpu_memory_utilization must lie in (0, 1], got {self.gpu_memory_utilization}.")
+            raise ConfigError(
+                f"generator.gpu_memory_utilization must lie in (0, 1], got {self.gpu_memory_utilization}."
+            )
         if self.sleep_level not in (1, 2):
             raise ConfigError(f"generator.sleep_level must be 1 or 2, got {self.sleep_level}.")
         if self.dtype not in DTYPES:
@@ -132,14 +137,17 @@ def fused_group(name: str, packed: dict[str, list[str]]) -> tuple[str, frozenset
 
 
 class VLLMGenerator(Generator):
-    def __init__(self, engine: Any, tokenizer: Any, cfg: VLLMGeneratorConfig, expected: set[str],
-                 tp_group: Any = None) -> None:
+    def __init__(
+        self, engine: Any, tokenizer: Any, cfg: VLLMGeneratorConfig, expected: set[str], tp_group: Any = None
+    ) -> None:
         self.engine, self.tokenizer, self.cfg = engine, tokenizer, cfg
         self.expected = expected  # every HF parameter name the engine needs from the learner
         self.unsynced = set(expected)  # those it still holds dummy (or dropped) values for
         self.held: dict[str, dict[str, torch.Tensor]] = {}  # fused name → the parts received so far (copies)
         self.tp_group = tp_group  # the ranks sharing this engine under tensor parallelism, else None
-        self.packed: dict[str, list[str]] = engine.apply_model(lambda m: dict(getattr(m, "packed_modules_mapping", {})))[0]
+        self.packed: dict[str, list[str]] = engine.apply_model(
+            lambda m: dict(getattr(m, "packed_modules_mapping", {}))
+        )[0]
         self.can_sleep = bool(engine.llm_engine.vllm_config.model_config.enable_sleep_mode)
         from vllm.platforms import current_platform
 
@@ -148,8 +156,10 @@ class VLLMGenerator(Generator):
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy (HF name, full tensor) pairs into the engine, then reset its prefix cache."""
-        self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": self._whole_layers(named_tensors),
-                                                             "is_checkpoint_format": True})
+        self.engine.collective_rpc(
+            "reload_weights",
+            kwargs={"weights_iterator": self._whole_layers(named_tensors), "is_checkpoint_format": True},
+        )
         if self.on_cpu:
             self.engine.apply_model(reprocess_shared_weights)
         self.engine.reset_prefix_cache()
@@ -191,8 +201,14 @@ class VLLMGenerator(Generator):
         if self.remove_folder is not None:
             self.remove_folder()
 
-    def generate(self, prompts: Sequence[Prompt], n: int, max_new_tokens: int | None = None,
-                 greedy_first: bool = False, emit: Emit | None = None) -> list[Group]:
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        n: int,
+        max_new_tokens: int | None = None,
+        greedy_first: bool = False,
+        emit: Emit | None = None,
+    ) -> list[Group]:
         """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode. `emit`
         gets each group the moment the engine finishes its last request (one engine per process; under tensor
         parallelism the whole batch at the end)."""
@@ -209,8 +225,10 @@ class VLLMGenerator(Generator):
         limit = max_new_tokens or self.cfg.max_new_tokens
         if emit is None or self.tp_group is not None:
             outputs = self._run(requests, limit)
-            groups = [self._group(prompt, ids, outputs[b * per_prompt:(b + 1) * per_prompt])
-                      for b, (prompt, ids) in enumerate(zip(prompts, prompt_ids))]
+            groups = [
+                self._group(prompt, ids, outputs[b * per_prompt : (b + 1) * per_prompt])
+                for b, (prompt, ids) in enumerate(zip(prompts, prompt_ids))
+            ]
             if emit is not None:
                 emit(list(enumerate(groups)))
             return groups
@@ -220,8 +238,9 @@ class VLLMGenerator(Generator):
             finished[r] = output
             b = r // per_prompt
             if all(i in finished for i in range(b * per_prompt, (b + 1) * per_prompt)):
-                groups[b] = self._group(prompts[b], prompt_ids[b],
-                                        [finished[i] for i in range(b * per_prompt, (b + 1) * per_prompt)])
+                groups[b] = self._group(
+                    prompts[b], prompt_ids[b], [finished[i] for i in range(b * per_prompt, (b + 1) * per_prompt)]
+                )
                 emit([(b, groups[b])])
         return [groups[b] for b in range(len(prompts))]
 
@@ -232,10 +251,20 @@ class VLLMGenerator(Generator):
         from vllm import SamplingParams
 
         cfg = self.cfg
-        return [SamplingParams(n=r.n, max_tokens=max_new_tokens, logprobs=0, detokenize=False,
-                               **({"temperature": 0.0, "extra_args": {LOGPROB_TEMPERATURE: cfg.temperature}}
-                                  if r.greedy else {"temperature": cfg.temperature, "top_p": cfg.top_p, "seed": r.seed}))
-                for r in requests]
+        return [
+            SamplingParams(
+                n=r.n,
+                max_tokens=max_new_tokens,
+                logprobs=0,
+                detokenize=False,
+                **(
+                    {"temperature": 0.0, "extra_args": {LOGPROB_TEMPERATURE: cfg.temperature}}
+                    if r.greedy
+                    else {"temperature": cfg.temperature, "top_p": cfg.top_p, "seed": r.seed}
+                ),
+            )
+            for r in requests
+        ]
 
     def _run(self, requests: list[Request], max_new_tokens: int) -> list[Any]:
         """The engine's outputs for `requests`, in order; under tensor parallelism every rank of the engine
@@ -246,17 +275,23 @@ class VLLMGenerator(Generator):
 
             every: list[list[Request]] = [[] for _ in range(dist.get_world_size(self.tp_group))]
             dist.all_gather_object(every, requests, group=self.tp_group)
-            start = sum(len(r) for r in every[:dist.get_rank(self.tp_group)])
+            start = sum(len(r) for r in every[: dist.get_rank(self.tp_group)])
             mine, requests = slice(start, start + len(requests)), [r for rank in every for r in rank]
-        outputs = self.engine.generate([{"prompt_token_ids": r.prompt_ids} for r in requests],
-                                       self._params(requests, max_new_tokens), use_tqdm=False)
+        outputs = self.engine.generate(
+            [{"prompt_token_ids": r.prompt_ids} for r in requests],
+            self._params(requests, max_new_tokens),
+            use_tqdm=False,
+        )
         return outputs[mine]
 
     def _stream(self, requests: list[Request], max_new_tokens: int) -> Iterator[tuple[int, Any]]:
         """(index in `requests`, output) as each request finishes: the engine's own step loop, which
         LLM.generate runs to the end before returning anything."""
-        ids = self.engine.enqueue([{"prompt_token_ids": r.prompt_ids} for r in requests],
-                                  self._params(requests, max_new_tokens), use_tqdm=False)
+        ids = self.engine.enqueue(
+            [{"prompt_token_ids": r.prompt_ids} for r in requests],
+            self._params(requests, max_new_tokens),
+            use_tqdm=False,
+        )
         # enqueue returns the engine's internal ids, "<id>-<8 random characters>"; outputs carry the "<id>" part
         index = {key: i for i, rid in enumerate(ids) for key in (str(rid), str(rid).rsplit("-", 1)[0])}
         engine = self.engine.llm_engine
@@ -268,17 +303,27 @@ class VLLMGenerator(Generator):
     def _rollout(self, completion: Any) -> Rollout:
         ids = list(completion.token_ids)
         logprobs = [float(step[token].logprob) for step, token in zip(completion.logprobs, ids)]
-        return Rollout(text=self.tokenizer.decode(ids, skip_special_tokens=True).strip(), token_ids=ids,
-                       logprobs=logprobs, truncated=completion.finish_reason == "length")
+        return Rollout(
+            text=self.tokenizer.decode(ids, skip_special_tokens=True).strip(),
+            token_ids=ids,
+            logprobs=logprobs,
+            truncated=completion.finish_reason == "length",
+        )
 
     def _check_synced(self) -> None:
-        waiting = {name for parts in self.held.values() for name in fused_group(next(iter(parts)), self.packed)[1]
-                   if name not in parts}  # the absent parts of half-received fused layers
+        waiting = {
+            name
+            for parts in self.held.values()
+            for name in fused_group(next(iter(parts)), self.packed)[1]
+            if name not in parts
+        }  # the absent parts of half-received fused layers
         if self.unsynced or waiting:
             missing = sorted(self.unsynced | waiting)
-            raise UserError(f"generator=vllm has no trained weights for {len(missing)} parameter(s) (e.g. "
-                            f"{missing[0]!r}): call load_weights with all of the policy's parameters (every part "
-                            "of a fused layer: q/k/v, gate/up) before generate, and again after a level-2 sleep.")
+            raise UserError(
+                f"generator=vllm has no trained weights for {len(missing)} parameter(s) (e.g. "
+                f"{missing[0]!r}): call load_weights with all of the policy's parameters (every part "
+                "of a fused layer: q/k/v, gate/up) before generate, and again after a level-2 sleep."
+            )
 
 
 def reprocess_shared_weights(model: torch.nn.Module) -> None:
@@ -327,8 +372,11 @@ def greedy_logprob_processor() -> type:
             return False
 
         def update_state(self, batch_update: Any) -> None:
-            process_dict_updates(self.temperatures, batch_update,
-                                 lambda params, _prompt, _output: (params.extra_args or {}).get(LOGPROB_TEMPERATURE))
+            process_dict_updates(
+                self.temperatures,
+                batch_update,
+                lambda params, _prompt, _output: (params.extra_args or {}).get(LOGPROB_TEMPERATURE),
+            )
 
         def apply(self, logits: torch.Tensor) -> torch.Tensor:
             if self.temperatures:
@@ -364,9 +412,9 @@ def start_engine(cfg: VLLMGeneratorConfig, model: torch.nn.Module, folder: str) 
     """vllm.LLM on `folder` with dummy weights, in this process."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: syncs pass tensors by reference
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.cpu_kv_cache_gib)  # read by the CPU backend only
+    import torch.distributed as dist
     from vllm import LLM
     from vllm.platforms import current_platform
-    import torch.distributed as dist
 
     check_head_dim(model.config, current_platform)
     sleep = cfg.enable_sleep_mode and current_platform.is_sleep_mode_available()
@@ -376,12 +424,22 @@ def start_engine(cfg: VLLMGeneratorConfig, model: torch.nn.Module, folder: str) 
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.") if cfg.dtype == "auto" else cfg.dtype
     set_threads = torch.set_num_threads  # vLLM's CPU worker replaces it, in this (the learner's) process
     try:
-        return LLM(model=folder, load_format="dummy", dtype=dtype, seed=cfg.seed, generation_config="vllm",
-                   tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                   max_model_len=cfg.max_model_len or None, enforce_eager=cfg.enforce_eager, enable_sleep_mode=sleep,
-                   enable_prefix_caching=cfg.enable_prefix_caching, logprobs_mode="processed_logprobs",
-                   logits_processors=[greedy_logprob_processor()],
-                   distributed_executor_backend="external_launcher" if several else None)
+        return LLM(
+            model=folder,
+            load_format="dummy",
+            dtype=dtype,
+            seed=cfg.seed,
+            generation_config="vllm",
+            tensor_parallel_size=cfg.tensor_parallel_size,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            max_model_len=cfg.max_model_len or None,
+            enforce_eager=cfg.enforce_eager,
+            enable_sleep_mode=sleep,
+            enable_prefix_caching=cfg.enable_prefix_caching,
+            logprobs_mode="processed_logprobs",
+            logits_processors=[greedy_logprob_processor()],
+            distributed_executor_backend="external_launcher" if several else None,
+        )
     finally:
         torch.set_num_threads = set_threads
 
@@ -395,20 +453,27 @@ def check_head_dim(config: Any, platform: Any) -> None:
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     supported = CPUAttentionBackend.get_supported_head_sizes()
     if head_dim not in supported:
-        raise ConfigError(f"vLLM's CPU attention does not support head size {head_dim} (hidden_size / "
-                          f"num_attention_heads); choose a model whose head size is one of {supported}.")
+        raise ConfigError(
+            f"vLLM's CPU attention does not support head size {head_dim} (hidden_size / "
+            f"num_attention_heads); choose a model whose head size is one of {supported}."
+        )
 
 
 def build_vllm_generator(cfg: VLLMGeneratorConfig, model: torch.nn.Module, tokenizer: Any) -> VLLMGenerator:
     """Start the engine from the policy's config and tokenizer; load the weights now if they are materialised."""
     tp_group = tensor_parallel_group(cfg.tensor_parallel_size)
     folder = engine_folder(model, tokenizer)
-    log.info("generator=vllm: starting a vLLM engine for the policy (profiling and, unless "
-             "generator.enforce_eager=true, graph capture: from ~15 s for a small model on CPU to minutes)")
+    log.info(
+        "generator=vllm: starting a vLLM engine for the policy (profiling and, unless "
+        "generator.enforce_eager=true, graph capture: from ~15 s for a small model on CPU to minutes)"
+    )
     start = time.monotonic()
     engine = start_engine(cfg, model, folder)
     log.info("generator=vllm: engine ready in %.0f s", time.monotonic() - start)
-    for name in ("vllm.model_executor.model_loader.reload.layerwise", "vllm.model_executor.model_loader.reload.inplace"):
+    for name in (
+        "vllm.model_executor.model_loader.reload.layerwise",
+        "vllm.model_executor.model_loader.reload.inplace",
+    ):
         logging.getLogger(name).addFilter(LoadNoiseFilter())
     generator = VLLMGenerator(engine, tokenizer, cfg, {name for name, _ in model.named_parameters()}, tp_group)
     generator.remove_folder = weakref.finalize(generator, shutil.rmtree, folder, ignore_errors=True)

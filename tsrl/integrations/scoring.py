@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tsrl.errors import UserError
 from tsrl.types import Prompt, RewardBatch
@@ -40,8 +41,14 @@ def hydra_value(value: Any) -> str:
     return f"'{escaped}'"
 
 
-def compose_run_config(regime: str, judge: str, task: str, run_dir: str, overrides: Sequence[str] = (),
-                       reward_options: dict[str, Any] | None = None):
+def compose_run_config(
+    regime: str,
+    judge: str,
+    task: str,
+    run_dir: str,
+    overrides: Sequence[str] = (),
+    reward_options: dict[str, Any] | None = None,
+):
     """The typed RunConfig `tsrl-train reward=<regime> judge=<judge> task=<task> ...` would run with."""
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
@@ -54,8 +61,17 @@ def compose_run_config(regime: str, judge: str, task: str, run_dir: str, overrid
 
     with initialize_config_module("tsrl.configs", version_base="1.3", job_name="tsrl_score"):
         try:
-            cfg = compose("config", overrides=[f"reward={regime}", f"judge={judge}", f"task={task}",
-                                               f"run_dir={hydra_value(run_dir)}", *options, *overrides])
+            cfg = compose(
+                "config",
+                overrides=[
+                    f"reward={regime}",
+                    f"judge={judge}",
+                    f"task={task}",
+                    f"run_dir={hydra_value(run_dir)}",
+                    *options,
+                    *overrides,
+                ],
+            )
         except HydraException as err:  # unknown group, option or value: say which, without Hydra's traceback
             raise UserError(f"Cannot configure reward={regime} judge={judge} task={task}: {err}") from None
     return OmegaConf.to_object(cfg)
@@ -84,21 +100,32 @@ class Scorer:
         from tsrl.types import Group, Rollout
 
         if len(prompts) != len(completions) or len({len(c) for c in completions}) > 1:
-            raise UserError("score needs one list of completions per prompt, all of the same length G; got "
-                            f"{len(prompts)} prompts and group sizes {sorted({len(c) for c in completions})}.")
+            raise UserError(
+                "score needs one list of completions per prompt, all of the same length G; got "
+                f"{len(prompts)} prompts and group sizes {sorted({len(c) for c in completions})}."
+            )
         resolved = [resolve_prompt(self.known, p) for p in prompts]
         if self.tokenizer is not None:
             groups = text_groups(self.tokenizer, resolved, completions)
         else:
-            groups = [Group(p, [], [Rollout(t, [], [], False) for t in texts]) for p, texts in zip(resolved, completions)]
+            groups = [
+                Group(p, [], [Rollout(t, [], [], False) for t in texts]) for p, texts in zip(resolved, completions)
+            ]
         batch = self.regime.score(groups)
         batch.metrics.update({f"judge/{k}": v for k, v in self.judge.drain_metrics().items()})
         return batch
 
 
-def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = "humor",
-                 prompts: Sequence[str | Prompt] | None = None, policy: tuple[Any, Any] | None = None,
-                 overrides: Sequence[str] = (), run_dir: str | Path | None = None, **reward_options: Any) -> Scorer:
+def build_scorer(
+    regime: str = "ladder",
+    judge: str = "rubric_sim",
+    task: str = "humor",
+    prompts: Sequence[str | Prompt] | None = None,
+    policy: tuple[Any, Any] | None = None,
+    overrides: Sequence[str] = (),
+    run_dir: str | Path | None = None,
+    **reward_options: Any,
+) -> Scorer:
     """Build a regime once (ladders, reward models) for `prompts` (default: the task's training prompts).
 
     policy=(model, tokenizer) gives regimes that read the policy its logits and a sampler; run_dir
@@ -118,8 +145,9 @@ def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = 
     fingerprint = judge_fingerprint(cfg.judge)
     model, tokenizer = policy if policy is not None else (None, None)
     generator = build_generator(cfg.generator, model, tokenizer) if model is not None else None
-    ctx = RegimeContext(TaskView(base, chosen), judge_obj, fingerprint, run_dir, model=model, tokenizer=tokenizer,
-                        generator=generator)
+    ctx = RegimeContext(
+        TaskView(base, chosen), judge_obj, fingerprint, run_dir, model=model, tokenizer=tokenizer, generator=generator
+    )
     try:
         built = build_regime(cfg.reward, ctx)
     except BaseException:  # e.g. the judge died during the ladder build: release its connections now
@@ -129,9 +157,16 @@ def build_scorer(regime: str = "ladder", judge: str = "rubric_sim", task: str = 
     return Scorer(built, judge_obj, {**known, **{p.text: p for p in chosen}}, tokenizer, setup_calls)
 
 
-def score_groups(prompts: Sequence[str | Prompt], completions: Sequence[Sequence[str]], regime: str = "ladder",
-                 judge: str = "rubric_sim", task: str = "humor", policy: tuple[Any, Any] | None = None,
-                 overrides: Sequence[str] = (), **reward_options: Any) -> RewardBatch:
+def score_groups(
+    prompts: Sequence[str | Prompt],
+    completions: Sequence[Sequence[str]],
+    regime: str = "ladder",
+    judge: str = "rubric_sim",
+    task: str = "humor",
+    policy: tuple[Any, Any] | None = None,
+    overrides: Sequence[str] = (),
+    **reward_options: Any,
+) -> RewardBatch:
     """One shot: build the regime for these prompts and score their groups; see the module docstring."""
     with tempfile.TemporaryDirectory(prefix="tsrl-score-") as run_dir:
         scorer = build_scorer(regime, judge, task, prompts, policy, overrides, run_dir, **reward_options)

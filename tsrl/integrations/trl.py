@@ -20,7 +20,8 @@ of the group baseline) — never 0.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +41,9 @@ def message_text(value: Any) -> str:
         if isinstance(content, list):  # multimodal parts: keep the text ones
             return "".join(part.get("text", "") for part in content if isinstance(part, dict))
         return str(content)
-    raise UserError(f"Cannot read a prompt/completion of type {type(value).__name__}; expected a string or a list "
-                    "of chat messages.")
+    raise UserError(
+        f"Cannot read a prompt/completion of type {type(value).__name__}; expected a string or a list of chat messages."
+    )
 
 
 def whole_groups(prompts: Sequence[str], num_generations: int) -> list[str]:
@@ -52,15 +54,17 @@ def whole_groups(prompts: Sequence[str], num_generations: int) -> list[str]:
         raise GroupSplitError(
             f"The tsrl reward function received {len(prompts)} completions, not a multiple of num_generations={G}: "
             "TRL split a prompt's group across processes. Set per_device_train_batch_size × steps_per_generation "
-            f"(= generation_batch_size / num_processes) to a multiple of {G}.")
+            f"(= generation_batch_size / num_processes) to a multiple of {G}."
+        )
     heads = []
     for start in range(0, len(prompts), G):
-        chunk = prompts[start:start + G]
+        chunk = prompts[start : start + G]
         if any(p != chunk[0] for p in chunk):
             raise GroupSplitError(
                 f"Completions {start}..{start + G - 1} of this batch belong to different prompts, so a group of "
                 f"num_generations={G} is split across processes; check that GRPOConfig.num_generations equals "
-                f"{G} and that per_device_train_batch_size × steps_per_generation is a multiple of it.")
+                f"{G} and that per_device_train_batch_size × steps_per_generation is a multiple of it."
+            )
         heads.append(chunk[0])
     return heads
 
@@ -68,8 +72,14 @@ def whole_groups(prompts: Sequence[str], num_generations: int) -> list[str]:
 class TournamentReward:
     """Callable reward function for trl.GRPOTrainer backed by a tsrl Scorer (built once)."""
 
-    def __init__(self, num_generations: int, regime: str = "ladder", judge: str = "rubric_sim", task: str = "humor",
-                 **scorer_options: Any) -> None:
+    def __init__(
+        self,
+        num_generations: int,
+        regime: str = "ladder",
+        judge: str = "rubric_sim",
+        task: str = "humor",
+        **scorer_options: Any,
+    ) -> None:
         from tsrl.integrations.scoring import build_scorer
 
         if num_generations < 2:
@@ -78,12 +88,18 @@ class TournamentReward:
         self.scorer = build_scorer(regime, judge, task, **scorer_options)
         self.__name__ = f"tsrl_{regime}"  # TRL logs rewards/<name>
 
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
-                 log_metric: Any = None, **kwargs: Any) -> list[float | None]:
+    def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Any = None,
+        log_metric: Any = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
         G = self.num_generations
         heads = whole_groups([message_text(p) for p in prompts], G)
         texts = [message_text(c) for c in completions]
-        batch = self.scorer.score(heads, [texts[b * G:(b + 1) * G] for b in range(len(heads))])
+        batch = self.scorer.score(heads, [texts[b * G : (b + 1) * G] for b in range(len(heads))])
         if log_metric is not None:
             for key, value in batch.metrics.items():
                 log_metric(f"tsrl/{key}", float(value))

@@ -17,12 +17,20 @@ from typing import Any
 
 from tsrl.judging.base import Judge, JudgeCounters, JudgeUnavailable, JudgeUnreadable, close_judge, stable_uniform
 from tsrl.judging.cache import VerdictCache
-from tsrl.judging.hf_local import HFLocalJudgeConfig
 from tsrl.judging.hedging import HedgeConfig
+from tsrl.judging.hf_local import HFLocalJudgeConfig
 from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
-from tsrl.judging.wrappers import (BothOrders, Budget, BudgetConfig, BudgetExceeded, Fallback,
-                                   JudgePolicyConfig, Noise, RandomOrder)
+from tsrl.judging.wrappers import (
+    BothOrders,
+    Budget,
+    BudgetConfig,
+    BudgetExceeded,
+    Fallback,
+    JudgePolicyConfig,
+    Noise,
+    RandomOrder,
+)
 from tsrl.registry import JUDGES
 
 
@@ -62,8 +70,7 @@ def judge_fingerprint(cfg: Any) -> str:
     for name, value in settings.items():  # a nested group with operational settings of its own (judge.render)
         if hasattr(type(value), "OPERATIONAL") and is_dataclass(value):
             settings[name] = {k: v for k, v in asdict(value).items() if k not in type(value).OPERATIONAL}
-    return json.dumps({"kind": type(cfg).__name__, **json.loads(json.dumps(settings, default=asdict))},
-                      sort_keys=True)
+    return json.dumps({"kind": type(cfg).__name__, **json.loads(json.dumps(settings, default=asdict))}, sort_keys=True)
 
 
 def build_judge(cfg: Any, task: Any) -> Judge:
@@ -86,8 +93,9 @@ def clean_judge_config(cfg: Any) -> Any:
     clean = replace(cfg, flip_prob=0.0, order="both", budget=BudgetConfig())
     if not isinstance(cfg, RubricSimConfig):
         return clean
-    return replace(clean, position_bias=0.0, length_weight_pair=0.0, length_weight_grade=0.0, tie_band=0.0,
-                   frame_noise=0.0)  # the simulated judge's biases and reference frame (docs/judge_simulator.md)
+    return replace(
+        clean, position_bias=0.0, length_weight_pair=0.0, length_weight_grade=0.0, tie_band=0.0, frame_noise=0.0
+    )  # the simulated judge's biases and reference frame (docs/judge_simulator.md)
 
 
 def judge_identity(cfg: Any) -> dict[str, Any]:
@@ -99,8 +107,32 @@ def judge_identity(cfg: Any) -> dict[str, Any]:
     return {"kind": JUDGES.of(cfg).name, "model": model, "fingerprint": judge_fingerprint(cfg)}
 
 
-__all__ = ["Judge", "JudgeCounters", "JudgeUnavailable", "JudgeUnreadable", "close_judge", "stable_uniform", "RubricSimConfig",
-           "SimulatedJudge", "BothOrders", "RandomOrder", "Noise", "Fallback", "Budget", "BudgetConfig",
-           "BudgetExceeded", "VerdictCache", "JudgePolicyConfig", "OpenAIJudgeConfig", "RetryConfig", "HedgeConfig",
-           "HFLocalJudgeConfig", "build_judge", "judge_fingerprint", "wrap", "order_and_noise", "clean_judge_config",
-           "judge_identity"]
+__all__ = [
+    "Judge",
+    "JudgeCounters",
+    "JudgeUnavailable",
+    "JudgeUnreadable",
+    "close_judge",
+    "stable_uniform",
+    "RubricSimConfig",
+    "SimulatedJudge",
+    "BothOrders",
+    "RandomOrder",
+    "Noise",
+    "Fallback",
+    "Budget",
+    "BudgetConfig",
+    "BudgetExceeded",
+    "VerdictCache",
+    "JudgePolicyConfig",
+    "OpenAIJudgeConfig",
+    "RetryConfig",
+    "HedgeConfig",
+    "HFLocalJudgeConfig",
+    "build_judge",
+    "judge_fingerprint",
+    "wrap",
+    "order_and_noise",
+    "clean_judge_config",
+    "judge_identity",
+]

@@ -1,7 +1,8 @@
 """The Judge protocol and the counters every judge keeps.
 
 A judge answers batches of pairwise questions. `compare` returns one Verdict per request, in order;
-`score` returns one pointwise rubric Score (0–10) per request, in order; `drain_metrics` hands back the counters accumulated since its last call (the trainer logs them per step
+`score` returns one pointwise rubric Score (0–10) per request, in order; `drain_metrics` hands back the counters
+accumulated since its last call (the trainer logs them per step
 under judge/*). Wrappers (both orders, noise, cache, budget) are judges around a judge.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections import Counter
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 

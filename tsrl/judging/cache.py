@@ -20,14 +20,16 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from tsrl.judging.base import Judge, JudgeCounters, merge_metrics
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
-SCHEMA = ("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, p REAL NOT NULL, raw TEXT, tokens INTEGER)",
-          "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL, raw TEXT, tokens INTEGER)")
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, p REAL NOT NULL, raw TEXT, tokens INTEGER)",
+    "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL, raw TEXT, tokens INTEGER)",
+)
 
 
 def image_digest(path: str | None) -> str:
@@ -45,16 +47,18 @@ def cache_key(identity: str, request: PairRequest) -> tuple[str, bool]:
     flipped = second < first
     canonical = (second, first) if flipped else (first, second)
     rubric = request.prompt.fields.get("rubric", "")  # rendered as the criteria of the question
-    blob = json.dumps([identity, request.prompt.text, rubric, canonical,
-                       "shown-flipped" if flipped else "shown-canonical"])
+    blob = json.dumps(
+        [identity, request.prompt.text, rubric, canonical, "shown-flipped" if flipped else "shown-canonical"]
+    )
     return hashlib.sha256(blob.encode()).hexdigest(), flipped
 
 
 class VerdictCache:
     """See the module docstring. `chunk` = misses sent to the inner judge per committed transaction."""
 
-    def __init__(self, inner: Judge, path: str | Path, identity: str, chunk: int = 256,
-                 score_identity: str = "") -> None:
+    def __init__(
+        self, inner: Judge, path: str | Path, identity: str, chunk: int = 256, score_identity: str = ""
+    ) -> None:
         self.inner, self.identity, self.chunk = inner, identity, max(1, chunk)
         self.score_identity = score_identity or f"{identity}|pointwise"
         self.path = Path(path).expanduser()
@@ -72,12 +76,28 @@ class VerdictCache:
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         """Pointwise grades, cached the same way: key = score identity + prompt + rubric + response."""
-        keys = [(hashlib.sha256(json.dumps([self.score_identity, r.prompt.text, r.prompt.fields.get("rubric", ""),
-                                            r.response]).encode()).hexdigest(), False) for r in requests]
+        keys = [
+            (
+                hashlib.sha256(
+                    json.dumps(
+                        [self.score_identity, r.prompt.text, r.prompt.fields.get("rubric", ""), r.response]
+                    ).encode()
+                ).hexdigest(),
+                False,
+            )
+            for r in requests
+        ]
         return self._answer("scores", keys, requests, self.inner.score, Score, "value")
 
-    def _answer(self, table: str, keys: list[tuple[str, bool]], requests: Sequence, ask: Callable[[list], list],
-                kind: type, field: str) -> list:
+    def _answer(
+        self,
+        table: str,
+        keys: list[tuple[str, bool]],
+        requests: Sequence,
+        ask: Callable[[list], list],
+        kind: type,
+        field: str,
+    ) -> list:
         """Answers (Verdict or Score, `field` holding the value) stored in `table` where present; the rest asked of
         the inner judge once per distinct key, in chunks committed one transaction each (only real answers are
         stored). A key's flag says the stored value belongs to the mirrored question: 1 − value."""
@@ -92,7 +112,7 @@ class VerdictCache:
         self.counters.record([a for a in out if a is not None])
         pending = list(misses.values())
         for start in range(0, len(pending), self.chunk):
-            batch = pending[start:start + self.chunk]
+            batch = pending[start : start + self.chunk]
             answers = ask([requests[idx[0]] for idx in batch])
             rows = []
             for idx, answer in zip(batch, answers):

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from omegaconf import MISSING
@@ -113,8 +114,11 @@ def model_answers(verdicts: Sequence[Verdict], meta: Sequence[tuple[int, bool]],
     forms: dict[str, int] = defaultdict(int)
     for v in answered:
         forms[v.form or "unknown"] += 1
-    soft = [(v.p_first, float(better_first)) for v, (_, better_first) in zip(verdicts, meta)
-            if v.p_first is not None and v.form.endswith("+soft")]
+    soft = [
+        (v.p_first, float(better_first))
+        for v, (_, better_first) in zip(verdicts, meta)
+        if v.p_first is not None and v.form.endswith("+soft")
+    ]
     return {
         "format_following": 1.0 - metrics.get("unreadable_answers", 0.0) / metrics["answers"],
         "reask_share": metrics.get("reasked_requests", 0.0) / len(answered) if answered else float("nan"),
@@ -131,7 +135,7 @@ def summarise(verdicts: Sequence[Verdict], meta: Sequence[tuple[int, bool]], jud
     consistent: list[float] = []
     for k in range(0, len(verdicts), 2):  # (better, worse) then (worse, better)
         pair = []
-        for v, (gap, better_first) in zip(verdicts[k:k + 2], meta[k:k + 2]):
+        for v, (gap, better_first) in zip(verdicts[k : k + 2], meta[k : k + 2]):
             if v.p_first is None:
                 continue
             p_better = v.p_first if better_first else 1.0 - v.p_first
@@ -178,8 +182,16 @@ def check_judge(judge: Judge, prompts: Sequence[Prompt]) -> tuple[dict, list[Ver
     return summarise(verdicts, meta, judge.drain_metrics()), verdicts
 
 
-def fit_judge(judge: Judge, judge_cfg: Any, task: Any, prompts: Sequence[Prompt], verdicts: Sequence[Verdict],
-              cfg: CheckConfig, label: str, out: Path) -> dict:
+def fit_judge(
+    judge: Judge,
+    judge_cfg: Any,
+    task: Any,
+    prompts: Sequence[Prompt],
+    verdicts: Sequence[Verdict],
+    cfg: CheckConfig,
+    label: str,
+    out: Path,
+) -> dict:
     """Grade the anchors, fit the perception model to grades and verdicts, write out/judge_profile.yaml."""
     from tsrl.judging.fit import collect_answers
     from tsrl.tasks import SimulatedQuality
@@ -190,10 +202,13 @@ def fit_judge(judge: Judge, judge_cfg: Any, task: Any, prompts: Sequence[Prompt]
         latent, kind = (lambda p, rank, text: -float(rank)), "rank"
     answers = collect_answers(judge, prompts, latent, cfg.repeats, verdicts=verdicts)
     answers.latent = kind
-    scale = [getattr(judge_cfg, name, default) for name, default in
-             (("grade_lo", 0.0), ("grade_hi", 10.0), ("grade_levels", 11))]  # a model judge: the rubric's 0–10
-    command = (f"tsrl-judge-check task={task.name} check.fit=true check.prompts={len(prompts)} "
-               f"check.repeats={cfg.repeats}")
+    scale = [
+        getattr(judge_cfg, name, default)
+        for name, default in (("grade_lo", 0.0), ("grade_hi", 10.0), ("grade_levels", 11))
+    ]  # a model judge: the rubric's 0–10
+    command = (
+        f"tsrl-judge-check task={task.name} check.fit=true check.prompts={len(prompts)} check.repeats={cfg.repeats}"
+    )
     saved = {"judge": label, "command": command, "scale": scale, **answers.to_json()}
     (out / "judge_answers.json").write_text(json.dumps(saved))  # a failed fit loses no answer: check.refit
     return fit_saved(saved, cfg.profile_name, out)
@@ -219,16 +234,22 @@ def refit(cfg: JudgeCheckRunConfig) -> dict:
     files = source / "judge_check.json", source / "judge_answers.json"
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
-        raise ConfigError(f"check.refit={source}: {', '.join(missing)} missing; refit needs the run_dir of an earlier "
-                          "`tsrl-judge-check check.fit=true` that got as far as asking its questions.")
+        raise ConfigError(
+            f"check.refit={source}: {', '.join(missing)} missing; refit needs the run_dir of an earlier "
+            "`tsrl-judge-check check.fit=true` that got as far as asking its questions."
+        )
     try:
         report, saved = (json.loads(f.read_text()) for f in files)
         missing_keys = sorted({"judge", "command", "scale", *Answers.ARRAYS, "unanswered", "latent"} - set(saved))
     except (OSError, ValueError, TypeError) as err:
-        raise ConfigError(f"check.refit={source}: its saved check is unreadable ({err}); run the check again.") from None
+        raise ConfigError(
+            f"check.refit={source}: its saved check is unreadable ({err}); run the check again."
+        ) from None
     if missing_keys:
-        raise ConfigError(f"check.refit={source}: judge_answers.json lacks {', '.join(missing_keys)}; it was not "
-                          "written by `tsrl-judge-check check.fit=true`, or was cut short: run the check again.")
+        raise ConfigError(
+            f"check.refit={source}: judge_answers.json lacks {', '.join(missing_keys)}; it was not "
+            "written by `tsrl-judge-check check.fit=true`, or was cut short: run the check again."
+        )
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     report["fit"] = fit_saved(saved, cfg.check.profile_name, out)
@@ -246,8 +267,10 @@ def run_check(cfg: JudgeCheckRunConfig) -> dict:
     task = build_task(cfg.task)
     prompts = [p for p in task.prompts(cfg.check.split) if len(p.anchors) >= 2]
     if not prompts:
-        raise ConfigError(f"The {cfg.check.split!r} split of task {task.name!r} has no prompt with two anchors "
-                          "or more; the judge check needs reference anchors (choose another check.split).")
+        raise ConfigError(
+            f"The {cfg.check.split!r} split of task {task.name!r} has no prompt with two anchors "
+            "or more; the judge check needs reference anchors (choose another check.split)."
+        )
     prompts = prompts[: cfg.check.prompts] if cfg.check.prompts else prompts
     judge = build_judge(raw_positions(cfg.judge), task)
     out = Path(cfg.run_dir)
@@ -268,22 +291,27 @@ def run_check(cfg: JudgeCheckRunConfig) -> dict:
 def format_report(report: dict) -> str:
     gaps = "  ".join(f"{g}: {100 * a:.1f}%" for g, a in report["accuracy_by_gap"].items())
     errors = ", ".join(f"{k} {v:.0f}" for k, v in report["errors"].items()) or "none"
-    latency = ("n/a" if report["latency_p50_s"] is None else
-               f"p50 {1000 * report['latency_p50_s']:.0f} ms, p95 {1000 * report['latency_p95_s']:.0f} ms")
-    return "\n".join([
-        f"judge check: {report['judge']} on {report['prompts']} {report['task']} prompts ({report['split']}), "
-        f"{report['answered']}/{report['questions']} questions answered",
-        f"  accuracy (P to the better anchor)  {100 * report['accuracy']:.1f}%",
-        f"  by rank gap                        {gaps}",
-        f"  position bias P(first wins)        {report['position_bias_p_first']:.3f}   (0.5 = none)",
-        f"  swap consistency                   {100 * report['swap_consistency']:.1f}%",
-        f"  tie rate                           {100 * report['tie_rate']:.1f}%",
-        f"  errors                             {errors}",
-        f"  latency                            {latency}",
-        f"  tokens / cost per 1k comparisons   {report['tokens_per_1k']:.0f} / ${report['cost_usd_per_1k']:.4f}",
-        *model_lines(report),
-        *fit_lines(report),
-    ])
+    latency = (
+        "n/a"
+        if report["latency_p50_s"] is None
+        else f"p50 {1000 * report['latency_p50_s']:.0f} ms, p95 {1000 * report['latency_p95_s']:.0f} ms"
+    )
+    return "\n".join(
+        [
+            f"judge check: {report['judge']} on {report['prompts']} {report['task']} prompts ({report['split']}), "
+            f"{report['answered']}/{report['questions']} questions answered",
+            f"  accuracy (P to the better anchor)  {100 * report['accuracy']:.1f}%",
+            f"  by rank gap                        {gaps}",
+            f"  position bias P(first wins)        {report['position_bias_p_first']:.3f}   (0.5 = none)",
+            f"  swap consistency                   {100 * report['swap_consistency']:.1f}%",
+            f"  tie rate                           {100 * report['tie_rate']:.1f}%",
+            f"  errors                             {errors}",
+            f"  latency                            {latency}",
+            f"  tokens / cost per 1k comparisons   {report['tokens_per_1k']:.0f} / ${report['cost_usd_per_1k']:.4f}",
+            *model_lines(report),
+            *fit_lines(report),
+        ]
+    )
 
 
 def fit_lines(report: dict) -> list[str]:
@@ -314,8 +342,11 @@ def model_lines(report: dict) -> list[str]:
         return []
     forms = ", ".join(f"{form} {count}" for form, count in sorted(report["forms"].items())) or "none"
     cal = report["calibration"]
-    calibrated = ("n/a (no soft verdicts: ask for log-probs, e.g. judge.form=direct)" if cal is None else
-                  f"ECE {cal['ece']:.3f}, Brier {cal['brier']:.3f} over {cal['n']:.0f} soft verdicts")
+    calibrated = (
+        "n/a (no soft verdicts: ask for log-probs, e.g. judge.form=direct)"
+        if cal is None
+        else f"ECE {cal['ece']:.3f}, Brier {cal['brier']:.3f} over {cal['n']:.0f} soft verdicts"
+    )
     return [
         f"  format following                   {100 * report['format_following']:.1f}% of answers readable",
         f"  answered after a re-ask            {100 * report['reask_share']:.1f}%",

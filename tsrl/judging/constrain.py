@@ -34,11 +34,12 @@ import asyncio
 import json
 import re
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from tsrl.errors import ConfigError
-from tsrl.judging.prompting import JudgeTemplate, ParseError, VERDICT_P
+from tsrl.judging.prompting import VERDICT_P, JudgeTemplate, ParseError
 
 FORMS = ("reasoning", "direct")
 CONSTRAINTS = ("auto", "regex", "choice", "json", "off")
@@ -48,14 +49,22 @@ VERDICTS = ("A", "B", "TIE")
 GRADES = tuple(str(g) for g in range(11))
 PROBE = "zqx-probe"
 VERDICT_SLACK = 16  # tokens kept for "\nVERDICT: TIE" after the reasoning line (and a closing brace in JSON)
-DIRECT_MAX_TOKENS = {"choice": 4, "regex": 4, "json": 24, "off": 8}  # "TIE" and the end; {"verdict":"TIE"}; a bit of slack
+DIRECT_MAX_TOKENS = {
+    "choice": 4,
+    "regex": 4,
+    "json": 24,
+    "off": 8,
+}  # "TIE" and the end; {"verdict":"TIE"}; a bit of slack
 
-DIRECT_PAIRWISE = ("Answer with exactly one of A, B or TIE: A if response A is better, B if response B is better, "
-                   "TIE only if you truly cannot prefer either. Write nothing else.")
+DIRECT_PAIRWISE = (
+    "Answer with exactly one of A, B or TIE: A if response A is better, B if response B is better, "
+    "TIE only if you truly cannot prefer either. Write nothing else."
+)
 DIRECT_POINTWISE = "Answer with the grade alone: one integer from 0 to 10. Write nothing else."
 DIRECT_LINE = re.compile(r"^[\s*`\"'_]*(?:verdict\s*:\s*)?[*`\"'_]*\s*(a|b|tie)\s*[*`\"'_.]*\s*$", re.IGNORECASE)
-GRADE_LINE = re.compile(r"^[\s*`\"'_]*(?:score\s*:\s*)?[*`\"'_]*\s*(\d{1,2})(?:\s*/\s*10)?\s*[*`\"'_.]*\s*$",
-                        re.IGNORECASE)
+GRADE_LINE = re.compile(
+    r"^[\s*`\"'_]*(?:score\s*:\s*)?[*`\"'_]*\s*(\d{1,2})(?:\s*/\s*10)?\s*[*`\"'_.]*\s*$", re.IGNORECASE
+)
 
 
 def check_form(form: str, constrain: str) -> None:
@@ -64,8 +73,10 @@ def check_form(form: str, constrain: str) -> None:
     if constrain not in CONSTRAINTS:
         raise ConfigError(f"judge.constrain={constrain!r} is unknown; choose one of {list(CONSTRAINTS)}.")
     if constrain == "choice" and form != "direct":
-        raise ConfigError("judge.constrain=choice fixes the whole answer to one of the verdicts, which leaves no room "
-                          "for reasoning; use judge.form=direct with it, or judge.constrain=regex|json|auto.")
+        raise ConfigError(
+            "judge.constrain=choice fixes the whole answer to one of the verdicts, which leaves no room "
+            "for reasoning; use judge.form=direct with it, or judge.constrain=regex|json|auto."
+        )
 
 
 def direct_template(template: JudgeTemplate) -> JudgeTemplate:
@@ -73,13 +84,14 @@ def direct_template(template: JudgeTemplate) -> JudgeTemplate:
     user = template.user
     cut = max(user.rfind("$fence_b_close"), user.rfind("$fence_a_close"))
     if cut < 0:
-        raise ConfigError(f"judge.form=direct needs a template whose responses are fenced ($fence_a_close…); "
-                          f"{template.name} has no fence, so its closing instruction cannot be replaced.")
+        raise ConfigError(
+            f"judge.form=direct needs a template whose responses are fenced ($fence_a_close…); "
+            f"{template.name} has no fence, so its closing instruction cannot be replaced."
+        )
     pairwise = "$fence_b_close" in user
     end = user.index("_close", cut) + len("_close")
     instruction = DIRECT_PAIRWISE if pairwise else DIRECT_POINTWISE
-    return JudgeTemplate(f"{template.name}+direct", template.system, f"{user[:end]}\n\n{instruction}",
-                         template.digest)
+    return JudgeTemplate(f"{template.name}+direct", template.system, f"{user[:end]}\n\n{instruction}", template.digest)
 
 
 def reasoning_chars(max_tokens: int, json_object: bool = False) -> int:
@@ -96,10 +108,16 @@ def regex(kind: str, form: str, max_tokens: int) -> str:
 
 
 def schema(kind: str, form: str, max_tokens: int) -> dict[str, Any]:
-    answer = ({"verdict": {"type": "string", "enum": list(VERDICTS)}} if kind == "verdict" else
-              {"score": {"type": "integer", "enum": list(range(11))}})
-    properties = answer if form == "direct" else {
-        "reasoning": {"type": "string", "maxLength": reasoning_chars(max_tokens, json_object=True)}, **answer}
+    answer = (
+        {"verdict": {"type": "string", "enum": list(VERDICTS)}}
+        if kind == "verdict"
+        else {"score": {"type": "integer", "enum": list(range(11))}}
+    )
+    properties = (
+        answer
+        if form == "direct"
+        else {"reasoning": {"type": "string", "maxLength": reasoning_chars(max_tokens, json_object=True)}, **answer}
+    )
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
@@ -112,8 +130,12 @@ def fields(dialect: str, constraint: str, value: Any) -> dict[str, Any]:
     if constraint == "json" and dialect == "structured_outputs":  # vLLM: without free whitespace, which eats tokens
         return {"structured_outputs": {"json": value, "disable_any_whitespace": True}}
     if constraint == "json":
-        return {"response_format": {"type": "json_schema",
-                                    "json_schema": {"name": "tsrl_answer", "schema": value, "strict": True}}}
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "tsrl_answer", "schema": value, "strict": True},
+            }
+        }
     if dialect == "structured_outputs":
         return {"structured_outputs": {constraint: value}}
     if dialect == "guided":
@@ -162,8 +184,11 @@ def answer_spec(kind: str, form: str, constraint: str, dialect: str | None, max_
     limit = {"max_tokens": min(max_tokens, DIRECT_MAX_TOKENS[constraint]) if form == "direct" else max_tokens}
     if constraint == "off":
         return AnswerSpec(kind, form, "off", limit)
-    value: Any = {"choice": lambda: choices(kind), "regex": lambda: regex(kind, form, max_tokens),
-                  "json": lambda: schema(kind, form, max_tokens)}[constraint]()
+    value: Any = {
+        "choice": lambda: choices(kind),
+        "regex": lambda: regex(kind, form, max_tokens),
+        "json": lambda: schema(kind, form, max_tokens),
+    }[constraint]()
     return AnswerSpec(kind, form, constraint, {**fields(dialect or "response_format", constraint, value), **limit})
 
 
@@ -185,8 +210,9 @@ def parse_json(text: str, kind: str) -> float:
         answer = json.loads(text)
         value = answer[kind]
     except (ValueError, TypeError, KeyError):
-        raise ParseError(f"unparseable_{kind}", f"not a JSON object with a {kind!r} field: {text.strip()[-80:]!r}") \
-            from None
+        raise ParseError(
+            f"unparseable_{kind}", f"not a JSON object with a {kind!r} field: {text.strip()[-80:]!r}"
+        ) from None
     if kind == "verdict" and str(value).upper() in VERDICTS:
         return VERDICT_P[str(value).lower()]
     if kind == "score" and isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 10:
@@ -197,8 +223,12 @@ def parse_json(text: str, kind: str) -> float:
 def probe_fields(dialect: str) -> tuple[dict[str, Any], Callable[[str], bool]]:
     """A constraint in `dialect` that only a server obeying it meets, and the check of the answer."""
     if dialect == "response_format":
-        value: Any = {"type": "object", "properties": {"probe": {"type": "string", "enum": [PROBE]}},
-                      "required": ["probe"], "additionalProperties": False}
+        value: Any = {
+            "type": "object",
+            "properties": {"probe": {"type": "string", "enum": [PROBE]}},
+            "required": ["probe"],
+            "additionalProperties": False,
+        }
 
         def obeyed(text: str) -> bool:
             try:
@@ -236,16 +266,23 @@ def advice(spec: AnswerSpec, cut: bool) -> str:
     line = "'VERDICT: A|B|TIE'" if spec.kind == "verdict" else "'SCORE: <0-10>'"
     limit = spec.body.get("max_tokens")
     if spec.constraint == "off":
-        what = f"end its answer with a line {line}" if spec.form == "reasoning" else f"answer with the {spec.kind} alone"
+        what = (
+            f"end its answer with a line {line}" if spec.form == "reasoning" else f"answer with the {spec.kind} alone"
+        )
         ran = f" (these ran to judge.max_tokens={limit} without one)" if cut else ""
-        return (f"The server is up; with judge.constrain=off the model must {what}, and this one does not{ran}. Use "
-                "judge.constrain=auto (vLLM, SGLang and most hosted APIs can constrain the answer), a stronger judge "
-                "model, or a template it follows (judge.template=…).")
+        return (
+            f"The server is up; with judge.constrain=off the model must {what}, and this one does not{ran}. Use "
+            "judge.constrain=auto (vLLM, SGLang and most hosted APIs can constrain the answer), a stronger judge "
+            "model, or a template it follows (judge.template=…)."
+        )
     if cut:
-        return (f"The answers were cut off at max_tokens={limit} before the {spec.kind}. Raise judge.max_tokens"
-                + (", or use judge.form=direct." if spec.form == "reasoning" else "."))
-    return (f"The server was asked to constrain the answers ({spec.label}) but they do not conform, so it does "
-            "not apply that constraint. Check its structured-output support, or try judge.constrain=json or off.")
+        return f"The answers were cut off at max_tokens={limit} before the {spec.kind}. Raise judge.max_tokens" + (
+            ", or use judge.form=direct." if spec.form == "reasoning" else "."
+        )
+    return (
+        f"The server was asked to constrain the answers ({spec.label}) but they do not conform, so it does "
+        "not apply that constraint. Check its structured-output support, or try judge.constrain=json or off."
+    )
 
 
 class FormatWatch:
@@ -300,6 +337,6 @@ class FormatWatch:
             last = f"the last one ended {sample!r}" if sample else "the last one was empty"
             self.error = self.make_error(
                 f"The judge at {where} answers, but none of its first {seen} answers held a readable {spec.kind} "
-                f"({kinds}; asked as {spec.label}); {last}. "
-                + advice(spec, self.cut == seen))
+                f"({kinds}; asked as {spec.label}); {last}. " + advice(spec, self.cut == seen)
+            )
             self.changed.set()

@@ -27,8 +27,9 @@ the Gumbel whose differences are the logistic of scale τ), the frame is the gra
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import optimize, stats
@@ -66,17 +67,28 @@ class Answers:
     ARRAYS = ("dq", "dh", "outcome", "q", "h", "grade")
 
     def to_json(self) -> dict[str, Any]:
-        return {**{k: getattr(self, k).tolist() for k in self.ARRAYS}, "unanswered": self.unanswered,
-                "latent": self.latent}
+        return {
+            **{k: getattr(self, k).tolist() for k in self.ARRAYS},
+            "unanswered": self.unanswered,
+            "latent": self.latent,
+        }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Answers":
-        return cls(**{k: np.asarray(data[k], float) for k in cls.ARRAYS}, unanswered=int(data["unanswered"]),
-                   latent=str(data["latent"]))
+    def from_json(cls, data: dict[str, Any]) -> Answers:
+        return cls(
+            **{k: np.asarray(data[k], float) for k in cls.ARRAYS},
+            unanswered=int(data["unanswered"]),
+            latent=str(data["latent"]),
+        )
 
 
-def collect_answers(judge: Any, prompts: Sequence[Prompt], latent: Callable[[Prompt, int, str], float],
-                    repeats: int = 1, verdicts: Sequence[Verdict] | None = None) -> Answers:
+def collect_answers(
+    judge: Any,
+    prompts: Sequence[Prompt],
+    latent: Callable[[Prompt, int, str], float],
+    repeats: int = 1,
+    verdicts: Sequence[Verdict] | None = None,
+) -> Answers:
     """Ask `judge` every anchor pair of `prompts` in both orders and every anchor's grade, `repeats` times each
     (`verdicts`: answers to one round of the pairs already asked, in anchor-pair order, reused as the first)."""
     pairs, grades = [], []
@@ -90,19 +102,28 @@ def collect_answers(judge: Any, prompts: Sequence[Prompt], latent: Callable[[Pro
     rounds = repeats - (1 if verdicts is not None else 0)
     asked += judge.compare([PairRequest(p, a[2], b[2]) for _ in range(rounds) for p, a, b in pairs])
     scores: list[Score] = judge.score([ScoreRequest(p, item[2]) for _ in range(repeats) for p, item in grades])
-    pair_rows = [(a[0] - b[0], a[1] - b[1], v.p_first) for (_, a, b), v in zip(pairs * repeats, asked)
-                 if v.p_first is not None]
+    pair_rows = [
+        (a[0] - b[0], a[1] - b[1], v.p_first) for (_, a, b), v in zip(pairs * repeats, asked) if v.p_first is not None
+    ]
     grade_rows = [(item[0], item[1], s.value) for (_, item), s in zip(grades * repeats, scores) if s.value is not None]
     missing = len(asked) + len(scores) - len(pair_rows) - len(grade_rows)
     column = lambda rows, k: np.array([r[k] for r in rows], float)  # noqa: E731
-    return Answers(dq=column(pair_rows, 0), dh=column(pair_rows, 1), outcome=column(pair_rows, 2),
-                   q=column(grade_rows, 0), h=column(grade_rows, 1), grade=column(grade_rows, 2), unanswered=missing)
+    return Answers(
+        dq=column(pair_rows, 0),
+        dh=column(pair_rows, 1),
+        outcome=column(pair_rows, 2),
+        q=column(grade_rows, 0),
+        h=column(grade_rows, 1),
+        grade=column(grade_rows, 2),
+        unanswered=missing,
+    )
 
 
 # --- the likelihoods, in the parameters the answers pin --------------------------------------------------------
 # Verdicts: a = 1/τ (signal per latent unit), b = β/τ (position, in logits), d = δ/τ (tie band), c = γ_pair/τ.
 # Grades: α₂ = 1/σ_g (signal), α₀ = c₀/σ_g, α₁ = s/σ_g, α₃ = γ_grade/σ_g. A judge blind to quality has a = 0 or
 # α₂ = 0, where τ or σ_g is infinite: these stay finite, and the simulator's parameters are ratios of them.
+
 
 def verdict_nll(theta: np.ndarray, a: Answers, with_ties: bool, with_length: bool, with_signal: bool = True) -> float:
     """−log L of the verdicts; θ = (a, b, [log d], [c])."""
@@ -120,7 +141,7 @@ def verdict_nll(theta: np.ndarray, a: Answers, with_ties: bool, with_length: boo
 def penalty(theta: np.ndarray) -> float:
     """−log of a weak N(0, PRIOR_SD²) on each parameter: nothing the answers pin moves measurably, and the
     estimates stay finite when the answers separate (every verdict for the first shown, every grade a 10)."""
-    return float(np.sum(np.asarray(theta) ** 2)) / (2.0 * PRIOR_SD ** 2)
+    return float(np.sum(np.asarray(theta) ** 2)) / (2.0 * PRIOR_SD**2)
 
 
 def grade_bounds(grade: np.ndarray, lo: float, hi: float, levels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -145,6 +166,7 @@ def grade_nll(theta: np.ndarray, a: Answers, bounds: tuple[np.ndarray, np.ndarra
 
 # --- maximum likelihood and intervals ---------------------------------------------------------------------------
 
+
 def hessian(f: Callable[[np.ndarray], float], x: np.ndarray, step: float = 1e-4) -> np.ndarray:
     """Central finite-difference Hessian of f at x."""
     n, h = len(x), np.empty((len(x), len(x)))
@@ -152,14 +174,16 @@ def hessian(f: Callable[[np.ndarray], float], x: np.ndarray, step: float = 1e-4)
         for j in range(i, n):
             e_i, e_j = np.eye(n)[i] * step, np.eye(n)[j] * step
             h[i, j] = h[j, i] = (f(x + e_i + e_j) - f(x + e_i - e_j) - f(x - e_i + e_j) + f(x - e_i - e_j)) / (
-                4 * step * step)
+                4 * step * step
+            )
     return h
 
 
 def maximise(nll: Callable[[np.ndarray], float], start: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """(estimate, covariance, −log L at the estimate); the covariance is the inverse observed information."""
-    result = optimize.minimize(nll, start, method="Nelder-Mead",
-                               options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 20000, "maxfev": 40000})
+    result = optimize.minimize(
+        nll, start, method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 20000, "maxfev": 40000}
+    )
     result = optimize.minimize(nll, result.x, method="BFGS")
     try:
         cov = np.linalg.inv(hessian(nll, result.x))
@@ -183,8 +207,15 @@ class Estimate:
         return {**out, "fixed": self.fixed} if self.fixed else out
 
 
-def derived(theta: np.ndarray, cov: np.ndarray, f: Callable[[np.ndarray], np.ndarray], signal: int,
-            reciprocal: bool = False, seed: int = 0, draws: int = 4000) -> Estimate:
+def derived(
+    theta: np.ndarray,
+    cov: np.ndarray,
+    f: Callable[[np.ndarray], np.ndarray],
+    signal: int,
+    reciprocal: bool = False,
+    seed: int = 0,
+    draws: int = 4000,
+) -> Estimate:
     """f(θ) with a 95 % interval from draws of θ's normal approximation. f divides by θ[signal] (1/τ or 1/σ_g):
     where more than 2.5 % of the draws put that signal at or below zero, the data cannot exclude a judge blind
     to quality and the interval is unbounded on the side the blind judge lies."""
@@ -216,18 +247,33 @@ def fit_verdicts(a: Answers) -> dict[str, Any]:
     start = np.array([1.0, 0.0] + ([math.log(0.2)] if with_ties else []) + ([0.0] if with_length else []))
     theta, cov, nll = maximise(lambda t: verdict_nll(t, a, with_ties, with_length), start)
     i_tie, i_len = 2, 2 + with_ties
-    out = {"signal_per_tau": natural(theta, cov, 0),
-           "p_first_if_equal": natural_probability(theta, cov),
-           "tau": derived(theta, cov, lambda t: 1.0 / t[:, 0], signal=0, reciprocal=True),
-           "position_bias": derived(theta, cov, lambda t: t[:, 1] / t[:, 0], signal=0)}
-    out["tie_band"] = (derived(theta, cov, lambda t: np.exp(t[:, i_tie]) / t[:, 0], signal=0) if with_ties else
-                       Estimate(0.0, 0.0, 0.0, fixed="no TIE answered"))
-    out["length_weight_pair"] = (derived(theta, cov, lambda t: t[:, i_len] / t[:, 0], signal=0) if with_length else
-                                 Estimate(0.0, 0.0, 0.0, fixed="the anchors' lengths do not vary"))
+    out = {
+        "signal_per_tau": natural(theta, cov, 0),
+        "p_first_if_equal": natural_probability(theta, cov),
+        "tau": derived(theta, cov, lambda t: 1.0 / t[:, 0], signal=0, reciprocal=True),
+        "position_bias": derived(theta, cov, lambda t: t[:, 1] / t[:, 0], signal=0),
+    }
+    out["tie_band"] = (
+        derived(theta, cov, lambda t: np.exp(t[:, i_tie]) / t[:, 0], signal=0)
+        if with_ties
+        else Estimate(0.0, 0.0, 0.0, fixed="no TIE answered")
+    )
+    out["length_weight_pair"] = (
+        derived(theta, cov, lambda t: t[:, i_len] / t[:, 0], signal=0)
+        if with_length
+        else Estimate(0.0, 0.0, 0.0, fixed="the anchors' lengths do not vary")
+    )
     blind = maximise(lambda t: verdict_nll(t, a, with_ties, with_length, with_signal=False), theta)[2]
     lr = max(2.0 * (blind - nll), 0.0)
-    return {"estimates": out, "theta": theta, "cov": cov, "nll": nll, "ties": with_ties, "length": with_length,
-            "signal_test": {"lr": float(lr), "p_value": float(stats.chi2.sf(lr, 1))}}
+    return {
+        "estimates": out,
+        "theta": theta,
+        "cov": cov,
+        "nll": nll,
+        "ties": with_ties,
+        "length": with_length,
+        "signal_test": {"lr": float(lr), "p_value": float(stats.chi2.sf(lr, 1))},
+    }
 
 
 def natural_probability(theta: np.ndarray, cov: np.ndarray) -> Estimate:
@@ -242,21 +288,27 @@ def fit_grades(a: Answers, lo: float, hi: float, levels: int) -> dict[str, Any]:
     with_length = bool(np.ptp(a.h) > 0) if len(a.h) else False
     start = np.array([float(np.median(a.q)), 0.0, 1.0] + ([0.0] if with_length else []))
     theta, cov, nll = maximise(lambda t: grade_nll(t, a, bounds, with_length), start)
-    out = {"grade_signal_per_sigma": natural(theta, cov, 2),
-           "score_centre": derived(theta, cov, lambda t: t[:, 0] / t[:, 2], signal=2),
-           "score_scale": derived(theta, cov, lambda t: np.exp(t[:, 1]) / t[:, 2], signal=2),
-           "grade_noise": derived(theta, cov, lambda t: 1.0 / t[:, 2], signal=2, reciprocal=True),
-           "length_weight_grade": (derived(theta, cov, lambda t: t[:, 3] / t[:, 2], signal=2) if with_length else
-                                   Estimate(0.0, 0.0, 0.0, fixed="the anchors' lengths do not vary"))}
+    out = {
+        "grade_signal_per_sigma": natural(theta, cov, 2),
+        "score_centre": derived(theta, cov, lambda t: t[:, 0] / t[:, 2], signal=2),
+        "score_scale": derived(theta, cov, lambda t: np.exp(t[:, 1]) / t[:, 2], signal=2),
+        "grade_noise": derived(theta, cov, lambda t: 1.0 / t[:, 2], signal=2, reciprocal=True),
+        "length_weight_grade": (
+            derived(theta, cov, lambda t: t[:, 3] / t[:, 2], signal=2)
+            if with_length
+            else Estimate(0.0, 0.0, 0.0, fixed="the anchors' lengths do not vary")
+        ),
+    }
     return {"estimates": out, "theta": theta, "cov": cov, "nll": nll}
 
 
 def frame_share(verdicts: dict[str, Any], grades: dict[str, Any], seed: int = 0, draws: int = 4000) -> Estimate:
     """σ_η = √max(σ_g² − (τπ/√6)², 0): the grade noise beyond the verdicts' item noise (1/α₂ and 1/a), with a
     95 % interval from draws of the two fits' normal approximations; unbounded when either signal may be 0."""
+
     def frame(a: np.ndarray, alpha: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
-            return np.sqrt(np.maximum(1.0 / alpha ** 2 - (GUMBEL_STD / a) ** 2, 0.0))
+            return np.sqrt(np.maximum(1.0 / alpha**2 - (GUMBEL_STD / a) ** 2, 0.0))
 
     a, alpha = verdicts["theta"][0], grades["theta"][2]
     value = float(frame(np.array(a), np.array(alpha))) if a > 0 and alpha > 0 else math.inf
@@ -274,9 +326,11 @@ def frame_share(verdicts: dict[str, Any], grades: dict[str, Any], seed: int = 0,
 def fit_answers(a: Answers, lo: float = 0.0, hi: float = 10.0, levels: int = 11) -> dict[str, Any]:
     """Every parameter the answers pin, with its interval, the signal test and the grades' spread."""
     if len(a.outcome) < 10 or len(a.grade) < 10:
-        raise ConfigError(f"The fit needs at least 10 readable verdicts and 10 readable grades; the judge gave "
-                          f"{len(a.outcome)} and {len(a.grade)}. Use more prompts (check.prompts) or repeats "
-                          "(check.repeats), or fix the judge's answer format first (the check's report says how).")
+        raise ConfigError(
+            f"The fit needs at least 10 readable verdicts and 10 readable grades; the judge gave "
+            f"{len(a.outcome)} and {len(a.grade)}. Use more prompts (check.prompts) or repeats "
+            "(check.repeats), or fix the judge's answer format first (the check's report says how)."
+        )
     verdicts, grades = fit_verdicts(a), fit_grades(a, lo, hi, levels)
     estimates = {**verdicts["estimates"], **grades["estimates"], "frame_noise": frame_share(verdicts, grades)}
     values, counts = np.unique(a.grade, return_counts=True)
@@ -284,9 +338,14 @@ def fit_answers(a: Answers, lo: float = 0.0, hi: float = 10.0, levels: int = 11)
         "estimates": estimates,
         "signal_test": verdicts["signal_test"],
         "log_likelihood": {"verdicts": -float(verdicts["nll"]), "grades": -float(grades["nll"])},
-        "data": {"verdicts": int(len(a.outcome)), "grades": int(len(a.grade)), "unanswered": a.unanswered,
-                 "latent": a.latent, "ties": int(np.sum(a.outcome == 0.5)),
-                 "grades_used": {f"{v:g}": int(c) for v, c in zip(values, counts)}},
+        "data": {
+            "verdicts": int(len(a.outcome)),
+            "grades": int(len(a.grade)),
+            "unanswered": a.unanswered,
+            "latent": a.latent,
+            "ties": int(np.sum(a.outcome == 0.5)),
+            "grades_used": {f"{v:g}": int(c) for v, c in zip(values, counts)},
+        },
         "scale": {"grade_lo": lo, "grade_hi": hi, "grade_levels": levels},
         "natural": {"verdicts": [float(x) for x in verdicts["theta"]], "grades": [float(x) for x in grades["theta"]]},
     }
@@ -305,12 +364,19 @@ def profile_from_fit(fit: dict[str, Any], name: str, judge: str, command: str) -
     tau = 1.0 / v[0] if v[0] > 1.0 / BLIND_SCALE else BLIND_SCALE
     sigma = 1.0 / g[2] if g[2] > 1.0 / BLIND_SCALE else BLIND_SCALE
     ties, length_pair = e["tie_band"].fixed == "", e["length_weight_pair"].fixed == ""
-    params = {"tau": tau, "position_bias": v[1] * tau,
-              "tie_band": math.exp(v[2]) * tau if ties else 0.0,
-              "length_weight_pair": v[2 + ties] * tau if length_pair else 0.0,
-              "score_centre": g[0] * sigma, "score_scale": math.exp(g[1]) * sigma, "rubric_noise": sigma,
-              "frame_noise": 0.0, "length_weight_grade": g[3] * sigma if len(g) > 3 else 0.0, "taste": 0.0,
-              **fit["scale"]}
+    params = {
+        "tau": tau,
+        "position_bias": v[1] * tau,
+        "tie_band": math.exp(v[2]) * tau if ties else 0.0,
+        "length_weight_pair": v[2 + ties] * tau if length_pair else 0.0,
+        "score_centre": g[0] * sigma,
+        "score_scale": math.exp(g[1]) * sigma,
+        "rubric_noise": sigma,
+        "frame_noise": 0.0,
+        "length_weight_grade": g[3] * sigma if len(g) > 3 else 0.0,
+        "taste": 0.0,
+        **fit["scale"],
+    }
     params = {k: (round(float(x), 4) if k != "grade_levels" else int(x)) for k, x in params.items()}
 
     def cite(key: str) -> str:
@@ -320,21 +386,41 @@ def profile_from_fit(fit: dict[str, Any], name: str, judge: str, command: str) -
         blind = " (no positive signal at the estimate: set so that q stops mattering)" if math.isinf(est.high) else ""
         return f"fitted: 95 % CI [{est.low:.3g}, {est.high:.3g}]{blind}"
 
-    sources = {key: cite(key) for key in ("tau", "position_bias", "tie_band", "length_weight_pair", "score_centre",
-                                          "score_scale", "length_weight_grade")}
-    sources["rubric_noise"] = (f"{cite('grade_noise')}; the whole grade noise σ_g (frame and item: one item per "
-                               "grade call does not separate them)")
-    sources["frame_noise"] = (f"0: folded into rubric_noise (σ_η beyond the verdicts' item noise would be "
-                              f"{e['frame_noise'].value:.3g}, 95 % CI [{e['frame_noise'].low:.3g}, "
-                              f"{e['frame_noise'].high:.3g}])")
+    sources = {
+        key: cite(key)
+        for key in (
+            "tau",
+            "position_bias",
+            "tie_band",
+            "length_weight_pair",
+            "score_centre",
+            "score_scale",
+            "length_weight_grade",
+        )
+    }
+    sources["rubric_noise"] = (
+        f"{cite('grade_noise')}; the whole grade noise σ_g (frame and item: one item per "
+        "grade call does not separate them)"
+    )
+    sources["frame_noise"] = (
+        f"0: folded into rubric_noise (σ_η beyond the verdicts' item noise would be "
+        f"{e['frame_noise'].value:.3g}, 95 % CI [{e['frame_noise'].low:.3g}, "
+        f"{e['frame_noise'].high:.3g}])"
+    )
     sources["taste"] = "0: a fitted profile folds per-text taste into τ and σ_g"
     for key in ("grade_lo", "grade_hi", "grade_levels"):
         sources[key] = "the judge's grade scale (0–10 integers), not fitted"
     test = fit["signal_test"]
-    description = (f"{judge}, fitted by `{command}` to {data['verdicts']} verdicts and {data['grades']} grades "
-                   f"on a ranked ladder (latent: the task's {data['latent']}). Its verdicts follow the latent "
-                   f"quality with likelihood ratio {test['lr']:.1f} (p = {test['p_value']:.2g}) against a judge "
-                   f"blind to it; the first shown wins {100 * e['p_first_if_equal'].value:.0f} % of equal pairs.")
-    serial = {"estimates": {k: x.row() for k, x in e.items()}, "signal_test": test, "data": data,
-              "log_likelihood": fit["log_likelihood"]}
+    description = (
+        f"{judge}, fitted by `{command}` to {data['verdicts']} verdicts and {data['grades']} grades "
+        f"on a ranked ladder (latent: the task's {data['latent']}). Its verdicts follow the latent "
+        f"quality with likelihood ratio {test['lr']:.1f} (p = {test['p_value']:.2g}) against a judge "
+        f"blind to it; the first shown wins {100 * e['p_first_if_equal'].value:.0f} % of equal pairs."
+    )
+    serial = {
+        "estimates": {k: x.row() for k, x in e.items()},
+        "signal_test": test,
+        "data": data,
+        "log_likelihood": fit["log_likelihood"],
+    }
     return JudgeProfile(name=name, description=description, parameters=params, sources=sources, fit=serial)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters
@@ -48,8 +49,9 @@ class HedgeConfig:
 
     def __post_init__(self) -> None:
         if self.after_p95 < 1.0:
-            raise ConfigError(f"judge.hedge.after_p95 must be >= 1 (a multiple of the p95 latency), "
-                              f"got {self.after_p95}.")
+            raise ConfigError(
+                f"judge.hedge.after_p95 must be >= 1 (a multiple of the p95 latency), got {self.after_p95}."
+            )
         if self.floor_s <= 0.0:
             raise ConfigError(f"judge.hedge.floor_s must be > 0, got {self.floor_s}.")
         if not 0.0 <= self.max_extra <= 1.0:
@@ -112,8 +114,14 @@ class Hedger:
         p95 = self.latency.p95
         return None if p95 is None else max(self.cfg.floor_s, self.cfg.after_p95 * p95)
 
-    async def send(self, post: Callable[[int], Awaitable[Any]], index: int, other: Callable[[int], int | None],
-                   timeout_s: float, failed: Callable[[AttemptError, int], None]) -> tuple[Any, int]:
+    async def send(
+        self,
+        post: Callable[[int], Awaitable[Any]],
+        index: int,
+        other: Callable[[int], int | None],
+        timeout_s: float,
+        failed: Callable[[AttemptError, int], None],
+    ) -> tuple[Any, int]:
         """(answer, index of the endpoint that gave it) of the attempt `post(index)`, hedged with `post(other(…))`
         while it is slow (`other` says where a hedge goes, None: not now); raises the attempt's AttemptError (or a
         timeout) when no copy answered. A hedge's failure goes to `failed` (the attempt's own is raised)."""

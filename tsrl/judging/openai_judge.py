@@ -27,6 +27,7 @@ p_first is the soft probability P(A) + ½P(TIE) from the verdict token's log-pro
 returns them, else the hard verdict (A → 1, B → 0, TIE → ½). The API key is read from the environment
 variable the config names and lives only inside the client: it is never logged or written.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,18 +41,38 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, JudgeUnavailable, JudgeUnreadable
-from tsrl.judging.constrain import (DIALECTS, KINDS, PARSE_KINDS, AnswerSpec, FormatWatch, advice, answer_spec,
-                                    direct_template, probe, probe_order, resolve)
+from tsrl.judging.constrain import (
+    DIALECTS,
+    KINDS,
+    PARSE_KINDS,
+    AnswerSpec,
+    FormatWatch,
+    advice,
+    answer_spec,
+    direct_template,
+    probe,
+    probe_order,
+    resolve,
+)
 from tsrl.judging.hedging import Hedger
 from tsrl.judging.openai_config import OpenAIJudgeConfig, RetryConfig, read_api_key  # noqa: F401 (RetryConfig: re-exported)
 from tsrl.judging.preflight import preflight
-from tsrl.judging.prompting import (ParseError, load_template, new_fence, parse_score, parse_verdict, render,
-                                    resolve_template, soft_verdict)
+from tsrl.judging.prompting import (
+    ParseError,
+    load_template,
+    new_fence,
+    parse_score,
+    parse_verdict,
+    render,
+    resolve_template,
+    soft_verdict,
+)
 from tsrl.judging.transport import AttemptError, Endpoints, build_transport
 from tsrl.registry import JUDGES
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
@@ -105,8 +126,10 @@ class OpenAIJudge:
         if cfg.form == "direct":
             self.template, self.score_template = direct_template(self.template), direct_template(self.score_template)
         # cache keys: the model, the template (name + hash) and every request setting that can change an answer
-        settings = json.dumps([cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body, cfg.vision, cfg.form,
-                               cfg.constrain], sort_keys=True)
+        settings = json.dumps(
+            [cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body, cfg.vision, cfg.form, cfg.constrain],
+            sort_keys=True,
+        )
         generation = hashlib.sha256(settings.encode()).hexdigest()[:12]
         self.identity = f"{cfg.model}|{self.template.identity}|{generation}"
         self.score_identity = f"{cfg.model}|{self.score_template.identity}|{generation}"
@@ -133,16 +156,28 @@ class OpenAIJudge:
         self.tasks: list[asyncio.Task] = []  # the running batch's workers (cancelled when the watch stops the run)
         try:
             if cfg.preflight:
-                self._call(preflight(self.transport, cfg.base_urls, cfg.model, cfg.api_key_env,
-                                     min(PREFLIGHT_TIMEOUT_S, cfg.retry.timeout_s)))
+                self._call(
+                    preflight(
+                        self.transport,
+                        cfg.base_urls,
+                        cfg.model,
+                        cfg.api_key_env,
+                        min(PREFLIGHT_TIMEOUT_S, cfg.retry.timeout_s),
+                    )
+                )
             dialects = self._call(self._probe_all()) if cfg.constrain != "off" else [None] * len(cfg.base_urls)
         except BaseException:
             self.close()
             raise
         self.dialects = dialects
         # per endpoint, per kind of answer: how it is asked (form, constraint, body fields)
-        self.specs = [{kind: answer_spec(kind, cfg.form, resolve(cfg.constrain, cfg.form, dialect), dialect,
-                                         cfg.max_tokens) for kind in KINDS} for dialect in dialects]
+        self.specs = [
+            {
+                kind: answer_spec(kind, cfg.form, resolve(cfg.constrain, cfg.form, dialect), dialect, cfg.max_tokens)
+                for kind in KINDS
+            }
+            for dialect in dialects
+        ]
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         answers = self._run(requests, self._pair_job)
@@ -174,8 +209,14 @@ class OpenAIJudge:
         cfg = self.cfg
 
         async def ask(index: int, extra: dict[str, Any]) -> str | None:
-            body = {"model": cfg.model, "temperature": 0.0, "max_tokens": 64, **cfg.extra_body, **extra,
-                    "messages": [{"role": "user", "content": "Reply with the single word zqx-probe."}]}
+            body = {
+                "model": cfg.model,
+                "temperature": 0.0,
+                "max_tokens": 64,
+                **cfg.extra_body,
+                **extra,
+                "messages": [{"role": "user", "content": "Reply with the single word zqx-probe."}],
+            }
             body = {key: value for key, value in body.items() if value is not None}  # a null removes a field
             for attempt in range(cfg.retry.max_retries + 1):
                 try:
@@ -187,23 +228,29 @@ class OpenAIJudge:
                         raise JudgeUnavailable(
                             f"The judge endpoint {cfg.base_urls[index]} failed the structured-output probe of "
                             f"judge.constrain={cfg.constrain} {attempt + 1} times ({err.kind}: {str(err)[:160]}); "
-                            "check the server, or set judge.constrain=off to skip the probe.") from None
+                            "check the server, or set judge.constrain=off to skip the probe."
+                        ) from None
                     await asyncio.sleep(self._backoff(attempt, err.wait))
             raise AssertionError("unreachable")
 
-        found = await asyncio.gather(*(probe(lambda extra, i=i: ask(i, extra), cfg.constrain)
-                                       for i in range(len(cfg.base_urls))))
+        found = await asyncio.gather(
+            *(probe(lambda extra, i=i: ask(i, extra), cfg.constrain) for i in range(len(cfg.base_urls)))
+        )
         for url, dialect in zip(cfg.base_urls, found):
             if dialect is not None:
                 continue
             if cfg.constrain != "auto":
-                raise ConfigError(f"judge.constrain={cfg.constrain}: the judge endpoint {url} ignored a "
-                                  f"{cfg.constrain} constraint in every form tsrl knows ({', '.join(probe_order(cfg.constrain))}); "
-                                  "use judge.constrain=auto to take what it honours, or judge.constrain=off.")
-            warnings.warn(f"judge.constrain=auto: the judge endpoint {url} honours no structured-output field tsrl "
-                          f"knows ({', '.join(DIALECTS)}); its answers are not constrained, so a model that does not "
-                          "follow the template's format will fail (judge.retry.first_answers stops such a run early).",
-                          stacklevel=2)
+                raise ConfigError(
+                    f"judge.constrain={cfg.constrain}: the judge endpoint {url} ignored a "
+                    f"{cfg.constrain} constraint in every form tsrl knows ({', '.join(probe_order(cfg.constrain))}); "
+                    "use judge.constrain=auto to take what it honours, or judge.constrain=off."
+                )
+            warnings.warn(
+                f"judge.constrain=auto: the judge endpoint {url} honours no structured-output field tsrl "
+                f"knows ({', '.join(DIALECTS)}); its answers are not constrained, so a model that does not "
+                "follow the template's format will fail (judge.retry.first_answers stops such a run early).",
+                stacklevel=2,
+            )
         return list(found)
 
     def _score_job(self, request: ScoreRequest) -> Job:
@@ -245,8 +292,13 @@ class OpenAIJudge:
             start = time.monotonic()
             while True:
                 await asyncio.sleep(PROGRESS_EVERY_S)
-                log.info("judge %s: %d of %d requests answered after %.0f s", self.cfg.model, answered, len(requests),
-                         time.monotonic() - start)
+                log.info(
+                    "judge %s: %d of %d requests answered after %.0f s",
+                    self.cfg.model,
+                    answered,
+                    len(requests),
+                    time.monotonic() - start,
+                )
 
         async def run_all() -> None:
             self.tasks = [asyncio.ensure_future(worker()) for _ in range(min(self.cfg.concurrency, len(requests)))]
@@ -255,7 +307,9 @@ class OpenAIJudge:
                 done = await asyncio.gather(*self.tasks, return_exceptions=True)
             finally:
                 reporter.cancel()
-            failed = [err for err in done if isinstance(err, BaseException) and not isinstance(err, asyncio.CancelledError)]
+            failed = [
+                err for err in done if isinstance(err, BaseException) and not isinstance(err, asyncio.CancelledError)
+            ]
             if failed:
                 raise failed[0]
 
@@ -324,8 +378,9 @@ class OpenAIJudge:
             index = self.endpoints.pick()
             await self.endpoints.hold(index)
             try:
-                response, index = await self.hedger.send(post, index, self.endpoints.other, retry.timeout_s,
-                                                         self._attempt_failed)
+                response, index = await self.hedger.send(
+                    post, index, self.endpoints.other, retry.timeout_s, self._attempt_failed
+                )
                 text, tokens, top, finished = self._read(response)
             except AttemptError as err:
                 error = self._attempt_failed(err, index)
@@ -347,8 +402,9 @@ class OpenAIJudge:
         self.last_failure = (self.cfg.base_urls[index], error)
         return error
 
-    def _parse(self, text: str, tokens: int, top: list, fence: str, spec: AnswerSpec, finished: str,
-               index: int) -> Score:
+    def _parse(
+        self, text: str, tokens: int, top: list, fence: str, spec: AnswerSpec, finished: str, index: int
+    ) -> Score:
         """The value of one answer (ParseError → a failed Score of that kind); every answer goes to the watch."""
         url = self.cfg.base_urls[index]
         self.counters.add("answers")
@@ -398,8 +454,9 @@ class OpenAIJudge:
             items = (choice.get("logprobs") or {}).get("content") or []
             top = [{alt["token"]: alt["logprob"] for alt in (item.get("top_logprobs") or [])} for item in items]
         except (KeyError, IndexError, TypeError, AttributeError) as err:
-            raise AttemptError("malformed_response", f"not a chat completion ({type(err).__name__}: {err})",
-                               True) from None
+            raise AttemptError(
+                "malformed_response", f"not a chat completion ({type(err).__name__}: {err})", True
+            ) from None
         if not isinstance(content, str):
             raise AttemptError("malformed_response", "the message content is not text", True)
         cost = self.cfg.price_in_per_m * prompt_tokens + self.cfg.price_out_per_m * completion_tokens
@@ -417,10 +474,14 @@ class OpenAIJudge:
             url, error = self.last_failure
             if error.split(":", 1)[0] in PARSE_KINDS:  # it answers: the answers are the problem, not the server
                 spec = self.specs[self.cfg.base_urls.index(url)]["verdict"]
-                raise JudgeUnreadable(f"The judge at {url} answered {limit} requests in a row without a readable "
-                                      f"answer (last: {error[:160]}). " + advice(spec, False))
-            raise JudgeUnavailable(f"The judge at {url} failed {limit} requests in a row (last error: {error}); "
-                                   "check that the server is up and judge.base_urls/judge.model are right.")
+                raise JudgeUnreadable(
+                    f"The judge at {url} answered {limit} requests in a row without a readable "
+                    f"answer (last: {error[:160]}). " + advice(spec, False)
+                )
+            raise JudgeUnavailable(
+                f"The judge at {url} failed {limit} requests in a row (last error: {error}); "
+                "check that the server is up and judge.base_urls/judge.model are right."
+            )
 
 
 JUDGES.register("openai", OpenAIJudgeConfig, lambda cfg, task: OpenAIJudge(cfg, task.name))

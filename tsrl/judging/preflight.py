@@ -47,8 +47,7 @@ def check_urls(urls: list[str]) -> None:
 
 async def preflight(transport: Any, urls: list[str], model: str, key_env: str, timeout_s: float) -> None:
     """Ask every endpoint for its model list at once; raise for the first URL (in order) that fails."""
-    answers = await asyncio.gather(*(transport.models(i, timeout_s) for i in range(len(urls))),
-                                   return_exceptions=True)
+    answers = await asyncio.gather(*(transport.models(i, timeout_s) for i in range(len(urls))), return_exceptions=True)
     for url, answer in zip(urls, answers):
         if isinstance(answer, AttemptError):
             raise endpoint_error(url, answer, key_env)
@@ -56,14 +55,18 @@ async def preflight(transport: Any, urls: list[str], model: str, key_env: str, t
             raise answer
         served = served_models(answer)
         if served is None:
-            raise JudgeUnavailable(f"The judge endpoint {url} answered GET /models with something other than a "
-                                   "model list; check that the URL is the server's OpenAI API root (…/v1), "
-                                   f"or {SKIP}.")
+            raise JudgeUnavailable(
+                f"The judge endpoint {url} answered GET /models with something other than a "
+                "model list; check that the URL is the server's OpenAI API root (…/v1), "
+                f"or {SKIP}."
+            )
         if model not in served:
             names = ", ".join(repr(name) for name in served[:LISTED]) or "nothing"
             more = f" and {len(served) - LISTED} more" if len(served) > LISTED else ""
-            raise ConfigError(f"The judge endpoint {url} does not serve model {model!r} (it serves {names}{more}); "
-                              "set judge.model to the served name.")
+            raise ConfigError(
+                f"The judge endpoint {url} does not serve model {model!r} (it serves {names}{more}); "
+                "set judge.model to the served name."
+            )
 
 
 def served_models(answer: dict) -> list[str] | None:
@@ -78,14 +81,19 @@ def endpoint_error(url: str, err: AttemptError, key_env: str) -> JudgeUnavailabl
     """One sentence for a failed `GET /models`: what happened at which URL, and what to do."""
     reason = " ".join(str(err).split())[:160]  # one line, whatever the library's message looks like
     if err.kind in ("timeout", "connection"):
-        return JudgeUnavailable(f"The judge endpoint {url} is unreachable ({reason}); start the server or "
-                                "correct judge.base_urls.")
+        return JudgeUnavailable(
+            f"The judge endpoint {url} is unreachable ({reason}); start the server or correct judge.base_urls."
+        )
     if err.kind in ("http_401", "http_403"):
         where = f"the variable {key_env}" if key_env else "a variable named by judge.api_key_env"
-        return JudgeUnavailable(f"The judge endpoint {url} refused the API key ({err.kind.replace('_', ' ')}); "
-                                f"put a valid key in {where}.")
+        return JudgeUnavailable(
+            f"The judge endpoint {url} refused the API key ({err.kind.replace('_', ' ')}); put a valid key in {where}."
+        )
     if err.kind in ("http_404", "http_405"):
-        return JudgeUnavailable(f"The judge endpoint {url} has no GET /models ({err.kind.replace('_', ' ')}); check "
-                                f"that the URL is the server's OpenAI API root (…/v1), or {SKIP}.")
-    return JudgeUnavailable(f"The judge endpoint {url} failed GET /models ({err.kind}: {reason}); check the "
-                            f"server, or {SKIP}.")
+        return JudgeUnavailable(
+            f"The judge endpoint {url} has no GET /models ({err.kind.replace('_', ' ')}); check "
+            f"that the URL is the server's OpenAI API root (…/v1), or {SKIP}."
+        )
+    return JudgeUnavailable(
+        f"The judge endpoint {url} failed GET /models ({err.kind}: {reason}); check the server, or {SKIP}."
+    )

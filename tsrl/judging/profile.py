@@ -23,8 +23,21 @@ import yaml
 from tsrl.errors import ConfigError
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
-PROFILE_FIELDS = ("tau", "position_bias", "taste", "score_centre", "score_scale", "rubric_noise", "frame_noise",
-                  "length_weight_pair", "length_weight_grade", "tie_band", "grade_lo", "grade_hi", "grade_levels")
+PROFILE_FIELDS = (
+    "tau",
+    "position_bias",
+    "taste",
+    "score_centre",
+    "score_scale",
+    "rubric_noise",
+    "frame_noise",
+    "length_weight_pair",
+    "length_weight_grade",
+    "tie_band",
+    "grade_lo",
+    "grade_hi",
+    "grade_levels",
+)
 
 
 @dataclass(frozen=True)
@@ -51,36 +64,54 @@ def load_profile(ref: str) -> JudgeProfile:
     source. Errors name the file and the fix."""
     path = profile_path(ref)
     if not path.is_file():
-        raise ConfigError(f"judge.profile={ref!r}: there is no {path}. Shipped profiles: "
-                          f"{', '.join(shipped_profiles())}; or give the path of a .yaml that "
-                          "`tsrl-judge-check check.fit=true` wrote.")
+        raise ConfigError(
+            f"judge.profile={ref!r}: there is no {path}. Shipped profiles: "
+            f"{', '.join(shipped_profiles())}; or give the path of a .yaml that "
+            "`tsrl-judge-check check.fit=true` wrote."
+        )
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"judge profile {path} is not readable YAML ({err}); rewrite it with "
-                          "`tsrl-judge-check check.fit=true` or fix it by hand.") from None
+        raise ConfigError(
+            f"judge profile {path} is not readable YAML ({err}); rewrite it with "
+            "`tsrl-judge-check check.fit=true` or fix it by hand."
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("parameters"), dict):
-        raise ConfigError(f"judge profile {path} has no 'parameters' mapping; a profile holds name, description, "
-                          "parameters and sources (tsrl/judging/profiles/ideal.yaml is an example).")
+        raise ConfigError(
+            f"judge profile {path} has no 'parameters' mapping; a profile holds name, description, "
+            "parameters and sources (tsrl/judging/profiles/ideal.yaml is an example)."
+        )
     params, sources = data["parameters"], data.get("sources") or {}
     unknown = sorted(set(params) - set(PROFILE_FIELDS))
     if unknown:
-        raise ConfigError(f"judge profile {path} sets {', '.join(unknown)}, which the simulated judge does not "
-                          f"have; its parameters are {', '.join(PROFILE_FIELDS)}.")
+        raise ConfigError(
+            f"judge profile {path} sets {', '.join(unknown)}, which the simulated judge does not "
+            f"have; its parameters are {', '.join(PROFILE_FIELDS)}."
+        )
     unsourced = sorted(name for name in params if not str(sources.get(name, "")).strip())
     if unsourced:
-        raise ConfigError(f"judge profile {path}: {', '.join(unsourced)} without a source; give each parameter "
-                          "a 'sources' entry (\"none — …\" where there is none).")
+        raise ConfigError(
+            f"judge profile {path}: {', '.join(unsourced)} without a source; give each parameter "
+            "a 'sources' entry (\"none — …\" where there is none)."
+        )
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in params.values()):
         raise ConfigError(f"judge profile {path}: every parameter must be a number, got {params}.")
-    return JudgeProfile(name=str(data.get("name", path.stem)), description=str(data.get("description", "")),
-                        parameters={k: float(v) if k != "grade_levels" else int(v) for k, v in params.items()},
-                        sources={k: str(v) for k, v in sources.items()}, fit=dict(data.get("fit") or {}))
+    return JudgeProfile(
+        name=str(data.get("name", path.stem)),
+        description=str(data.get("description", "")),
+        parameters={k: float(v) if k != "grade_levels" else int(v) for k, v in params.items()},
+        sources={k: str(v) for k, v in sources.items()},
+        fit=dict(data.get("fit") or {}),
+    )
 
 
 def write_profile(profile: JudgeProfile, path: Path) -> None:
-    body = {"name": profile.name, "description": profile.description, "parameters": profile.parameters,
-            "sources": profile.sources}
+    body = {
+        "name": profile.name,
+        "description": profile.description,
+        "parameters": profile.parameters,
+        "sources": profile.sources,
+    }
     if profile.fit:
         body["fit"] = profile.fit
     path.parent.mkdir(parents=True, exist_ok=True)

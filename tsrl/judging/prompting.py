@@ -34,8 +34,10 @@ from tsrl.errors import ConfigError
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 INCLUDE = re.compile(r"\{\{(\w+_criteria_v\d+)\}\}")  # {{humor_criteria_v1}}: prompts/humor_criteria_v1.txt
-GENERIC_CRITERIA = ("1. Does what the request asks, completely and correctly.\n"
-                    "2. Helpful and specific rather than vague.\n3. Clear, well organised and concise.")
+GENERIC_CRITERIA = (
+    "1. Does what the request asks, completely and correctly.\n"
+    "2. Helpful and specific rather than vague.\n3. Clear, well organised and concise."
+)
 VERDICT_LINE = re.compile(r"^[\s*`_#>]*verdict\s*:\s*[*`_]*\s*(a|b|tie)\s*[*`_.]*\s*$", re.IGNORECASE)
 SCORE_LINE = re.compile(r"^[\s*`_#>]*score\s*:\s*[*`_]*\s*(\d{1,2})(?:\s*/\s*10)?\s*[*`_.]*\s*$", re.IGNORECASE)
 VERDICT_P = {"a": 1.0, "b": 0.0, "tie": 0.5}
@@ -81,8 +83,10 @@ def criteria_text(name: str) -> str:
     path = PROMPTS_DIR / f"{name}.txt"
     if not path.is_file():
         shipped = sorted(p.stem for p in PROMPTS_DIR.glob("*_criteria_v*.txt"))
-        raise ConfigError(f"A judge template includes {{{{{name}}}}}, but {path} does not exist; "
-                          f"include one of {shipped} or write the criteria into the template.")
+        raise ConfigError(
+            f"A judge template includes {{{{{name}}}}}, but {path} does not exist; "
+            f"include one of {shipped} or write the criteria into the template."
+        )
     return path.read_text(encoding="utf-8").strip()
 
 
@@ -104,8 +108,9 @@ def new_fence() -> str:
     return secrets.token_hex(8)
 
 
-def render(template: JudgeTemplate, prompt_text: str, criteria: str, responses: tuple[str, ...],
-           fence: str) -> list[dict[str, str]]:
+def render(
+    template: JudgeTemplate, prompt_text: str, criteria: str, responses: tuple[str, ...], fence: str
+) -> list[dict[str, str]]:
     """Chat messages for one question; responses are (A, B) for pairwise or (A,) for pointwise."""
     values = {"prompt": prompt_text, "criteria": criteria or GENERIC_CRITERIA}
     for label, text in zip("ab", (*responses, "", "")[:2]):

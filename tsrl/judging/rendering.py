@@ -34,10 +34,11 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, ClassVar, Protocol, Sequence
+from typing import ClassVar, Protocol
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, error_kind, merge_metrics
@@ -143,7 +144,7 @@ def network_reference(html: str) -> str | None:
     if not found:
         return None
     start = min(match.start() for match in found)
-    return html[start: start + 120].split("\n")[0]
+    return html[start : start + 120].split("\n")[0]
 
 
 def find_chromium(setting: str) -> str:
@@ -151,11 +152,16 @@ def find_chromium(setting: str) -> str:
     for name in (setting,) if setting else CHROMIUM_NAMES:
         if path := shutil.which(name):
             return path
-    missing = (f"judge.render.chromium={setting!r} is not an executable" if setting
-               else f"no Chromium on PATH (looked for {', '.join(CHROMIUM_NAMES)})")
-    raise ConfigError(f"Rendering web pages needs headless Chromium, but {missing}: install it (Debian/Ubuntu"
-                      ": apt-get install chromium; Fedora: dnf install chromium), set judge.render.chromium"
-                      " to its path, or set judge.render.enabled=false to judge the HTML source.")
+    missing = (
+        f"judge.render.chromium={setting!r} is not an executable"
+        if setting
+        else f"no Chromium on PATH (looked for {', '.join(CHROMIUM_NAMES)})"
+    )
+    raise ConfigError(
+        f"Rendering web pages needs headless Chromium, but {missing}: install it (Debian/Ubuntu"
+        ": apt-get install chromium; Fedora: dnf install chromium), set judge.render.chromium"
+        " to its path, or set judge.render.enabled=false to judge the HTML source."
+    )
 
 
 class PageRenderer:
@@ -203,8 +209,9 @@ class PageRenderer:
             page.write_text(html, encoding="utf-8")
             command = [self.chromium, *self._flags(work / "profile", shot), page.as_uri()]
             with log.open("wb") as stderr:  # a file, not a pipe: a chatty browser must never block on it
-                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                           stderr=stderr, start_new_session=True)  # its own process group
+                process = subprocess.Popen(
+                    command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+                )  # its own process group
                 try:
                     code = process.wait(timeout=self.cfg.timeout_s)
                 except subprocess.TimeoutExpired:
@@ -217,14 +224,27 @@ class PageRenderer:
         return None
 
     def _flags(self, profile: Path, shot: Path) -> list[str]:
-        return ["--headless=new", "--disable-gpu", "--no-sandbox",  # containers: no user namespaces, root
-                "--hide-scrollbars", "--mute-audio", "--no-first-run", "--no-default-browser-check",
-                "--disable-extensions", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-                f"--window-size={self.cfg.width},{self.cfg.height}", f"--screenshot={shot}",
-                f"--virtual-time-budget={VIRTUAL_TIME_MS}",
-                "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",  # all traffic to a dead port
-                "--host-resolver-rules=MAP * ~NOTFOUND"]
+        return [
+            "--headless=new",
+            "--disable-gpu",
+            "--no-sandbox",  # containers: no user namespaces, root
+            "--hide-scrollbars",
+            "--mute-audio",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            f"--window-size={self.cfg.width},{self.cfg.height}",
+            f"--screenshot={shot}",
+            f"--virtual-time-budget={VIRTUAL_TIME_MS}",
+            "--proxy-server=127.0.0.1:9",
+            "--proxy-bypass-list=<-loopback>",  # all traffic to a dead port
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+        ]
 
 
 def read_asset(url: str, path: str) -> str:
@@ -239,9 +259,11 @@ def inline_assets(html: str, assets: dict[str, str]) -> str:
     file's text in a <style> / <script> element (the page then needs no network for it)."""
     for url, text in assets.items():
         quoted = rf"""["']{re.escape(url)}["']"""
-        html = re.sub(rf"<link\b[^>]*href\s*=\s*{quoted}[^>]*>", lambda _: f"<style>{text}</style>", html, flags=NOCASE)
-        html = re.sub(rf"<script\b[^>]*src\s*=\s*{quoted}[^>]*>\s*</script\s*>", lambda _: f"<script>{text}</script>",
-                      html, flags=NOCASE)
+        style, script = f"<style>{text}</style>", f"<script>{text}</script>"
+        html = re.sub(rf"<link\b[^>]*href\s*=\s*{quoted}[^>]*>", lambda _, s=style: s, html, flags=NOCASE)
+        html = re.sub(
+            rf"<script\b[^>]*src\s*=\s*{quoted}[^>]*>\s*</script\s*>", lambda _, s=script: s, html, flags=NOCASE
+        )
     return html
 
 
@@ -256,8 +278,7 @@ def kill_group(process: subprocess.Popen) -> None:
 
 def log_tail(log: Path) -> str:
     """Chromium's last stderr line that is not D-Bus noise (containers have no system bus)."""
-    lines = [line for line in log.read_text(errors="replace").splitlines()
-             if line.strip() and "dbus" not in line]
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip() and "dbus" not in line]
     return lines[-1][-300:] if lines else "(no output)"
 
 
@@ -280,8 +301,11 @@ class RenderingJudge:
         pages = [(self.page_of(r.first), self.page_of(r.second)) for r in requests]
         shot = self._shots([page for pair in pages for page in pair])
         forfeits = [forfeit(shot[first], shot[second]) for first, second in pages]
-        asked = [replace(r, first=a, second=b, first_image=shot[a].path, second_image=shot[b].path)
-                 for r, (a, b), lost in zip(requests, pages, forfeits) if lost is None]
+        asked = [
+            replace(r, first=a, second=b, first_image=shot[a].path, second_image=shot[b].path)
+            for r, (a, b), lost in zip(requests, pages, forfeits)
+            if lost is None
+        ]
         answers = iter(self.inner.compare(asked) if asked else [])
         return [lost or next(answers) for lost in forfeits]
 
@@ -289,17 +313,22 @@ class RenderingJudge:
         pages = [self.page_of(r.response) for r in requests]
         shot = self._shots(pages)
         failed = [score_forfeit(shot[page]) for page in pages]
-        asked = [replace(r, response=page, image=shot[page].path)
-                 for r, page, lost in zip(requests, pages, failed) if lost is None]
+        asked = [
+            replace(r, response=page, image=shot[page].path)
+            for r, page, lost in zip(requests, pages, failed)
+            if lost is None
+        ]
         answers = iter(self.inner.score(asked) if asked else [])
         return [lost or next(answers) for lost in failed]
 
     def drain_metrics(self) -> dict[str, float]:
         renderings, self.renderings = self.renderings, []
         failures = [error_kind(r.error) for r in renderings if r.error]
-        metrics: dict[str, float] = {"render/pages": Count(len(renderings)),
-                                     "render/failures": Count(len(failures)),
-                                     "render/cache_hits": Count(sum(r.cached for r in renderings))}
+        metrics: dict[str, float] = {
+            "render/pages": Count(len(renderings)),
+            "render/failures": Count(len(failures)),
+            "render/cache_hits": Count(sum(r.cached for r in renderings)),
+        }
         for kind in sorted(set(failures)):
             metrics[f"render/failures/{kind}"] = Count(failures.count(kind))
         if rendered := [r.seconds for r in renderings if not r.cached]:

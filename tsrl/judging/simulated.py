@@ -33,9 +33,10 @@ is the Noise wrapper's, as for every judge (tsrl/judging/wrappers.py), with the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, stable_uniform
@@ -95,13 +96,17 @@ class RubricSimConfig(JudgePolicyConfig):
         if self.tau <= 0:
             raise ConfigError(f"judge.tau must be > 0, got {self.tau}.")
         if self.rubric_noise < 0 or self.frame_noise < 0 or self.tie_band < 0:
-            raise ConfigError(f"judge.rubric_noise, judge.frame_noise and judge.tie_band must be >= 0, got "
-                              f"{self.rubric_noise}, {self.frame_noise}, {self.tie_band}.")
+            raise ConfigError(
+                f"judge.rubric_noise, judge.frame_noise and judge.tie_band must be >= 0, got "
+                f"{self.rubric_noise}, {self.frame_noise}, {self.tie_band}."
+            )
         if self.score_scale <= 0:
             raise ConfigError(f"judge.score_scale must be > 0, got {self.score_scale}.")
         if not 0.0 <= self.grade_lo < self.grade_hi <= 10.0 or self.grade_levels < 2:
-            raise ConfigError(f"judge.grade_lo/grade_hi must satisfy 0 <= lo < hi <= 10 and judge.grade_levels >= 2, "
-                              f"got {self.grade_lo}, {self.grade_hi}, {self.grade_levels}.")
+            raise ConfigError(
+                f"judge.grade_lo/grade_hi must satisfy 0 <= lo < hi <= 10 and judge.grade_levels >= 2, "
+                f"got {self.grade_lo}, {self.grade_hi}, {self.grade_levels}."
+            )
 
 
 class SimulatedJudge:
@@ -113,8 +118,10 @@ class SimulatedJudge:
         self.cfg, self.quality = cfg, quality
         self.counters = JudgeCounters()
         self.identity = f"rubric_sim|tau={cfg.tau}|bias={cfg.position_bias}|taste={cfg.taste}|seed={cfg.seed}"
-        self.score_identity = (f"rubric_sim|centre={cfg.score_centre}|scale={cfg.score_scale}|"
-                               f"sigma_rub={cfg.rubric_noise}|taste={cfg.taste}|seed={cfg.seed}")
+        self.score_identity = (
+            f"rubric_sim|centre={cfg.score_centre}|scale={cfg.score_scale}|"
+            f"sigma_rub={cfg.rubric_noise}|taste={cfg.taste}|seed={cfg.seed}"
+        )
         extra = perception_extras(cfg)
         if extra:  # the earlier identities stand for the defaults, so caches built with them stay valid
             self.identity += f"|{extra}"
@@ -202,8 +209,15 @@ def to_grade(u: float, cfg: RubricSimConfig) -> float:
 def perception_extras(cfg: RubricSimConfig) -> str:
     """The perception settings away from their defaults, as text for the cache identity ('' at the defaults)."""
     defaults = RubricSimConfig()
-    names = ("frame_noise", "length_weight_pair", "length_weight_grade", "tie_band", "grade_lo", "grade_hi",
-             "grade_levels")
+    names = (
+        "frame_noise",
+        "length_weight_pair",
+        "length_weight_grade",
+        "tie_band",
+        "grade_lo",
+        "grade_hi",
+        "grade_levels",
+    )
     return "|".join(f"{name}={getattr(cfg, name)}" for name in names if getattr(cfg, name) != getattr(defaults, name))
 
 
@@ -221,8 +235,10 @@ def apply_profile(cfg: RubricSimConfig) -> None:
 def simulated_judge(cfg: RubricSimConfig, task: Any) -> SimulatedJudge:
     """The simulated judge reads one thing of the task: its latent quality q(prompt, text)."""
     if not isinstance(task, SimulatedQuality):
-        raise ConfigError(f"judge=rubric_sim needs a task with a latent quality (quality(prompt, text)), and task "
-                          f"{getattr(task, 'name', task)!r} has none; pick a model judge (judge=openai or hf_local).")
+        raise ConfigError(
+            f"judge=rubric_sim needs a task with a latent quality (quality(prompt, text)), and task "
+            f"{getattr(task, 'name', task)!r} has none; pick a model judge (judge=openai or hf_local)."
+        )
     return SimulatedJudge(cfg, task.quality)
 
 

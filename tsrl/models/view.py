@@ -11,8 +11,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -57,8 +58,13 @@ class PolicyView:
     given, is entered around each pass (e.g. a LoRA adapter switched off); `initial` builds the view of the
     starting weights on first use (default: a deep copy, fine for a module held whole)."""
 
-    def __init__(self, module: torch.nn.Module, context: Callable[[], Any] | None = None,
-                 initial: Callable[[], "PolicyView"] | None = None, identity: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        context: Callable[[], Any] | None = None,
+        initial: Callable[[], PolicyView] | None = None,
+        identity: Callable[[], str] | None = None,
+    ) -> None:
         self._module, self._context, self._initial_builder, self._identity = module, context, initial, identity
         self._initial: PolicyView | None = None
 
@@ -91,10 +97,14 @@ class PolicyView:
         from tsrl.models.forward import completion_logprobs
 
         with self._running():
-            return torch.cat([completion_logprobs(self._module, batch.select(index), temperature)[0]
-                              for index in torch.arange(len(batch)).split(max(1, micro))])
+            return torch.cat(
+                [
+                    completion_logprobs(self._module, batch.select(index), temperature)[0]
+                    for index in torch.arange(len(batch)).split(max(1, micro))
+                ]
+            )
 
-    def initial(self) -> "PolicyView":
+    def initial(self) -> PolicyView:
         """The policy as it was before training, frozen (built once)."""
         if self._initial is None:
             if self._initial_builder is not None:

@@ -21,7 +21,28 @@ TOPOLOGIES = {
 ANCHORED_TOPOLOGIES = frozenset({"anchor", "single_elimination", "double_elimination"})
 """The topologies that play sample 0 as an anchor (elimination brackets in their seeding pass)."""
 
-__all__ = ["bradley_terry_loss", "fit_bradley_terry", "fit_bradley_terry_batch", "pad_matches", "elo_ratings",
-           "ConstitutionalBracket", "LiveTrace", "TraceRoundRobin", "soft_outcome", "Match", "Schedule",
-           "rank_rewards", "ranks", "run_schedules", "standardise", "Swiss", "AnchorBased", "DoubleElimination",
-           "RoundRobin", "SingleElimination", "bracket_order", "TOPOLOGIES", "ANCHORED_TOPOLOGIES"]
+__all__ = [
+    "bradley_terry_loss",
+    "fit_bradley_terry",
+    "fit_bradley_terry_batch",
+    "pad_matches",
+    "elo_ratings",
+    "ConstitutionalBracket",
+    "LiveTrace",
+    "TraceRoundRobin",
+    "soft_outcome",
+    "Match",
+    "Schedule",
+    "rank_rewards",
+    "ranks",
+    "run_schedules",
+    "standardise",
+    "Swiss",
+    "AnchorBased",
+    "DoubleElimination",
+    "RoundRobin",
+    "SingleElimination",
+    "bracket_order",
+    "TOPOLOGIES",
+    "ANCHORED_TOPOLOGIES",
+]

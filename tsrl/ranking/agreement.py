@@ -43,7 +43,7 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
         stop = start
         while stop + 1 < len(values) and sorted_values[stop + 1] == sorted_values[start]:
             stop += 1
-        ranks[order[start:stop + 1]] = (start + stop) / 2 + 1
+        ranks[order[start : stop + 1]] = (start + stop) / 2 + 1
         start = stop + 1
     return ranks
 
@@ -51,7 +51,7 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
 def tie_term(ranks: np.ndarray) -> float:
     """Σ_g (t_g³ − t_g) over the groups of equal values in one rater's ranks [N]."""
     _, counts = np.unique(np.asarray(ranks, dtype=float), return_counts=True)
-    return float(np.sum(counts ** 3 - counts))
+    return float(np.sum(counts**3 - counts))
 
 
 def kendalls_w(rankings: np.ndarray) -> float:
@@ -65,7 +65,7 @@ def kendalls_w(rankings: np.ndarray) -> float:
         return float("nan")
     rank_sums = rankings.sum(axis=0)  # [N]
     s = float(np.sum((rank_sums - m * (n + 1) / 2) ** 2))
-    denominator = m ** 2 * (n ** 3 - n) - m * sum(tie_term(row) for row in rankings)
+    denominator = m**2 * (n**3 - n) - m * sum(tie_term(row) for row in rankings)
     return 12 * s / denominator if denominator > 0 else float("nan")
 
 
@@ -82,8 +82,9 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
     return concordant_minus_discordant / denominator if denominator > 0 else float("nan")
 
 
-def bootstrap_mean_ci(per_unit: np.ndarray, samples: int = 10_000, level: float = 0.95,
-                      seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def bootstrap_mean_ci(
+    per_unit: np.ndarray, samples: int = 10_000, level: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean over units of `per_unit` [P, L] (NaN = the label is absent from that unit, skipped) and its
     percentile-bootstrap interval over units: (mean [L], low [L], high [L])."""
     per_unit = np.asarray(per_unit, dtype=float)  # [P, L]
@@ -99,4 +100,3 @@ def bootstrap_mean_ci(per_unit: np.ndarray, samples: int = 10_000, level: float 
         means = np.nanmean(per_unit[picks], axis=1)  # [B, L]
         low, high = np.nanquantile(means, [(1 - level) / 2, (1 + level) / 2], axis=0)  # [L] each
     return mean, low, high
-

@@ -79,16 +79,25 @@ def pad_matches(groups: list[np.ndarray | list]) -> tuple[np.ndarray, np.ndarray
     return matches, weights
 
 
-def _batch_loss(beta: np.ndarray, i: np.ndarray, j: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float
-                ) -> tuple[np.ndarray, np.ndarray]:
+def _batch_loss(
+    beta: np.ndarray, i: np.ndarray, j: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-group loss [Gr] and margins d [Gr, M] = β_i − β_j."""
     d = np.take_along_axis(beta, i, 1) - np.take_along_axis(beta, j, 1)  # [Gr, M]
     data = w * (y * np.logaddexp(0.0, -d) + (1.0 - y) * np.logaddexp(0.0, d))  # [Gr, M]
     return data.sum(axis=1) + 0.5 * l2 * np.einsum("gn,gn->g", beta, beta), d
 
 
-def fit_bradley_terry_batch(n: int, matches: np.ndarray, weights: np.ndarray | None = None, *, l2: float = 0.1,
-                            mirror: bool = True, tol: float = 1e-8, max_iter: int = 100) -> np.ndarray:
+def fit_bradley_terry_batch(
+    n: int,
+    matches: np.ndarray,
+    weights: np.ndarray | None = None,
+    *,
+    l2: float = 0.1,
+    mirror: bool = True,
+    tol: float = 1e-8,
+    max_iter: int = 100,
+) -> np.ndarray:
     """Strengths β [Gr, n] (mean zero per group) for Gr independent groups of n players at once.
 
     matches [Gr, M, 3] holds (i, j, y) rows per group, weights [Gr, M] their weights (0 = padding; see
@@ -121,8 +130,9 @@ def fit_bradley_terry_batch(n: int, matches: np.ndarray, weights: np.ndarray | N
     for _ in range(max_iter):
         s = 1.0 / (1.0 + np.exp(-d))  # [Gr, M] σ(d)
         r = (w * (s - y)).ravel()
-        grad = (np.bincount(flat_i.ravel(), r, groups * n) - np.bincount(flat_j.ravel(), r, groups * n)
-                ).reshape(groups, n) + l2 * beta  # [Gr, n]
+        grad = (np.bincount(flat_i.ravel(), r, groups * n) - np.bincount(flat_j.ravel(), r, groups * n)).reshape(
+            groups, n
+        ) + l2 * beta  # [Gr, n]
         active = (np.abs(grad).max(axis=1) > tol) & ~stalled  # [Gr]
         if not active.any():
             break

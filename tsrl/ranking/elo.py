@@ -15,8 +15,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def elo_ratings(n: int, matches: np.ndarray | list, *, k_factor: float = 16.0, scale: float = 400.0,
-                permutations: int = 16, seed: int = 0) -> np.ndarray:
+def elo_ratings(
+    n: int,
+    matches: np.ndarray | list,
+    *,
+    k_factor: float = 16.0,
+    scale: float = 400.0,
+    permutations: int = 16,
+    seed: int = 0,
+) -> np.ndarray:
     """Ratings [n] (mean zero), averaged over `permutations` seeded random match orders."""
     if n < 1 or k_factor <= 0 or scale <= 0 or permutations < 1:
         raise ValueError("Elo needs n ≥ 1, k_factor > 0, scale > 0 and permutations ≥ 1.")

@@ -39,7 +39,7 @@ principle is chosen (tsrl: uniformly, one per match).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -83,8 +83,15 @@ LEADERBOARDS = ("winrate", "bt")
 class LiveTrace:
     """Each arriving trace vs current best, worst and median; see the module docstring."""
 
-    def __init__(self, n: int, *, arrival: Sequence[int] | None = None, margin: float = 0.9, l2: float = 0.1,
-                 leaderboard: str = "winrate") -> None:
+    def __init__(
+        self,
+        n: int,
+        *,
+        arrival: Sequence[int] | None = None,
+        margin: float = 0.9,
+        l2: float = 0.1,
+        leaderboard: str = "winrate",
+    ) -> None:
         check_margin(margin)
         if leaderboard not in LEADERBOARDS:
             raise ValueError(f"leaderboard={leaderboard!r} is unknown; choose one of {', '.join(LEADERBOARDS)}.")

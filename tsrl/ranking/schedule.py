@@ -16,8 +16,9 @@ with a constant group mapped to zeros.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -92,14 +93,16 @@ def run_schedules(schedules: Sequence[Schedule], ask: Ask, max_rounds: int = MAX
             return rounds
         if rounds >= max_rounds:
             name = type(schedules[pending[0][0]]).__name__
-            raise RuntimeError(f"{name} still has matches after {max_rounds} rounds; a schedule must finish "
-                               f"(next_round() returning []) — this is a bug in the schedule.")
+            raise RuntimeError(
+                f"{name} still has matches after {max_rounds} rounds; a schedule must finish "
+                f"(next_round() returning []) — this is a bug in the schedule."
+            )
         batch = [(s, m) for s, matches in pending for m in matches]
         outcomes = ask(batch)
         if len(outcomes) != len(batch):
             raise ValueError(f"ask returned {len(outcomes)} outcomes for {len(batch)} matches; it must answer each.")
         start = 0
         for s, matches in pending:
-            schedules[s].record(outcomes[start: start + len(matches)])
+            schedules[s].record(outcomes[start : start + len(matches)])
             start += len(matches)
         rounds += 1

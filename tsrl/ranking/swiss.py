@@ -15,7 +15,7 @@ paper gives rounds and tie-break only; top-down adjacent pairing, bye rule and b
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,7 +31,7 @@ def pair_without_rematch(players: list[int], met: list[set[int]]) -> list[tuple[
     for k in range(1, len(players)):
         if players[k] in met[first]:
             continue
-        rest = pair_without_rematch(players[1:k] + players[k + 1:], met)
+        rest = pair_without_rematch(players[1:k] + players[k + 1 :], met)
         if rest is not None:
             return [(first, players[k]), *rest]
     return None
@@ -47,8 +47,10 @@ class Swiss:
         self.n = n
         self.rounds = math.ceil(math.log2(n)) if rounds is None and n > 1 else (rounds or 0)
         if self.rounds > max(n - 1, 0):
-            raise ValueError(f"Swiss with {n} players allows at most {n - 1} rounds without rematches, "
-                             f"got {self.rounds}; lower the number of rounds.")
+            raise ValueError(
+                f"Swiss with {n} players allows at most {n - 1} rounds without rematches, "
+                f"got {self.rounds}; lower the number of rounds."
+            )
         self.points = np.zeros(n)
         self.met: list[set[int]] = [set() for _ in range(n)]
         self.had_bye: set[int] = set()

@@ -24,7 +24,7 @@ double-elimination details; those are tsrl's choices above.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

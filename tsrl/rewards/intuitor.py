@@ -20,8 +20,8 @@ with no token has no self-certainty: its group is dropped (NaN rewards, zero adv
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -56,8 +56,9 @@ class IntuitorRegime:
         from tsrl.rewards.policy_features import completion_self_certainty
 
         B, G = len(groups), groups[0].size
-        certainty = completion_self_certainty(self.ctx.model, groups, self.ctx.tokenizer.pad_token_id,
-                                              self.cfg.temperature, self.cfg.micro_batch_size)  # [B*G]
+        certainty = completion_self_certainty(
+            self.ctx.model, groups, self.ctx.tokenizer.pad_token_id, self.cfg.temperature, self.cfg.micro_batch_size
+        )  # [B*G]
         rewards = certainty.double().numpy().reshape(B, G)  # [B, G]
         dropped = np.isnan(rewards).any(axis=1)  # [B]
         rewards[dropped] = np.nan

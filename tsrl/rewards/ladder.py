@@ -40,9 +40,9 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -52,7 +52,7 @@ from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.diversity import diversity_report
 from tsrl.rewards.stream import GroupStream, Streams
-from tsrl.types import Anchor, Count, Group, PairRequest, Prompt, RewardBatch
+from tsrl.types import Anchor, Count, PairRequest, Prompt, RewardBatch
 
 
 @dataclass
@@ -97,8 +97,10 @@ class OneAnchorConfig(LadderConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.k != 1:
-            raise ConfigError(f"reward=one_anchor compares with exactly one anchor, got reward.k={self.k}; "
-                              "use reward=ladder for k > 1.")
+            raise ConfigError(
+                f"reward=one_anchor compares with exactly one anchor, got reward.k={self.k}; "
+                "use reward=ladder for k > 1."
+            )
 
 
 @dataclass
@@ -117,8 +119,11 @@ Matches = dict[str, list[tuple[int, int, float]]]  # prompt id → (i, j, p(anch
 def judge_round_robins(prompts: Sequence[Prompt], ctx: RegimeContext) -> Matches:
     """Judge every prompt's anchor round-robin in one batch; a verdict the judge could not give is left out."""
     schedule = [(p, i, j) for p in prompts for i, j in round_robin(len(p.anchors))]
-    logging.getLogger("tsrl").info("ladder: judging the anchor round-robins of %d prompts once (%d verdicts), to rank "
-                                   "each prompt's anchors", len(prompts), len(schedule))
+    logging.getLogger("tsrl").info(
+        "ladder: judging the anchor round-robins of %d prompts once (%d verdicts), to rank each prompt's anchors",
+        len(prompts),
+        len(schedule),
+    )
     verdicts = ctx.judge.compare([PairRequest(p, p.anchors[i].text, p.anchors[j].text) for p, i, j in schedule])
     matches: Matches = {p.id: [] for p in prompts}
     for (p, i, j), v in zip(schedule, verdicts):
@@ -127,8 +132,9 @@ def judge_round_robins(prompts: Sequence[Prompt], ctx: RegimeContext) -> Matches
     return matches
 
 
-def rank_ladders(prompts: Sequence[Prompt], matches: Matches, l2: float, ranking: str = "bt",
-                 elo_k: float = 16.0) -> dict[str, list[Rung]]:
+def rank_ladders(
+    prompts: Sequence[Prompt], matches: Matches, l2: float, ranking: str = "bt", elo_k: float = 16.0
+) -> dict[str, list[Rung]]:
     """Each prompt's anchors with their Bradley–Terry (or Elo) strength, strongest first."""
     ladders = {}
     for p, beta in zip(prompts, ladder_strengths(prompts, matches, l2, ranking, elo_k)):
@@ -137,8 +143,9 @@ def rank_ladders(prompts: Sequence[Prompt], matches: Matches, l2: float, ranking
     return ladders
 
 
-def ladder_strengths(prompts: Sequence[Prompt], matches: Matches, l2: float, ranking: str,
-                     elo_k: float) -> list[np.ndarray]:
+def ladder_strengths(
+    prompts: Sequence[Prompt], matches: Matches, l2: float, ranking: str, elo_k: float
+) -> list[np.ndarray]:
     """Strength per anchor [K] for every prompt: one batched Bradley–Terry fit per anchor count, or Elo."""
     if ranking == "elo":
         return [elo_ratings(len(p.anchors), matches[p.id], k_factor=elo_k, seed=i) for i, p in enumerate(prompts)]
@@ -213,12 +220,14 @@ class LadderRegime(Streams):
                 f"reward=ladder needs reference anchors, but prompt {bare[0].id!r} of task {ctx.task.name} has none "
                 f"({len(bare)} of {len(prompts)} prompts); give the data anchors, let tsrl-train write them first "
                 "(ladder.build=auto, from ladder.endpoint.* or the policy), build them with tsrl-ladder (then "
-                "task.anchors_file=...), or use a regime without anchors (reward=self_bootstrap, intragroup).")
+                "task.anchors_file=...), or use a regime without anchors (reward=self_bootstrap, intragroup)."
+            )
         short = [p for p in prompts if len(p.anchors) < cfg.k]
         if short:
             raise ConfigError(
                 f"reward.k={cfg.k} but prompt {short[0].id!r} has only {len(short[0].anchors)} anchors; "
-                f"set reward.k to at most {min(len(p.anchors) for p in prompts)}.")
+                f"set reward.k to at most {min(len(p.anchors) for p in prompts)}."
+            )
         self.cfg, self.ctx = cfg, ctx
         self.path = ladder_path(cfg, ctx, prompts)
         self.build_calls = 0
@@ -238,10 +247,12 @@ class LadderRegime(Streams):
         # the k anchors the reward compares with (reward.select): what a diversity ablation varies
         self.selected_diversity = {
             **diversity_report([[r.anchor.text for r in rungs] for rungs in self.selected.values()]),
-            "bt_spread": float(np.mean([rungs[0].strength - rungs[-1].strength for rungs in self.selected.values()]))}
+            "bt_spread": float(np.mean([rungs[0].strength - rungs[-1].strength for rungs in self.selected.values()])),
+        }
         if ctx.collective.is_main:
-            (ctx.run_dir / "ladder_diversity.json").write_text(json.dumps(
-                {**self.diversity, "selected": self.selected_diversity}, indent=1))
+            (ctx.run_dir / "ladder_diversity.json").write_text(
+                json.dumps({**self.diversity, "selected": self.selected_diversity}, indent=1)
+            )
 
     def score_stream(self, stream: GroupStream) -> RewardBatch:
         """Each arrival's k comparisons per completion go to the judge as one batch."""
@@ -249,11 +260,19 @@ class LadderRegime(Streams):
         for chunk in stream.chunks():
             unknown = [g.prompt.id for g in chunk if g.prompt.id not in self.selected]
             if unknown:
-                raise UserError(f"Prompt {unknown[0]!r} has no anchor ladder: the ladder regime scores only the "
-                                "task's training prompts; pass one of them (same text) or use a regime without "
-                                "anchors.")
-            verdicts += self.ctx.judge.compare([PairRequest(g.prompt, r.text, rung.anchor.text) for g in chunk
-                                                for r in g.rollouts for rung in self.selected[g.prompt.id]])
+                raise UserError(
+                    f"Prompt {unknown[0]!r} has no anchor ladder: the ladder regime scores only the "
+                    "task's training prompts; pass one of them (same text) or use a regime without "
+                    "anchors."
+                )
+            verdicts += self.ctx.judge.compare(
+                [
+                    PairRequest(g.prompt, r.text, rung.anchor.text)
+                    for g in chunk
+                    for r in g.rollouts
+                    for rung in self.selected[g.prompt.id]
+                ]
+            )
             groups += chunk
         B, G, k = len(groups), groups[0].size, self.cfg.k
         wins = np.array([np.nan if v.p_first is None else v.p_first for v in verdicts]).reshape(B, G, k)

@@ -41,9 +41,10 @@ import asyncio
 import itertools
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -150,14 +151,24 @@ def from_policy(cfg: Any, build: BuildSettings, task: Any, prompts: Sequence[Pro
 
 def from_endpoint(cfg: EndpointConfig, build: BuildSettings, prompts: Sequence[Prompt]) -> list[Prompt]:
     if not cfg.base_url or not cfg.model:
-        raise ConfigError("build.source=endpoint needs endpoint.base_url and endpoint.model (an OpenAI-compatible "
-                          "chat-completions server).")
+        raise ConfigError(
+            "build.source=endpoint needs endpoint.base_url and endpoint.model (an OpenAI-compatible "
+            "chat-completions server)."
+        )
     asked = requests_for(prompts, build)
-    bodies = [{"model": cfg.model, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens, "n": 1,
-               "messages": [{"role": r, "content": c} for r, c in (p.messages or (("user", p.text),))]}
-              for _, _, p in asked for _ in range(build.samples)]
+    bodies = [
+        {
+            "model": cfg.model,
+            "temperature": cfg.temperature,
+            "max_tokens": cfg.max_tokens,
+            "n": 1,
+            "messages": [{"role": r, "content": c} for r, c in (p.messages or (("user", p.text),))],
+        }
+        for _, _, p in asked
+        for _ in range(build.samples)
+    ]
     answers = asyncio.run(post_all(cfg, bodies))
-    texts = [answers[i * build.samples:(i + 1) * build.samples] for i in range(len(asked))]
+    texts = [answers[i * build.samples : (i + 1) * build.samples] for i in range(len(asked))]
     return attach(prompts, asked, texts)
 
 
@@ -166,8 +177,9 @@ async def post_all(cfg: EndpointConfig, bodies: list[dict]) -> list[str]:
     build with the reason (anchors already written by earlier runs stay where they are)."""
     from tsrl.judging.transport import AiohttpTransport, AttemptError
 
-    transport = AiohttpTransport([cfg.base_url], os.environ.get(cfg.api_key_env, "none"), cfg.timeout_s,
-                                 cfg.concurrency)
+    transport = AiohttpTransport(
+        [cfg.base_url], os.environ.get(cfg.api_key_env, "none"), cfg.timeout_s, cfg.concurrency
+    )
     gate = asyncio.Semaphore(cfg.concurrency)
 
     async def one(body: dict) -> str:
@@ -178,12 +190,16 @@ async def post_all(cfg: EndpointConfig, bodies: list[dict]) -> list[str]:
                 return str(answer["choices"][0]["message"]["content"])
             except AttemptError as err:
                 if not err.retryable or attempt == cfg.retries:
-                    raise UserError(f"endpoint {cfg.base_url} failed ({err.kind}: {err}); check endpoint.base_url, "
-                                    f"endpoint.model and {cfg.api_key_env}.") from None
-                await asyncio.sleep(err.wait or min(2.0 ** attempt, 30.0))
+                    raise UserError(
+                        f"endpoint {cfg.base_url} failed ({err.kind}: {err}); check endpoint.base_url, "
+                        f"endpoint.model and {cfg.api_key_env}."
+                    ) from None
+                await asyncio.sleep(err.wait or min(2.0**attempt, 30.0))
             except (KeyError, IndexError, TypeError):
-                raise UserError(f"endpoint {cfg.base_url} answered without choices[0].message.content; is it a "
-                                "chat-completions server?") from None
+                raise UserError(
+                    f"endpoint {cfg.base_url} answered without choices[0].message.content; is it a "
+                    "chat-completions server?"
+                ) from None
         raise AssertionError("unreachable")
 
     try:
@@ -224,8 +240,10 @@ def build_ladders(cfg: LadderRunConfig) -> dict[str, Any]:
         prompts = from_policy(cfg, cfg.build, task, prompts)
     short = [p for p in prompts if len(p.anchors) < 2]
     if short:
-        raise UserError(f"Prompt {short[0].id!r} of task {task.name} has {len(short[0].anchors)} anchor(s); a ladder "
-                        "needs at least 2 per prompt: use build.source=endpoint or build.source=policy to write them.")
+        raise UserError(
+            f"Prompt {short[0].id!r} of task {task.name} has {len(short[0].anchors)} anchor(s); a ladder "
+            "needs at least 2 per prompt: use build.source=endpoint or build.source=policy to write them."
+        )
     if cfg.build.source != "references":
         write_anchors(run_dir / "anchors.jsonl", prompts)
     judge = build_judge(cfg.judge, task)
@@ -237,13 +255,19 @@ def build_ladders(cfg: LadderRunConfig) -> dict[str, Any]:
         close_judge(judge)
     duplicates = near_duplicates(prompts, cfg.build.near_duplicate)
     report = {
-        "task": task.name, "split": cfg.build.split, "source": cfg.build.source, "prompts": len(prompts),
-        "anchors_per_prompt": sorted({len(p.anchors) for p in prompts}), "judge": judge_identity(cfg.judge),
-        "judge_calls": int(judge_metrics.get("calls", 0)), "judge_errors": float(judge_metrics.get("errors", 0.0)),
-        "ladder_file": str(regime.path), "anchors_file": str(run_dir / "anchors.jsonl")
-        if cfg.build.source != "references" else "",
+        "task": task.name,
+        "split": cfg.build.split,
+        "source": cfg.build.source,
+        "prompts": len(prompts),
+        "anchors_per_prompt": sorted({len(p.anchors) for p in prompts}),
+        "judge": judge_identity(cfg.judge),
+        "judge_calls": int(judge_metrics.get("calls", 0)),
+        "judge_errors": float(judge_metrics.get("errors", 0.0)),
+        "ladder_file": str(regime.path),
+        "anchors_file": str(run_dir / "anchors.jsonl") if cfg.build.source != "references" else "",
         "diversity": diversity_report([[a.text for a in p.anchors] for p in prompts], cfg.build.embeddings),
-        "near_duplicate_threshold": cfg.build.near_duplicate, "near_duplicates": duplicates,
+        "near_duplicate_threshold": cfg.build.near_duplicate,
+        "near_duplicates": duplicates,
         "strength_spread": {pid: rungs[0].strength - rungs[-1].strength for pid, rungs in regime.ladders.items()},
     }
     (run_dir / "ladder_report.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -275,9 +299,11 @@ def format_report(report: dict[str, Any]) -> str:
     ]
     duplicates = report["near_duplicates"]
     for dup in duplicates[:10]:
-        lines.append(f"warning: near-duplicate anchors {dup['anchors'][0]} and {dup['anchors'][1]} of prompt "
-                     f"{dup['prompt_id']!r} (word Jaccard {dup['similarity']:.2f}): a low-diversity ladder "
-                     "collapses training (TSRL); replace one of them")
+        lines.append(
+            f"warning: near-duplicate anchors {dup['anchors'][0]} and {dup['anchors'][1]} of prompt "
+            f"{dup['prompt_id']!r} (word Jaccard {dup['similarity']:.2f}): a low-diversity ladder "
+            "collapses training (TSRL); replace one of them"
+        )
     if len(duplicates) > 10:
         lines.append(f"warning: {len(duplicates) - 10} more near-duplicate pairs in ladder_report.json")
     if report["anchors_file"]:
@@ -318,9 +344,11 @@ def check_references(task: Any) -> None:
 
     bare = [p for p in task.prompts("eval") if not p.anchors] if task_metric(task) == "winrate" else []
     if bare:
-        raise UserError(f"Held-out prompt {bare[0].id!r} of task {task.name} has no reference anchors ({len(bare)} "
-                        "such), so its win-rate cannot be measured; point task.eval_file at held-out prompts with "
-                        "anchors in the task's schema (for humor the shipped tsrl/tasks/data/humor/eval.jsonl).")
+        raise UserError(
+            f"Held-out prompt {bare[0].id!r} of task {task.name} has no reference anchors ({len(bare)} "
+            "such), so its win-rate cannot be measured; point task.eval_file at held-out prompts with "
+            "anchors in the task's schema (for humor the shipped tsrl/tasks/data/humor/eval.jsonl)."
+        )
 
 
 def prepare_ladder(cfg: Any, task: Any) -> tuple[Any, Any]:
@@ -341,28 +369,39 @@ def prepare_ladder(cfg: Any, task: Any) -> tuple[Any, Any]:
     if cfg.ladder.build == "off":
         what = f"reward.k={needed}" if isinstance(cfg.reward, LadderConfig) else "the reward model's ladder"
         fewest = min(len(p.anchors) for p in prompts)
-        lower = (f"set reward.k to at most {fewest}" if fewest and what.startswith("reward.k")
-                 else "choose another reward")
-        raise UserError(f"{what} needs {needed} anchors per training prompt, but {first} ({len(short)} of "
-                        f"{len(prompts)} prompts short); set ladder.build=auto to have tsrl-train write the missing "
-                        "ones first (from ladder.endpoint.* or the policy), build them with tsrl-ladder and pass "
-                        f"task.anchors_file=..., or {lower}.")
+        lower = (
+            f"set reward.k to at most {fewest}" if fewest and what.startswith("reward.k") else "choose another reward"
+        )
+        raise UserError(
+            f"{what} needs {needed} anchors per training prompt, but {first} ({len(short)} of "
+            f"{len(prompts)} prompts short); set ladder.build=auto to have tsrl-train write the missing "
+            "ones first (from ladder.endpoint.* or the policy), build them with tsrl-ladder and pass "
+            f"task.anchors_file=..., or {lower}."
+        )
     if not hasattr(cfg.task, "anchors_file"):
-        raise UserError(f"{first} of the {needed} anchors reward.k needs, and task {task.name} has no anchors_file "
-                        "setting to give it built ones; lower reward.k.")
+        raise UserError(
+            f"{first} of the {needed} anchors reward.k needs, and task {task.name} has no anchors_file "
+            "setting to give it built ones; lower reward.k."
+        )
     path = Path(cfg.run_dir) / STEP_FILE
     if path.is_file():
-        logging.getLogger("tsrl").info("ladder: reusing %s (written by an earlier start of this run) for %d prompts "
-                                       "short of %d anchors", path, len(short), needed)
+        logging.getLogger("tsrl").info(
+            "ladder: reusing %s (written by an earlier start of this run) for %d prompts short of %d anchors",
+            path,
+            len(short),
+            needed,
+        )
     else:
         write_step_anchors(cfg, task, short, needed, path)
     cfg = replace(cfg, task=replace(cfg.task, anchors_file=str(path)))
     task = build_task(cfg.task)
     still = [p for p in task.prompts("train") if len(p.anchors) < needed]
     if still:
-        raise UserError(f"{path} gives prompt {still[0].id!r} {len(still[0].anchors)} anchors, fewer than the "
-                        f"{needed} needed; it was built for a smaller reward.k or other prompts: delete it to build "
-                        "it again, or use another run_dir.")
+        raise UserError(
+            f"{path} gives prompt {still[0].id!r} {len(still[0].anchors)} anchors, fewer than the "
+            f"{needed} needed; it was built for a smaller reward.k or other prompts: delete it to build "
+            "it again, or use another run_dir."
+        )
     return cfg, task
 
 
@@ -376,18 +415,32 @@ def write_step_anchors(cfg: Any, task: Any, short: Sequence[Prompt], needed: int
     import torch
 
     log, build = logging.getLogger("tsrl"), step_settings(cfg.ladder, needed, short)
-    writer = (f"endpoint {cfg.ladder.endpoint.model} at {cfg.ladder.endpoint.base_url}"
-              if build.source == "endpoint" else "the policy")
+    writer = (
+        f"endpoint {cfg.ladder.endpoint.model} at {cfg.ladder.endpoint.base_url}"
+        if build.source == "endpoint"
+        else "the policy"
+    )
     styles = max(len(build.styles), 1)
-    log.info("ladder: %d training prompts have fewer than the %d anchors the reward needs; writing %d more per "
-             "prompt (%d tiers × %d styles × %d samples) with %s into %s, once (a resumed run reuses it)",
-             len(short), needed, len(build.tiers) * styles * build.samples, len(build.tiers), styles, build.samples,
-             writer, path)
+    log.info(
+        "ladder: %d training prompts have fewer than the %d anchors the reward needs; writing %d more per "
+        "prompt (%d tiers × %d styles × %d samples) with %s into %s, once (a resumed run reuses it)",
+        len(short),
+        needed,
+        len(build.tiers) * styles * build.samples,
+        len(build.tiers),
+        styles,
+        build.samples,
+        writer,
+        path,
+    )
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        written = (from_endpoint(cfg.ladder.endpoint, build, short) if build.source == "endpoint"
-                   else from_policy(cfg, build, task, short))
+        written = (
+            from_endpoint(cfg.ladder.endpoint, build, short)
+            if build.source == "endpoint"
+            else from_policy(cfg, build, task, short)
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     write_anchors(path, [replace(p, anchors=p.anchors + w.anchors) for p, w in zip(short, written)])
     log.info("ladder: wrote %s in %.1f s", path, time.perf_counter() - start)

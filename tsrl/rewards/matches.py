@@ -9,14 +9,15 @@ There is one failure policy, the judge's (`judge.failure`): with `tie` or `rando
 answered a failed request. A match that still has no verdict (Verdict.p_first None, `judge.failure=drop`) is
 counted with its reason and handled by the regime's rule: `drop` (y = ½ so the schedule can finish, then the
 whole group is dropped: NaN rewards, left out of the update) for in_batch, arena and adaptive; `random` (a
-seeded coin, cai-tournament's rule) for the constitutional bracket. Diagnostics summarise the matches actually played: tie rate, decisiveness
+seeded coin, cai-tournament's rule) for the constitutional bracket. Diagnostics summarise the matches actually
+played: tie rate, decisiveness
 E|2y − 1|, and the Bradley–Terry spread (max β − min β per group, all groups in one batched fit).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -99,18 +100,21 @@ def play(stream: GroupStream, make: MakeSchedules, table: Table) -> Played:
         outcomes = ask(batch)
         at = 0
         for s, matches in pending:
-            played.schedules[s].record(outcomes[at: at + len(matches)])
+            played.schedules[s].record(outcomes[at : at + len(matches)])
             at += len(matches)
             rounds[s] += 1
         pending = [(s, nxt) for s, nxt in ((s, played.schedules[s].next_round()) for s, _ in pending) if nxt]
         if pending and max(rounds[s] for s, _ in pending) >= MAX_ROUNDS:
             name = type(played.schedules[next(s for s, _ in pending if rounds[s] >= MAX_ROUNDS)]).__name__
-            raise RuntimeError(f"{name} still has matches after {MAX_ROUNDS} rounds; a schedule must finish "
-                               "(next_round() returning []) — this is a bug in the schedule.")
+            raise RuntimeError(
+                f"{name} still has matches after {MAX_ROUNDS} rounds; a schedule must finish "
+                "(next_round() returning []) — this is a bug in the schedule."
+            )
 
 
-def diagnostics(histories: Sequence[list[tuple[int, int, float]]], n: int, played: Played, samples: int
-                ) -> dict[str, float]:
+def diagnostics(
+    histories: Sequence[list[tuple[int, int, float]]], n: int, played: Played, samples: int
+) -> dict[str, float]:
     """reward/* counters plus tournament/* summaries of the matches in every group's history."""
     outcomes = np.array([y for h in histories for _, _, y in h])  # [M_all]
     spread = 0.0

@@ -18,7 +18,8 @@ Shapes: N sequences (B·G), T completion tokens, V vocabulary, H hidden width.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -63,13 +64,14 @@ def _forward(policy: Any, groups: Sequence[Group], pad_id: int, micro: int, hidd
 
 
 @torch.no_grad()
-def completion_self_certainty(policy: Any, groups: Sequence[Group], pad_id: int, temperature: float,
-                              micro: int) -> torch.Tensor:
+def completion_self_certainty(
+    policy: Any, groups: Sequence[Group], pad_id: int, temperature: float, micro: int
+) -> torch.Tensor:
     """Self-certainty [N] of every completion of the groups under the policy (a PolicyView or a module) at
     `temperature`."""
     parts = []
     for out, mask, P in _forward(policy, groups, pad_id, micro, hidden=False):
-        logits = out.logits[:, P - 1:-1].float() / temperature  # [n, T, V] predicts completion tokens
+        logits = out.logits[:, P - 1 : -1].float() / temperature  # [n, T, V] predicts completion tokens
         parts.append(self_certainty(logits, mask).cpu())
     return torch.cat(parts)
 

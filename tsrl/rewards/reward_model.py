@@ -32,9 +32,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from scipy.optimize import minimize
@@ -91,8 +91,14 @@ def pairwise_loss(w: np.ndarray, diffs: np.ndarray, l2: float) -> tuple[float, n
 
 def fit_reward_head(diffs: np.ndarray, l2: float) -> np.ndarray:
     """The w [H] minimising pairwise_loss (convex; L-BFGS-B from zero)."""
-    result = minimize(pairwise_loss, np.zeros(diffs.shape[1]), args=(diffs, l2), jac=True, method="L-BFGS-B",
-                      options={"maxiter": 1000})
+    result = minimize(
+        pairwise_loss,
+        np.zeros(diffs.shape[1]),
+        args=(diffs, l2),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 1000},
+    )
     return result.x
 
 
@@ -106,8 +112,12 @@ def pairwise_accuracy(w: np.ndarray, diffs: np.ndarray) -> float:
 
 def ladder_pairs(rungs: Sequence[Rung]) -> list[tuple[int, int]]:
     """(winner, loser) positions of every rung pair with different strengths."""
-    return [(i, j) if rungs[i].strength > rungs[j].strength else (j, i)
-            for i in range(len(rungs)) for j in range(i + 1, len(rungs)) if rungs[i].strength != rungs[j].strength]
+    return [
+        (i, j) if rungs[i].strength > rungs[j].strength else (j, i)
+        for i in range(len(rungs))
+        for j in range(i + 1, len(rungs))
+        if rungs[i].strength != rungs[j].strength
+    ]
 
 
 def heldout_ids(prompt_ids: Sequence[str], frac: float, seed: int) -> set[str]:
@@ -129,7 +139,9 @@ class RewardModelRegime:
         self.ladders = ladder.ladders
         head = {k: v for k, v in asdict(cfg).items() if k not in ("ladder", "rm_dir", "retrain", "micro_batch_size")}
         key = json.dumps([CACHE_VERSION, ladder.path.name, self.backbone.fingerprint(), head], sort_keys=True)
-        self.path = Path(cfg.rm_dir).expanduser() / f"{ctx.task.name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
+        self.path = (
+            Path(cfg.rm_dir).expanduser() / f"{ctx.task.name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
+        )
         if ctx.collective.from_main(self.path.is_file()) and not cfg.retrain:  # every process decides alike
             stored = np.load(self.path)
             self.w, self.mu, self.sigma = stored["w"], stored["mu"], stored["sigma"]
@@ -139,15 +151,20 @@ class RewardModelRegime:
             self._store()
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
         if ctx.collective.is_main:
-            (ctx.run_dir / "reward_model.json").write_text(json.dumps({**self.report, "head": str(self.path)}, indent=1))
+            (ctx.run_dir / "reward_model.json").write_text(
+                json.dumps({**self.report, "head": str(self.path)}, indent=1)
+            )
         self.anchor_scores: dict[str, np.ndarray] = {}
 
     def _features(self, prompts: Sequence[Prompt], texts: Sequence[Sequence[str]]) -> np.ndarray:
         from tsrl.rewards.policy_features import completion_features, text_groups
 
         groups = text_groups(self.ctx.tokenizer, prompts, texts)
-        return completion_features(self.backbone, groups, self.ctx.tokenizer.pad_token_id,
-                                   self.cfg.micro_batch_size).numpy().astype(np.float64)  # [N, H]
+        return (
+            completion_features(self.backbone, groups, self.ctx.tokenizer.pad_token_id, self.cfg.micro_batch_size)
+            .numpy()
+            .astype(np.float64)
+        )  # [N, H]
 
     def _fit(self, prompts: Sequence[Prompt]) -> dict[str, float]:
         """Fit the head on the training prompts' pairs; returns accuracies and counts."""
@@ -162,15 +179,22 @@ class RewardModelRegime:
         self.mu = phi[train_rows].mean(0)  # [H]
         self.sigma = phi[train_rows].std(0) + 1e-6  # [H]
         z = (phi - self.mu) / self.sigma  # [ΣK, H]
-        diffs = {split: np.array([z[i] - z[j] for i, j in pairs]).reshape(-1, z.shape[1]) for split, pairs in rows.items()}
+        diffs = {
+            split: np.array([z[i] - z[j] for i, j in pairs]).reshape(-1, z.shape[1]) for split, pairs in rows.items()
+        }
         if len(diffs[False]) == 0:
-            raise ConfigError("reward=reward_model found no ordered anchor pairs to train on; the task's training "
-                              "prompts need at least two anchors the judge tells apart (or lower reward.holdout_frac).")
+            raise ConfigError(
+                "reward=reward_model found no ordered anchor pairs to train on; the task's training "
+                "prompts need at least two anchors the judge tells apart (or lower reward.holdout_frac)."
+            )
         self.w = fit_reward_head(diffs[False], self.cfg.l2)
-        return {"train_pairs": len(diffs[False]), "heldout_pairs": len(diffs[True]),
-                "train_pair_accuracy": pairwise_accuracy(self.w, diffs[False]),
-                "heldout_pair_accuracy": pairwise_accuracy(self.w, diffs[True]),
-                "train_loss": pairwise_loss(self.w, diffs[False], self.cfg.l2)[0]}
+        return {
+            "train_pairs": len(diffs[False]),
+            "heldout_pairs": len(diffs[True]),
+            "train_pair_accuracy": pairwise_accuracy(self.w, diffs[False]),
+            "heldout_pair_accuracy": pairwise_accuracy(self.w, diffs[True]),
+            "train_loss": pairwise_loss(self.w, diffs[False], self.cfg.l2)[0],
+        }
 
     def _store(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,11 +208,16 @@ class RewardModelRegime:
 
     def _anchors_of(self, prompt: Prompt) -> np.ndarray:
         if prompt.id not in self.anchor_scores:
-            texts = [r.anchor.text for r in self.ladders[prompt.id]] if prompt.id in self.ladders else \
-                [a.text for a in prompt.anchors]
+            texts = (
+                [r.anchor.text for r in self.ladders[prompt.id]]
+                if prompt.id in self.ladders
+                else [a.text for a in prompt.anchors]
+            )
             if not texts:
-                raise ConfigError(f"reward.output=winrate needs anchors, but prompt {prompt.id!r} has none; set "
-                                  "reward.output=score to use the raw reward-model score.")
+                raise ConfigError(
+                    f"reward.output=winrate needs anchors, but prompt {prompt.id!r} has none; set "
+                    "reward.output=score to use the raw reward-model score."
+                )
             self.anchor_scores[prompt.id] = self.rm_scores([prompt], [texts])
         return self.anchor_scores[prompt.id]  # [K]
 
@@ -198,14 +227,18 @@ class RewardModelRegime:
         scores = scores.reshape(B, G)  # [B, G]
         if self.cfg.output == "winrate":
             anchors = [self._anchors_of(g.prompt) for g in groups]  # B × [K]
-            rewards = np.stack([np.mean(1.0 / (1.0 + np.exp(-(s[:, None] - a[None, :]))), axis=1)
-                                for s, a in zip(scores, anchors)])  # [B, G]
+            rewards = np.stack(
+                [np.mean(1.0 / (1.0 + np.exp(-(s[:, None] - a[None, :]))), axis=1) for s, a in zip(scores, anchors)]
+            )  # [B, G]
         else:
             rewards = scores
-        metrics = {"reward/comparisons_per_sample": 0.0, "rm/score_mean": float(scores.mean()),
-                   "rm/score_std": float(scores.std()),
-                   "rm/heldout_pair_accuracy": self.report["heldout_pair_accuracy"],
-                   "rm/train_pair_accuracy": self.report["train_pair_accuracy"]}
+        metrics = {
+            "reward/comparisons_per_sample": 0.0,
+            "rm/score_mean": float(scores.mean()),
+            "rm/score_std": float(scores.std()),
+            "rm/heldout_pair_accuracy": self.report["heldout_pair_accuracy"],
+            "rm/train_pair_accuracy": self.report["train_pair_accuracy"],
+        }
         return RewardBatch(rewards=rewards, metrics=metrics)
 
 

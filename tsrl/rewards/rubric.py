@@ -14,8 +14,8 @@ Shapes: B groups, G completions. Differences from TSRL's baseline: the rubric pr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -1,7 +1,8 @@
 """`reward=self_bootstrap`: TSRL's self-bootstrapped ladder — the anchors are sampled from the policy itself.
 
 Build (at setup and at every refresh): for every training prompt and every quality tier τ (TSRL §4.10: four
-tiers, low-effort → top-tier; the instructions' wording is tsrl's), the policy samples `samples_per_tier` responses to the prompt with the tier's instruction
+tiers, low-effort → top-tier; the instructions' wording is tsrl's), the policy samples `samples_per_tier` responses
+to the prompt with the tier's instruction
 appended, giving K = |tiers| · samples_per_tier anchors per prompt. The judge then ranks them exactly as
 `reward=ladder` ranks given anchors (round-robin, Bradley–Terry, stored; the ladder module is reused, not
 copied), and the training reward is the ladder win-rate over k of them, w(c) = (1/k) Σ_i p(c ≻ r_i).
@@ -27,8 +28,8 @@ refreshes on the same steps.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -73,8 +74,10 @@ class SelfBootstrapConfig:
             raise ConfigError("reward.tiers must name at least one tier and reward.samples_per_tier must be >= 1.")
         anchors = len(self.tiers) * self.samples_per_tier
         if self.ladder.k > anchors:
-            raise ConfigError(f"reward.ladder.k={self.ladder.k} but self_bootstrap samples only {anchors} anchors per "
-                              f"prompt (tiers × samples_per_tier); set reward.ladder.k to at most {anchors} or add tiers.")
+            raise ConfigError(
+                f"reward.ladder.k={self.ladder.k} but self_bootstrap samples only {anchors} anchors per "
+                f"prompt (tiers × samples_per_tier); set reward.ladder.k to at most {anchors} or add tiers."
+            )
         if self.period < 0 or self.saturation_patience < 0:
             raise ConfigError("reward.period and reward.saturation_patience must be >= 0 (0 disables).")
 
@@ -87,8 +90,9 @@ class RefreshState:
     saturated_steps: int = 0
 
 
-def refresh_decision(state: RefreshState, mean_winrate: float, period: int, threshold: float,
-                     patience: int) -> tuple[RefreshState, str | None]:
+def refresh_decision(
+    state: RefreshState, mean_winrate: float, period: int, threshold: float, patience: int
+) -> tuple[RefreshState, str | None]:
     """Advance the schedule by one scored step; returns the new state and "scheduled", "saturated" or None."""
     steps = state.steps_since_refresh + 1
     saturated = state.saturated_steps + 1 if mean_winrate > threshold else 0  # NaN compares False
@@ -99,19 +103,30 @@ def refresh_decision(state: RefreshState, mean_winrate: float, period: int, thre
     return RefreshState(steps, saturated), None
 
 
-def sample_anchors(ctx: RegimeContext, cfg: SelfBootstrapConfig, prompts: Sequence[Prompt], refresh: int) -> list[Prompt]:
+def sample_anchors(
+    ctx: RegimeContext, cfg: SelfBootstrapConfig, prompts: Sequence[Prompt], refresh: int
+) -> list[Prompt]:
     """Every prompt with K fresh anchors from the policy, one tier instruction at a time, under a seeded RNG."""
     import torch
 
-    tiered = [Prompt(id=f"{p.id}@{tier}", text=f"{p.text}\n\n{instruction}", fields=p.fields)
-              for p in prompts for tier, instruction in cfg.tiers.items()]
+    tiered = [
+        Prompt(id=f"{p.id}@{tier}", text=f"{p.text}\n\n{instruction}", fields=p.fields)
+        for p in prompts
+        for tier, instruction in cfg.tiers.items()
+    ]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed * 1_000_003 + refresh)
         groups = ctx.generator.generate(tiered, cfg.samples_per_tier, cfg.max_new_tokens or None)
     T = len(cfg.tiers)
-    return [replace(p, anchors=tuple(Anchor(r.text, tier) for g, tier in zip(groups[b * T:(b + 1) * T], cfg.tiers)
-                                     for r in g.rollouts))
-            for b, p in enumerate(prompts)]
+    return [
+        replace(
+            p,
+            anchors=tuple(
+                Anchor(r.text, tier) for g, tier in zip(groups[b * T : (b + 1) * T], cfg.tiers) for r in g.rollouts
+            ),
+        )
+        for b, p in enumerate(prompts)
+    ]
 
 
 class SelfBootstrapRegime:
@@ -126,15 +141,21 @@ class SelfBootstrapRegime:
     def state_dict(self) -> dict:
         """The refresh schedule and the current anchors (JSON-serialisable), for checkpoints."""
         anchors = {p.id: [[a.text, a.tier] for a in p.anchors] for p in self.anchored}
-        return {"refreshes": self.refreshes, "early_refreshes": self.early_refreshes,
-                "steps_since_refresh": self.state.steps_since_refresh, "saturated_steps": self.state.saturated_steps,
-                "anchors": anchors}
+        return {
+            "refreshes": self.refreshes,
+            "early_refreshes": self.early_refreshes,
+            "steps_since_refresh": self.state.steps_since_refresh,
+            "saturated_steps": self.state.saturated_steps,
+            "anchors": anchors,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.refreshes, self.early_refreshes = state["refreshes"], state["early_refreshes"]
         self.state = RefreshState(state["steps_since_refresh"], state["saturated_steps"])
-        prompts = [replace(p, anchors=tuple(Anchor(t, tier) for t, tier in state["anchors"][p.id]))
-                   for p in self.ctx.task.prompts("train")]
+        prompts = [
+            replace(p, anchors=tuple(Anchor(t, tier) for t, tier in state["anchors"][p.id]))
+            for p in self.ctx.task.prompts("train")
+        ]
         with self.ctx.collective.main_first():
             self._rank(prompts)
 
@@ -143,8 +164,9 @@ class SelfBootstrapRegime:
         every one samples (generation may be collective, e.g. under ZeRO-3), the main process's anchors are
         used everywhere, and the main process judges the round-robin and stores it; the others load it."""
         collective = self.ctx.collective
-        prompts = collective.from_main(sample_anchors(self.ctx, self.cfg, self.ctx.task.prompts("train"),
-                                                      self.refreshes))
+        prompts = collective.from_main(
+            sample_anchors(self.ctx, self.cfg, self.ctx.task.prompts("train"), self.refreshes)
+        )
         with collective.main_first():
             return self._rank(prompts)
 
@@ -163,18 +185,27 @@ class SelfBootstrapRegime:
         batch = self.ladder.score(groups)
         mean = float(np.nanmean(batch.rewards)) if not np.isnan(batch.rewards).all() else float("nan")
         mean = self.ctx.collective.mean(mean)  # every process takes the same refresh decision
-        self.state, reason = refresh_decision(self.state, mean, self.cfg.period, self.cfg.saturation_threshold,
-                                              self.cfg.saturation_patience)
-        metrics = {**batch.metrics, "bootstrap/ladder_diversity": self.diversity,
-                   "bootstrap/distinct_anchor_frac": self.distinct,
-                   "bootstrap/saturated_steps": float(self.state.saturated_steps)}
+        self.state, reason = refresh_decision(
+            self.state, mean, self.cfg.period, self.cfg.saturation_threshold, self.cfg.saturation_patience
+        )
+        metrics = {
+            **batch.metrics,
+            "bootstrap/ladder_diversity": self.diversity,
+            "bootstrap/distinct_anchor_frac": self.distinct,
+            "bootstrap/saturated_steps": float(self.state.saturated_steps),
+        }
         calls = 0
         if reason is not None:
             self.refreshes += 1
             self.early_refreshes += reason == "saturated"
             calls = self._rebuild()
-        metrics.update({"bootstrap/refreshes": float(self.refreshes), "bootstrap/early_refreshes":
-                        float(self.early_refreshes), "bootstrap/refresh_calls": Count(calls)})
+        metrics.update(
+            {
+                "bootstrap/refreshes": float(self.refreshes),
+                "bootstrap/early_refreshes": float(self.early_refreshes),
+                "bootstrap/refresh_calls": Count(calls),
+            }
+        )
         return replace(batch, metrics=metrics)
 
 

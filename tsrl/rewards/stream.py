@@ -19,7 +19,8 @@ order the failures happen.
 from __future__ import annotations
 
 import threading
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from tsrl.types import Group, RewardBatch
 
@@ -37,7 +38,7 @@ class GroupStream:
         self._cond = threading.Condition()
 
     @classmethod
-    def of(cls, groups: Sequence[Group]) -> "GroupStream":
+    def of(cls, groups: Sequence[Group]) -> GroupStream:
         """A stream that already holds the whole batch."""
         stream = cls(len(groups))
         stream.put(list(enumerate(groups)))

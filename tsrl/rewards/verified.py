@@ -27,8 +27,8 @@ generator, so the live arrival order is a seeded permutation; m = 0.9 and λ = 0
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -49,9 +49,10 @@ class VerifierConfig:
     """Reward `verifier`: the task's programmatic check (plain RLVR), no judge."""
 
 
-TRACE_TOURNAMENTS: dict[str, Callable[[int, np.random.Generator, "AdaptiveConfig"], Schedule]] = {
-    "live": lambda n, rng, c: LiveTrace(n, arrival=rng.permutation(n).tolist(), margin=c.margin, l2=c.l2,
-                                        leaderboard=c.leaderboard),
+TRACE_TOURNAMENTS: dict[str, Callable[[int, np.random.Generator, AdaptiveConfig], Schedule]] = {
+    "live": lambda n, rng, c: LiveTrace(
+        n, arrival=rng.permutation(n).tolist(), margin=c.margin, l2=c.l2, leaderboard=c.leaderboard
+    ),
     "round_robin": lambda n, rng, c: TraceRoundRobin(n, margin=c.margin, l2=c.l2),  # no arrival order
 }
 """Reasoning Arena's trace tournaments by name: (G, rng for the arrival order, reward config) → a fresh Schedule."""
@@ -78,11 +79,15 @@ class AdaptiveConfig:
 
     def __post_init__(self) -> None:
         if self.leaderboard not in LEADERBOARDS:
-            raise ConfigError(f"reward.leaderboard={self.leaderboard!r} is unknown; choose one of "
-                              f"{', '.join(LEADERBOARDS)} (winrate is Reasoning Arena's).")
+            raise ConfigError(
+                f"reward.leaderboard={self.leaderboard!r} is unknown; choose one of "
+                f"{', '.join(LEADERBOARDS)} (winrate is Reasoning Arena's)."
+            )
         if self.tournament not in (*TRACE_TOURNAMENTS, "pointwise"):
-            raise ConfigError(f"reward.tournament={self.tournament!r} is unknown; choose one of "
-                              f"{', '.join(TRACE_TOURNAMENTS)}, pointwise (live is the default).")
+            raise ConfigError(
+                f"reward.tournament={self.tournament!r} is unknown; choose one of "
+                f"{', '.join(TRACE_TOURNAMENTS)}, pointwise (live is the default)."
+            )
         if not 0.5 < self.margin <= 1.0:
             raise ConfigError(f"reward.margin={self.margin} must lie in (0.5, 1]; the paper's soft margin is m > ½.")
         if self.l2 <= 0:
@@ -91,8 +96,10 @@ class AdaptiveConfig:
 
 def verifier_of(task: Task, regime: str) -> Verifiable:
     if not isinstance(task, Verifiable):
-        raise ConfigError(f"reward={regime} needs a task with a verifier, and task {task.name!r} has none; "
-                          "pick a task that defines verify(prompt, text) or another reward.")
+        raise ConfigError(
+            f"reward={regime} needs a task with a verifier, and task {task.name!r} has none; "
+            "pick a task that defines verify(prompt, text) or another reward."
+        )
     return task
 
 
@@ -115,8 +122,11 @@ class VerifierRegime(Streams):
 
     def score_stream(self, stream: GroupStream) -> RewardBatch:
         rewards = np.concatenate([verify_groups(self.task, chunk) for chunk in stream.chunks()])  # [B, G]
-        metrics = {"reward/comparisons_per_sample": 0.0, "verifier/pass_rate": float(rewards.mean()),
-                   "verifier/separating_frac": float((rewards.std(axis=1) > 0).mean())}
+        metrics = {
+            "reward/comparisons_per_sample": 0.0,
+            "verifier/pass_rate": float(rewards.mean()),
+            "verifier/separating_frac": float((rewards.std(axis=1) > 0).mean()),
+        }
         return RewardBatch(rewards=rewards, metrics=metrics)
 
 
@@ -153,7 +163,7 @@ class AdaptiveRegime(Streams, StepCounted):
     def graded(self, stream: GroupStream) -> RewardBatch:
         """Adaptive Pointwise: the routed groups get the judge's grade / scale (an ungraded trace drops its
         group, as reward=rubric does); the others keep their verifier rewards."""
-        from tsrl.rewards.rubric import grades, graded_batch
+        from tsrl.rewards.rubric import graded_batch, grades
 
         rows, routed, graded = [], [], []
         for chunk in stream.chunks():
@@ -173,8 +183,12 @@ class AdaptiveRegime(Streams, StepCounted):
 
 
 def route_counts(groups: int, routed: int) -> dict[str, float]:
-    return {"route/verifier": Count(groups - routed), "route/tournament": Count(routed),
-            "route/verifier_frac": (groups - routed) / groups, "route/tournament_frac": routed / groups}
+    return {
+        "route/verifier": Count(groups - routed),
+        "route/tournament": Count(routed),
+        "route/verifier_frac": (groups - routed) / groups,
+        "route/tournament_frac": routed / groups,
+    }
 
 
 REWARDS.register("verifier", VerifierConfig, VerifierRegime)

@@ -13,4 +13,14 @@ def build_task(cfg: Any) -> Task:
     return TASKS.build(cfg)
 
 
-__all__ = ["DataError", "SimulatedQuality", "Task", "TaskView", "Verifiable", "TASKS", "build_task", "HumorConfig", "HumorTask"]
+__all__ = [
+    "DataError",
+    "SimulatedQuality",
+    "Task",
+    "TaskView",
+    "Verifiable",
+    "TASKS",
+    "build_task",
+    "HumorConfig",
+    "HumorTask",
+]

@@ -30,8 +30,8 @@ apples." all give 42.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 MARKER = re.compile(r"\banswer\b[\s*_]*(?:is\b[\s*_:]*|:[\s*_]*)", re.IGNORECASE)
@@ -236,14 +236,18 @@ def extract_choice(text: str, letters: str = "ABCD") -> Extracted:
 def verify_integer(text: str, answer: int) -> float:
     """1.0 if the response's integer answer (0-999) equals `answer`, else 0.0."""
     if not 0 <= answer <= 999:
-        raise ValueError(f"verify_integer: the reference answer {answer} is outside 0-999, so nothing could "
-                         "match it; check the dataset row.")
+        raise ValueError(
+            f"verify_integer: the reference answer {answer} is outside 0-999, so nothing could "
+            "match it; check the dataset row."
+        )
     return 1.0 if extract_integer(text).value == answer else 0.0
 
 
 def verify_choice(text: str, answer: str, letters: str = "ABCD") -> float:
     """1.0 if the response's choice letter equals `answer` (case-insensitive), else 0.0."""
     if len(answer.strip()) != 1 or answer.strip().upper() not in letters.upper():
-        raise ValueError(f"verify_choice: the reference answer {answer!r} is not one of {letters}; "
-                         "check the dataset row or pass letters=.")
+        raise ValueError(
+            f"verify_choice: the reference answer {answer!r} is not one of {letters}; "
+            "check the dataset row or pass letters=."
+        )
     return 1.0 if extract_choice(text, letters).value == answer.strip().upper() else 0.0

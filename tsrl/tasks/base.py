@@ -18,9 +18,10 @@ or a JSON/JSONL/Parquet file with the dataset's columns) mapped onto the task's 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tsrl.errors import DataError
 from tsrl.types import Anchor, Group, Prompt
@@ -56,7 +57,7 @@ def verify_rollouts(task: Verifiable, groups: Sequence[Group]) -> list[list[floa
     flat = list(many(pairs)) if many is not None else [task.verify(prompt, text) for prompt, text in pairs]
     scores, start = [], 0
     for group in groups:
-        scores.append(flat[start:start + len(group.rollouts)])
+        scores.append(flat[start : start + len(group.rollouts)])
         start += len(group.rollouts)
     return scores
 
@@ -127,16 +128,23 @@ class PromptSource:
     the real dataset's rows turned into that schema by `native(row, index)` and parsed by the same
     `parse_row`, so every source is checked the same way."""
 
-    def __init__(self, task: str, cfg: DatasetConfig, schema: DatasetSchema,
-                 parse_row: Callable[[dict[str, Any], str], Prompt],
-                 native: Callable[[dict[str, Any], int, DatasetConfig], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        task: str,
+        cfg: DatasetConfig,
+        schema: DatasetSchema,
+        parse_row: Callable[[dict[str, Any], str], Prompt],
+        native: Callable[[dict[str, Any], int, DatasetConfig], dict[str, Any]],
+    ) -> None:
         self.task, self.cfg, self.schema, self.parse_row, self.native = task, cfg, schema, parse_row, native
         if cfg.dataset and not (cfg.eval_dataset or cfg.eval_file) and cfg.train_split == cfg.eval_split:
             from tsrl.errors import ConfigError
 
-            raise ConfigError(f"task {task}: train_split and eval_split are both {cfg.train_split!r} of {cfg.dataset}, "
-                              "so the held-out prompts would be training prompts; set task.eval_dataset to another "
-                              "dataset or give the splits disjoint slices (train[:95%] / train[95%:]).")
+            raise ConfigError(
+                f"task {task}: train_split and eval_split are both {cfg.train_split!r} of {cfg.dataset}, "
+                "so the held-out prompts would be training prompts; set task.eval_dataset to another "
+                "dataset or give the splits disjoint slices (train[:95%] / train[95%:])."
+            )
         root = DATA_DIR / task
         self.files = {
             "train": Path(cfg.train_file).expanduser() if cfg.train_file else root / "train.jsonl",
@@ -164,8 +172,9 @@ class PromptSource:
     def _rows(self, split: str) -> list[Prompt]:
         """Every prompt of the split as read from its source, read once."""
         if split not in self._read:
-            self._read[split] = (self._from_dataset(split) if self._from_table(split)
-                                 else read_jsonl(self.files[split], self.parse_row))
+            self._read[split] = (
+                self._from_dataset(split) if self._from_table(split) else read_jsonl(self.files[split], self.parse_row)
+            )
         return self._read[split]
 
     def _from_table(self, split: str) -> bool:
@@ -180,11 +189,16 @@ class PromptSource:
         if len(kept) < len(heldout):
             import logging
 
-            logging.getLogger(__name__).warning("task %s: %d held-out prompts also occur in the training split "
-                                                "and were left out", self.task, len(heldout) - len(kept))
+            logging.getLogger(__name__).warning(
+                "task %s: %d held-out prompts also occur in the training split and were left out",
+                self.task,
+                len(heldout) - len(kept),
+            )
         if not kept:
-            raise DataError(f"Every held-out prompt of {self.cfg.dataset} (split {self.cfg.eval_split}) is also a "
-                            "training prompt; choose disjoint splits or task.eval_dataset.")
+            raise DataError(
+                f"Every held-out prompt of {self.cfg.dataset} (split {self.cfg.eval_split}) is also a "
+                "training prompt; choose disjoint splits or task.eval_dataset."
+            )
         return kept
 
     def _from_dataset(self, split: str) -> list[Prompt]:
@@ -195,15 +209,24 @@ class PromptSource:
         other = split == "eval" and bool(cfg.eval_dataset)
         dataset = cfg.eval_dataset if other else cfg.dataset
         columns = {**self.schema.columns, **cfg.columns, **(cfg.eval_columns if other else {})}
-        rows = load_rows(dataset, name, columns, self.schema.required,
-                         subset=cfg.subset, group_by=self.schema.group_by, collect=self.schema.collect,
-                         blanks=self.schema.blanks)
+        rows = load_rows(
+            dataset,
+            name,
+            columns,
+            self.schema.required,
+            subset=cfg.subset,
+            group_by=self.schema.group_by,
+            collect=self.schema.collect,
+            blanks=self.schema.blanks,
+        )
         if not rows:
             raise DataError(f"Dataset {dataset} (split {name}) holds no rows; choose another split.")
         # ids carry the split (row indices restart in each split): "train/wp-3", "eval/wp-3"
-        return [replace(prompt, id=f"{split}/{prompt.id}")
-                for index, row in enumerate(rows)
-                for prompt in [self.parse_row(self.native(row, index, cfg), f"{dataset} (split {name}) row {index}")]]
+        return [
+            replace(prompt, id=f"{split}/{prompt.id}")
+            for index, row in enumerate(rows)
+            for prompt in [self.parse_row(self.native(row, index, cfg), f"{dataset} (split {name}) row {index}")]
+        ]
 
 
 def with_anchors_file(prompts: list[Prompt], path: Path) -> list[Prompt]:
@@ -219,13 +242,17 @@ def with_anchors_file(prompts: list[Prompt], path: Path) -> list[Prompt]:
                 row = json.loads(line)
                 given[str(row["prompt_id"])] = parse_anchors(row, f"{path}:{lineno}")
             except (json.JSONDecodeError, KeyError, TypeError):
-                raise DataError(f"{path}:{lineno}: expected {{\"prompt_id\": str, \"anchors\": [{{\"text\": str}}, ...]}} "
-                                "as tsrl-ladder writes it.") from None
+                raise DataError(
+                    f'{path}:{lineno}: expected {{"prompt_id": str, "anchors": [{{"text": str}}, ...]}} '
+                    "as tsrl-ladder writes it."
+                ) from None
     known = {p.id for p in prompts}
     unknown = sorted(set(given) - known)
     if unknown:
-        raise DataError(f"Anchors file {path} names prompt {unknown[0]!r}, which the task's training prompts do not "
-                        f"have ({len(unknown)} such); it was built for other prompts — rebuild it with tsrl-ladder.")
+        raise DataError(
+            f"Anchors file {path} names prompt {unknown[0]!r}, which the task's training prompts do not "
+            f"have ({len(unknown)} such); it was built for other prompts — rebuild it with tsrl-ladder."
+        )
     return [replace(p, anchors=given[p.id]) if p.id in given else p for p in prompts]
 
 
@@ -267,7 +294,9 @@ def read_jsonl(path: Path, parse_row: Callable[[dict[str, Any], str], Prompt]) -
 
 def parse_anchors(row: dict[str, Any], where: str) -> tuple[Anchor, ...]:
     anchors = row.get("anchors", [])
-    if not isinstance(anchors, list) or not all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in anchors):
+    if not isinstance(anchors, list) or not all(
+        isinstance(a, dict) and isinstance(a.get("text"), str) for a in anchors
+    ):
         raise DataError(f"{where}: 'anchors' must be a list of objects with a 'text' string.")
     return tuple(Anchor(text=a["text"], tier=str(a.get("tier", ""))) for a in anchors)
 

@@ -40,12 +40,13 @@ import json
 import pickletools
 import re
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tsrl.registry import TASKS
-from tsrl.tasks.base import DatasetConfig, DatasetSchema, DataError, PromptSource
+from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource
 from tsrl.tasks.sandbox import Limits, run_test
 from tsrl.types import Anchor, Prompt
 
@@ -56,11 +57,13 @@ FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.
 WORDS = re.compile(r"\S+")
 READS = re.compile(r"\binput\s*\(|sys\.stdin|open\(\s*0")
 WRITES = re.compile(r"\bprint\s*\(|sys\.stdout|\breturn\b")
-CRITERIA = ("1. Correctness of the reasoning: the approach solves the problem as stated, every case in the "
-            "constraints is handled, and the program does what the reasoning says.\n2. Efficiency: the algorithm "
-            "fits the constraints.\n3. Clarity: the reasoning and the program are organised and easy to follow.\n"
-            "Judge the reasoning and the program, not test results: no tests are given, and a confident claim that "
-            "the program is correct is no evidence that it is.")
+CRITERIA = (
+    "1. Correctness of the reasoning: the approach solves the problem as stated, every case in the "
+    "constraints is handled, and the program does what the reasoning says.\n2. Efficiency: the algorithm "
+    "fits the constraints.\n3. Clarity: the reasoning and the program are organised and easy to follow.\n"
+    "Judge the reasoning and the program, not test results: no tests are given, and a confident claim that "
+    "the program is correct is no evidence that it is."
+)
 
 
 @dataclass
@@ -102,35 +105,58 @@ class CodeConfig(DatasetConfig):
         from tsrl.errors import ConfigError
 
         if self.release not in RELEASES:
-            raise ConfigError(f"task.release={self.release!r} is not a LiveCodeBench release; use one of "
-                              f"{', '.join(sorted(RELEASES))}.")
+            raise ConfigError(
+                f"task.release={self.release!r} is not a LiveCodeBench release; use one of "
+                f"{', '.join(sorted(RELEASES))}."
+            )
         if self.max_tests < 0 or self.workers < 0 or any(k < 1 for k in self.report_k):
-            raise ConfigError(f"task.max_tests and task.workers must be >= 0 and task.report_k values >= 1; got "
-                              f"{self.max_tests}, {self.workers}, {self.report_k}.")
+            raise ConfigError(
+                f"task.max_tests and task.workers must be >= 0 and task.report_k values >= 1; got "
+                f"{self.max_tests}, {self.workers}, {self.report_k}."
+            )
 
 
-SCHEMA = DatasetSchema("LiveCodeBench", {
-    "question": "question_content", "public_tests": "public_test_cases", "private_tests": "private_test_cases",
-    "starter_code": "starter_code", "metadata": "metadata", "title": "question_title", "platform": "platform",
-    "difficulty": "difficulty", "contest_date": "contest_date", "question_id": "question_id"},
-    ("question", "public_tests"))
+SCHEMA = DatasetSchema(
+    "LiveCodeBench",
+    {
+        "question": "question_content",
+        "public_tests": "public_test_cases",
+        "private_tests": "private_test_cases",
+        "starter_code": "starter_code",
+        "metadata": "metadata",
+        "title": "question_title",
+        "platform": "platform",
+        "difficulty": "difficulty",
+        "contest_date": "contest_date",
+        "question_id": "question_id",
+    },
+    ("question", "public_tests"),
+)
 
 
 def code_prompt_text(question: str, starter_code: str) -> str:
     if starter_code.strip():
-        how = ("Complete the starter code below; the tests call its method with the given arguments and compare "
-               f"what it returns.\n\n```python\n{starter_code.rstrip()}\n```")
+        how = (
+            "Complete the starter code below; the tests call its method with the given arguments and compare "
+            f"what it returns.\n\n```python\n{starter_code.rstrip()}\n```"
+        )
     else:
         how = "The program reads the input from standard input and writes the answer to standard output."
-    return ("Solve this programming problem in Python 3. Think it through, then give the complete program in one "
-            f"```python fenced code block. {how}\n\n{question}")
+    return (
+        "Solve this programming problem in Python 3. Think it through, then give the complete program in one "
+        f"```python fenced code block. {how}\n\n{question}"
+    )
 
 
 def _tests(value: Any, where: str) -> tuple[tuple[str, str], ...]:
-    if not isinstance(value, list) or not value or not all(
-            isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str)
-            for t in value):
-        raise DataError(f"{where}: 'tests' must be a non-empty list of {{\"input\": str, \"output\": str}}.")
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(
+            isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str) for t in value
+        )
+    ):
+        raise DataError(f'{where}: \'tests\' must be a non-empty list of {{"input": str, "output": str}}.')
     return tuple((t["input"], t["output"]) for t in value)
 
 
@@ -143,21 +169,38 @@ def _parse_row(row: dict[str, Any], where: str) -> Prompt:
     solution = str(row.get("solution") or "").strip()
     approach = str(row.get("approach") or "").strip()
     anchors = (Anchor(f"{approach}\n\n```python\n{solution}\n```".strip(), "reference"),) if solution else ()
-    fields = {"tests": tests, "func_name": str(row.get("func_name") or ""), "rubric": CRITERIA,
-              **{k: str(row.get(k) or "") for k in ("title", "difficulty", "platform", "contest_date")}}
+    fields = {
+        "tests": tests,
+        "func_name": str(row.get("func_name") or ""),
+        "rubric": CRITERIA,
+        **{k: str(row.get(k) or "") for k in ("title", "difficulty", "platform", "contest_date")},
+    }
     return Prompt(id=str(row["id"]), text=code_prompt_text(question.strip(), starter), anchors=anchors, fields=fields)
 
 
 def pickled_string(data: bytes) -> str:
     """The one string a pickle holds, read without unpickling; anything else in it raises DataError."""
-    allowed = {"PROTO", "FRAME", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "MEMOIZE", "BINPUT",
-               "LONG_BINPUT", "PUT", "STOP"}
+    allowed = {
+        "PROTO",
+        "FRAME",
+        "SHORT_BINUNICODE",
+        "BINUNICODE",
+        "BINUNICODE8",
+        "UNICODE",
+        "MEMOIZE",
+        "BINPUT",
+        "LONG_BINPUT",
+        "PUT",
+        "STOP",
+    }
     strings = []
     try:
         for opcode, arg, _ in pickletools.genops(data):
             if opcode.name not in allowed:
-                raise DataError(f"private tests hold a pickle that builds more than a string (opcode {opcode.name}); "
-                                "tsrl refuses to unpickle it (unpickling runs code). Convert them to JSON.")
+                raise DataError(
+                    f"private tests hold a pickle that builds more than a string (opcode {opcode.name}); "
+                    "tsrl refuses to unpickle it (unpickling runs code). Convert them to JSON."
+                )
             if isinstance(arg, str) and "UNICODE" in opcode.name:
                 strings.append(arg)
     except ValueError as err:
@@ -194,11 +237,17 @@ def _native(row: dict[str, Any], index: int, cfg: DatasetConfig) -> dict[str, An
     metadata = row.get("metadata") or "{}"
     meta = json.loads(metadata) if isinstance(metadata, str) else dict(metadata)
     functional = any(t.get("testtype") == "functional" for t in tests)
-    return {"id": str(row.get("question_id") or f"lcb-{index}"), "question": row["question"],
-            "tests": [{"input": str(t["input"]), "output": str(t["output"])} for t in tests],
-            "starter_code": row.get("starter_code") or "", "func_name": meta.get("func_name", "") if functional else "",
-            "title": row.get("title") or "", "platform": row.get("platform") or "",
-            "difficulty": row.get("difficulty") or "", "contest_date": str(row.get("contest_date") or "")}
+    return {
+        "id": str(row.get("question_id") or f"lcb-{index}"),
+        "question": row["question"],
+        "tests": [{"input": str(t["input"]), "output": str(t["output"])} for t in tests],
+        "starter_code": row.get("starter_code") or "",
+        "func_name": meta.get("func_name", "") if functional else "",
+        "title": row.get("title") or "",
+        "platform": row.get("platform") or "",
+        "difficulty": row.get("difficulty") or "",
+        "contest_date": str(row.get("contest_date") or ""),
+    }
 
 
 def livecodebench_file(release: str) -> str:
@@ -209,18 +258,25 @@ def livecodebench_file(release: str) -> str:
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
-        raise DataError("Loading LiveCodeBench needs huggingface_hub; install it or point task.eval_dataset at a "
-                        "local copy of its JSONL files.") from None
+        raise DataError(
+            "Loading LiveCodeBench needs huggingface_hub; install it or point task.eval_dataset at a "
+            "local copy of its JSONL files."
+        ) from None
     target = Path(os.environ.get("TSRL_CACHE", "~/.cache/tsrl")).expanduser() / "livecodebench" / f"{release}.jsonl"
     if target.is_file():
         return str(target)
-    print(f"[tsrl] task code: downloading LiveCodeBench {release} ({', '.join(RELEASES[release])}) from {HUB}; "
-          f"joined into {target}", flush=True)
+    print(
+        f"[tsrl] task code: downloading LiveCodeBench {release} ({', '.join(RELEASES[release])}) from {HUB}; "
+        f"joined into {target}",
+        flush=True,
+    )
     try:
         parts = [Path(hf_hub_download(HUB, name, repo_type="dataset")) for name in RELEASES[release]]
     except OSError as err:
-        raise DataError(f"LiveCodeBench {release} could not be downloaded ({type(err).__name__}: {err}); go online "
-                        "or point task.eval_dataset at local copies of its test*.jsonl files.") from None
+        raise DataError(
+            f"LiveCodeBench {release} could not be downloaded ({type(err).__name__}: {err}); go online "
+            "or point task.eval_dataset at local copies of its test*.jsonl files."
+        ) from None
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     with partial.open("w", encoding="utf-8") as out:
@@ -257,9 +313,15 @@ def code_quality(text: str) -> float:
     prose = len(WORDS.findall(FENCE.sub(" ", text)))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     distinct = len(set(lines)) / len(lines)
-    return (0.5 * (len(blocks) == 1) + 0.5 * parses + 0.25 * bool(READS.search(program))
-            + 0.25 * bool(WRITES.search(program)) + 0.5 * (prose >= 20) - 3.0 * (1.0 - distinct)
-            - 0.005 * max(0, n - 600))
+    return (
+        0.5 * (len(blocks) == 1)
+        + 0.5 * parses
+        + 0.25 * bool(READS.search(program))
+        + 0.25 * bool(WRITES.search(program))
+        + 0.5 * (prose >= 20)
+        - 3.0 * (1.0 - distinct)
+        - 0.005 * max(0, n - 600)
+    )
 
 
 class CodeTask:
@@ -297,12 +359,17 @@ class CodeTask:
             name = livecodebench_file(cfg.release) if cfg.eval_dataset == HUB else cfg.eval_dataset
             columns = {**SCHEMA.columns, **cfg.columns, **cfg.eval_columns}
             rows = load_rows(name, cfg.eval_split, columns, SCHEMA.required, subset=cfg.subset)
-            prompts = [replace(prompt, id=f"eval/{prompt.id}") for i, row in enumerate(rows)
-                       for prompt in [_parse_row(_native(row, i, cfg), f"{name} row {i}")]]
+            prompts = [
+                replace(prompt, id=f"eval/{prompt.id}")
+                for i, row in enumerate(rows)
+                for prompt in [_parse_row(_native(row, i, cfg), f"{name} row {i}")]
+            ]
             self._eval = [p for p in prompts if in_window(p.fields["contest_date"], cfg.min_date, cfg.max_date)]
             if not self._eval:
-                raise DataError(f"No held-out problem of {name} falls in the contest-date window "
-                                f"[{cfg.min_date or '…'}, {cfg.max_date or '…'}); widen task.min_date/max_date.")
+                raise DataError(
+                    f"No held-out problem of {name} falls in the contest-date window "
+                    f"[{cfg.min_date or '…'}, {cfg.max_date or '…'}); widen task.min_date/max_date."
+                )
         return self._eval
 
     def verify(self, prompt: Prompt, text: str) -> float:

@@ -25,25 +25,62 @@ An empty reply scores −8.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from tsrl.registry import TASKS
-from tsrl.tasks.base import DatasetConfig, DatasetSchema, DataError, PromptSource, parse_anchors, reference_anchors
+from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource, parse_anchors, reference_anchors
 from tsrl.tasks.stories import WORD, content_words
 from tsrl.types import Prompt
 
 ROLES = {"user": "Person", "assistant": "Counselor"}
-VALIDATING = ("understandable", "makes sense", "it's okay", "it is okay", "valid", "sounds", "hear you", "normal to",
-              "no wonder", "of course you")
+VALIDATING = (
+    "understandable",
+    "makes sense",
+    "it's okay",
+    "it is okay",
+    "valid",
+    "sounds",
+    "hear you",
+    "normal to",
+    "no wonder",
+    "of course you",
+)
 STEPS = ("try ", "could ", "might ", "consider", "one step", "small step", "what if", "it may help", "you can ")
-DISMISSIVE = ("cheer up", "get over it", "stop being", "don't be so", "everyone feels", "just relax", "man up",
-              "not a big deal", "could be worse")
-RISK = ("end it", "hopeless", "no point", "hurt myself", "kill myself", "suicid", "disappear", "not be here",
-        "better off without me", "give up on everything")
-SAFETY = ("crisis", "emergency", "your safety", "are you safe", "keep yourself safe", "trusted person",
-          "someone you trust", "hotline", "helpline")
+DISMISSIVE = (
+    "cheer up",
+    "get over it",
+    "stop being",
+    "don't be so",
+    "everyone feels",
+    "just relax",
+    "man up",
+    "not a big deal",
+    "could be worse",
+)
+RISK = (
+    "end it",
+    "hopeless",
+    "no point",
+    "hurt myself",
+    "kill myself",
+    "suicid",
+    "disappear",
+    "not be here",
+    "better off without me",
+    "give up on everything",
+)
+SAFETY = (
+    "crisis",
+    "emergency",
+    "your safety",
+    "are you safe",
+    "keep yourself safe",
+    "trusted person",
+    "someone you trust",
+    "hotline",
+    "helpline",
+)
 
 
 @dataclass
@@ -58,8 +95,13 @@ class CounselingConfig(DatasetConfig):
     """Split for held-out prompts."""
 
 
-SCHEMA = DatasetSchema("MentalChat16K", {"message": "input", "anchors": "output"}, ("message", "anchors"),
-                       group_by="message", collect="anchors")
+SCHEMA = DatasetSchema(
+    "MentalChat16K",
+    {"message": "input", "anchors": "output"},
+    ("message", "anchors"),
+    group_by="message",
+    collect="anchors",
+)
 
 
 def conversation_text(turns: tuple[tuple[str, str], ...]) -> str:
@@ -74,22 +116,36 @@ def _turns(messages: Any, where: str) -> tuple[tuple[str, str], ...]:
         raise DataError(f"{where}: 'messages' must be a non-empty list of {{role, content}} objects.")
     turns = tuple((str(m.get("role")), m.get("content")) for m in messages if isinstance(m, dict))
     expected = ["user" if i % 2 == 0 else "assistant" for i in range(len(turns))]
-    if (len(turns) != len(messages) or [r for r, _ in turns] != expected or turns[-1][0] != "user"
-            or not all(isinstance(c, str) and c.strip() for _, c in turns)):
-        raise DataError(f"{where}: 'messages' must alternate user / assistant turns with non-empty content, "
-                        "starting and ending with the user.")
+    if (
+        len(turns) != len(messages)
+        or [r for r, _ in turns] != expected
+        or turns[-1][0] != "user"
+        or not all(isinstance(c, str) and c.strip() for _, c in turns)
+    ):
+        raise DataError(
+            f"{where}: 'messages' must alternate user / assistant turns with non-empty content, "
+            "starting and ending with the user."
+        )
     return tuple((role, content.strip()) for role, content in turns)
 
 
 def _parse_row(row: dict[str, Any], where: str) -> Prompt:
     turns = _turns(row["messages"], where)
-    return Prompt(id=str(row["id"]), text=conversation_text(turns), anchors=parse_anchors(row, where),
-                  fields={"last_message": turns[-1][1]}, messages=turns)
+    return Prompt(
+        id=str(row["id"]),
+        text=conversation_text(turns),
+        anchors=parse_anchors(row, where),
+        fields={"last_message": turns[-1][1]},
+        messages=turns,
+    )
 
 
 def _native(row: dict[str, Any], index: int, cfg: DatasetConfig) -> dict[str, Any]:
-    return {"id": f"mc-{index}", "messages": [{"role": "user", "content": str(row["message"])}],
-            "anchors": reference_anchors(row["anchors"], cfg)}
+    return {
+        "id": f"mc-{index}",
+        "messages": [{"role": "user", "content": str(row["message"])}],
+        "anchors": reference_anchors(row["anchors"], cfg),
+    }
 
 
 def counseling_quality(text: str, conversation: str, last_message: str) -> float:
@@ -105,9 +161,16 @@ def counseling_quality(text: str, conversation: str, last_message: str) -> float
     length = max(-3.0, 1.0 - 0.02 * distance) if distance else 1.0
     distinct = len(set(content)) / len(content) if content else 0.0
     risky = any(marker in conversation.lower() for marker in RISK)
-    return (3.0 * reflection + length - 4.0 * (1.0 - distinct) + 1.0 * any(v in lower for v in VALIDATING)
-            + 0.75 * ("?" in text) + 0.75 * any(s in lower for s in STEPS) - 3.0 * any(d in lower for d in DISMISSIVE)
-            + 2.0 * (risky and any(s in lower for s in SAFETY)))
+    return (
+        3.0 * reflection
+        + length
+        - 4.0 * (1.0 - distinct)
+        + 1.0 * any(v in lower for v in VALIDATING)
+        + 0.75 * ("?" in text)
+        + 0.75 * any(s in lower for s in STEPS)
+        - 3.0 * any(d in lower for d in DISMISSIVE)
+        + 2.0 * (risky and any(s in lower for s in SAFETY))
+    )
 
 
 class CounselingTask:

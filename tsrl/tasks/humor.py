@@ -34,8 +34,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tsrl.registry import TASKS
-from tsrl.tasks.base import (DATA_DIR, DatasetConfig, DatasetSchema, DataError, PromptSource, parse_anchors,
-                             reference_anchors)
+from tsrl.tasks.base import (
+    DATA_DIR,
+    DataError,
+    DatasetConfig,
+    DatasetSchema,
+    PromptSource,
+    parse_anchors,
+    reference_anchors,
+)
 from tsrl.types import Prompt
 
 WORD = re.compile(r"[A-Za-z']+")
@@ -54,8 +61,9 @@ class HumorConfig(DatasetConfig):
     """Split for held-out prompts (MWAHAHA's have no reference jokes: give task.eval_file instead)."""
 
 
-SCHEMA = DatasetSchema("MWAHAHA", {"id": "id", "word1": "word1", "word2": "word2", "anchors": "joke"},
-                       ("word1", "word2"), blanks=("-",))
+SCHEMA = DatasetSchema(
+    "MWAHAHA", {"id": "id", "word1": "word1", "word2": "word2", "anchors": "joke"}, ("word1", "word2"), blanks=("-",)
+)
 
 
 def humor_prompt_text(words: tuple[str, str]) -> str:
@@ -67,14 +75,18 @@ def _parse_row(row: dict[str, Any], where: str) -> Prompt:
     if not (isinstance(words, list) and len(words) == 2 and all(isinstance(w, str) and w.strip() for w in words)):
         raise DataError(f"{where}: 'words' must be a list of two non-empty strings, got {words!r}.")
     pair = (words[0].strip().lower(), words[1].strip().lower())
-    return Prompt(id=str(row["id"]), text=humor_prompt_text(pair), anchors=parse_anchors(row, where),
-                  fields={"words": pair})
+    return Prompt(
+        id=str(row["id"]), text=humor_prompt_text(pair), anchors=parse_anchors(row, where), fields={"words": pair}
+    )
 
 
 def _native(row: dict[str, Any], index: int, cfg: DatasetConfig) -> dict[str, Any]:
     ident = row["id"] if row["id"] is not None and str(row["id"]).strip() else f"mwahaha-{index}"
-    return {"id": str(ident).strip(), "words": [str(row["word1"]), str(row["word2"])],
-            "anchors": reference_anchors(row["anchors"], cfg)}
+    return {
+        "id": str(ident).strip(),
+        "words": [str(row["word1"]), str(row["word2"])],
+        "anchors": reference_anchors(row["anchors"], cfg),
+    }
 
 
 def humor_quality(text: str, words: tuple[str, ...]) -> float:

@@ -50,7 +50,7 @@ PACKAGE = Path(__file__).resolve().parents[1]  # tsrl/: its shipped data holds t
 # the program as __main__; mode "call" runs it, then calls
 # Solution().<func_name>(*args) (or a top-level function of that name) with one JSON value per input line and
 # prints the result as JSON (LiveCodeBench's functional tests).
-RUNNER = r'''
+RUNNER = r"""
 import sys, os, resource, json
 import sysconfig
 mode, cpu_s, memory_mb, file_mb, processes, func_name, hidden = sys.argv[1:8]
@@ -102,7 +102,7 @@ if mode == "call":
     target = getattr(holder(), func_name) if holder is not None else namespace[func_name]
     result = target(*args)
     sys.stdout.write(json.dumps(result))
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -124,9 +124,11 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.wall_s <= 0 or self.cpu_s < 1 or self.memory_mb < 64 or self.file_mb < 1 or self.processes < 0:
-            raise ConfigError(f"Sandbox limits need wall_s > 0, cpu_s >= 1, memory_mb >= 64 and file_mb >= 1; got "
-                              f"wall_s={self.wall_s}, cpu_s={self.cpu_s}, memory_mb={self.memory_mb}, "
-                              f"file_mb={self.file_mb}.")
+            raise ConfigError(
+                f"Sandbox limits need wall_s > 0, cpu_s >= 1, memory_mb >= 64 and file_mb >= 1; got "
+                f"wall_s={self.wall_s}, cpu_s={self.cpu_s}, memory_mb={self.memory_mb}, "
+                f"file_mb={self.file_mb}."
+            )
 
 
 @dataclass(frozen=True)
@@ -147,16 +149,41 @@ def run_program(program: str, stdin: str, limits: Limits, func_name: str = "") -
     try:
         (workdir / "solution.py").write_text(program, encoding="utf-8")
         (workdir / "stdin.txt").write_text(stdin, encoding="utf-8")
-        argv = [sys.executable, "-I", "-B", "-c", RUNNER, "call" if func_name else "stdin", str(limits.cpu_s),
-                str(limits.memory_mb), str(limits.file_mb), str(limits.processes), func_name, str(PACKAGE)]
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "http_proxy": "",
-               "https_proxy": "", "HTTP_PROXY": "", "HTTPS_PROXY": "", "all_proxy": "", "ALL_PROXY": "",
-               "no_proxy": "*"}
+        argv = [
+            sys.executable,
+            "-I",
+            "-B",
+            "-c",
+            RUNNER,
+            "call" if func_name else "stdin",
+            str(limits.cpu_s),
+            str(limits.memory_mb),
+            str(limits.file_mb),
+            str(limits.processes),
+            func_name,
+            str(PACKAGE),
+        ]
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONIOENCODING": "utf-8",
+            "http_proxy": "",
+            "https_proxy": "",
+            "HTTP_PROXY": "",
+            "HTTPS_PROXY": "",
+            "all_proxy": "",
+            "ALL_PROXY": "",
+            "no_proxy": "*",
+        }
         start = time.monotonic()
-        with open(workdir / "stdin.txt", "rb") as given, open(workdir / "stdout.txt", "wb") as out, \
-                open(workdir / "stderr.txt", "wb") as err:
-            proc = subprocess.Popen(argv, stdin=given, stdout=out, stderr=err, cwd=workdir, env=env,
-                                    start_new_session=True, close_fds=True)
+        with (
+            open(workdir / "stdin.txt", "rb") as given,
+            open(workdir / "stdout.txt", "wb") as out,
+            open(workdir / "stderr.txt", "wb") as err,
+        ):
+            proc = subprocess.Popen(
+                argv, stdin=given, stdout=out, stderr=err, cwd=workdir, env=env, start_new_session=True, close_fds=True
+            )
             timed_out = False
             try:
                 proc.wait(timeout=limits.wall_s)

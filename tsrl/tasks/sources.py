@@ -26,9 +26,9 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import time
 import math
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +36,23 @@ from tsrl.errors import ConfigError, DataError
 
 FILES = (".jsonl", ".json", ".parquet", ".tsv", ".csv")
 DELIMITERS = {".tsv": "\t", ".csv": ","}
-SPLIT = re.compile(r"^(?P<name>\w+(?:\.\w+)*)(?:\[(?:(?P<start>-?[\d_]+)(?P<start_pct>%)?)?:"
-                   r"(?:(?P<stop>-?[\d_]+)(?P<stop_pct>%)?)?\])?$")  # datasets' own grammar, one slice
+SPLIT = re.compile(
+    r"^(?P<name>\w+(?:\.\w+)*)(?:\[(?:(?P<start>-?[\d_]+)(?P<start_pct>%)?)?:"
+    r"(?:(?P<stop>-?[\d_]+)(?P<stop_pct>%)?)?\])?$"
+)  # datasets' own grammar, one slice
 log = logging.getLogger("tsrl")
 
 
-def load_rows(source: str, split: str, columns: dict[str, str], required: tuple[str, ...], subset: str = "",
-              group_by: str = "", collect: str = "", blanks: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def load_rows(
+    source: str,
+    split: str,
+    columns: dict[str, str],
+    required: tuple[str, ...],
+    subset: str = "",
+    group_by: str = "",
+    collect: str = "",
+    blanks: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
     """The rows of `source`'s `split` as dicts keyed by the fields of `columns` (field → dataset column); a cell
     whose stripped text is one of `blanks` reads None."""
     for name in (*required, group_by, collect):
@@ -57,18 +67,22 @@ def load_rows(source: str, split: str, columns: dict[str, str], required: tuple[
     rows: list[dict[str, Any]] = []
     skipped = 0
     for record in _records(table, sorted(set(present.values()))):
-        row = {field: _cell(record.get(column), blanks) if field in present else None
-               for field, column in columns.items()}
+        row = {
+            field: _cell(record.get(column), blanks) if field in present else None for field, column in columns.items()
+        }
         if any(_empty(row[field]) for field in required):
             skipped += 1
         else:
             rows.append(row)
     if skipped and not rows:
-        raise DataError(f"{where}: all {skipped} rows have an empty {' or '.join(required)}; "
-                        "check task.columns or choose another split.")
+        raise DataError(
+            f"{where}: all {skipped} rows have an empty {' or '.join(required)}; "
+            "check task.columns or choose another split."
+        )
     if skipped:
-        log.warning("%s: skipped %d of %d rows with an empty %s.", where, skipped, skipped + len(rows),
-                    " or ".join(required))
+        log.warning(
+            "%s: skipped %d of %d rows with an empty %s.", where, skipped, skipped + len(rows), " or ".join(required)
+        )
     return _group(rows, group_by, collect) if group_by else rows
 
 
@@ -93,8 +107,10 @@ def split_name(split: str) -> str:
 def _split_match(split: str) -> re.Match[str]:
     match = SPLIT.match(split.strip())
     if match is None:
-        raise ConfigError(f"Split {split!r} is not understood; write a name with an optional slice, "
-                          "like train, train[:95%], train[95%:] or train[10:20].")
+        raise ConfigError(
+            f"Split {split!r} is not understood; write a name with an optional slice, "
+            "like train, train[:95%], train[95%:] or train[10:20]."
+        )
     return match
 
 
@@ -132,10 +148,11 @@ def _read_file(path: Path) -> list[dict[str, Any]]:
         loaded = _json(path.read_text(encoding="utf-8"), str(path))
         rows = loaded.get("data") if isinstance(loaded, dict) else loaded
         if not isinstance(rows, list):
-            raise DataError(f"{path} must hold a list of objects or {{\"data\": [...]}}; rewrite it so.")
+            raise DataError(f'{path} must hold a list of objects or {{"data": [...]}}; rewrite it so.')
     else:
-        raise DataError(f"Dataset file {path} is not .jsonl, .json, .parquet, .tsv or .csv; convert it to one of "
-                        "these.")
+        raise DataError(
+            f"Dataset file {path} is not .jsonl, .json, .parquet, .tsv or .csv; convert it to one of these."
+        )
     for n, row in enumerate(rows):
         if not isinstance(row, dict):
             raise DataError(f"{path}: row {n} is a {type(row).__name__}; every row must be a JSON object.")
@@ -151,8 +168,9 @@ def _read_table(path: Path, delimiter: str) -> list[dict[str, Any]]:
         rows = []
         for row in reader:  # a short row reads None for the missing cells, a long one keeps the rest under None
             if None in row or None in row.values():
-                raise DataError(f"{path}:{reader.line_num}: its cells do not match the header's columns in number; "
-                                "fix that line.")
+                raise DataError(
+                    f"{path}:{reader.line_num}: its cells do not match the header's columns in number; fix that line."
+                )
             rows.append(row)
     return rows
 
@@ -168,8 +186,10 @@ def _datasets() -> Any:
     try:
         import datasets
     except ImportError:
-        raise DataError("Reading a dataset folder or a Hugging Face dataset needs the datasets package; "
-                        "install it with `pip install datasets`.") from None
+        raise DataError(
+            "Reading a dataset folder or a Hugging Face dataset needs the datasets package; "
+            "install it with `pip install datasets`."
+        ) from None
     return datasets
 
 
@@ -179,8 +199,10 @@ def _read_folder(path: Path, split: str, subset: str) -> Any:
         try:
             return datasets.load_dataset(str(path), subset or None, split=split)
         except (ValueError, OSError) as err:
-            raise DataError(f"Dataset folder {path} (split {split}) could not be read ({err}); "
-                            "check task.dataset, task.subset and the split.") from None
+            raise DataError(
+                f"Dataset folder {path} (split {split}) could not be read ({err}); "
+                "check task.dataset, task.subset and the split."
+            ) from None
     saved = datasets.load_from_disk(str(path))
     if isinstance(saved, datasets.DatasetDict):
         name = split_name(split)
@@ -196,23 +218,28 @@ def _read_hub(name: str, split: str, subset: str) -> Any:
     try:
         return datasets.load_dataset(name, subset or None, split=split)
     except ValueError as err:  # unknown split or configuration: datasets' message lists the choices
-        raise DataError(f"Dataset {name} (split {split}) could not be loaded ({err}); "
-                        "check task.dataset, task.subset and the split.") from None
+        raise DataError(
+            f"Dataset {name} (split {split}) could not be loaded ({err}); "
+            "check task.dataset, task.subset and the split."
+        ) from None
     except OSError as err:  # offline or unreachable (ConnectionError), no such dataset (FileNotFoundError)
         local = "a local copy (a folder or a .jsonl/.json/.parquet file)"
-        raise DataError(f"Dataset {name} could not be loaded from the Hugging Face Hub "
-                        f"({type(err).__name__}: {err}); this machine must be online with the name right, "
-                        f"or point task.dataset at {local}.") from None
+        raise DataError(
+            f"Dataset {name} could not be loaded from the Hugging Face Hub "
+            f"({type(err).__name__}: {err}); this machine must be online with the name right, "
+            f"or point task.dataset at {local}."
+        ) from None
 
 
-def _present(available: list[str], columns: dict[str, str], required: tuple[str, ...],
-             where: str) -> dict[str, str]:
+def _present(available: list[str], columns: dict[str, str], required: tuple[str, ...], where: str) -> dict[str, str]:
     """The fields whose column the source has; a required field's missing column raises DataError."""
     lost = [field for field in required if columns[field] not in available]
     if lost:
         missing = ", ".join(f"{columns[field]!r} (for field {field})" for field in lost)
-        raise DataError(f"{where} has no column {missing}; its columns are {', '.join(available) or 'none'}, "
-                        f"so map each field to one of them with task.columns.{lost[0]}=<column>.")
+        raise DataError(
+            f"{where} has no column {missing}; its columns are {', '.join(available) or 'none'}, "
+            f"so map each field to one of them with task.columns.{lost[0]}=<column>."
+        )
     return {field: column for field, column in columns.items() if column in available}
 
 
@@ -225,8 +252,11 @@ def _cell(value: Any, blanks: tuple[str, ...]) -> Any:
 
 
 def _empty(value: Any) -> bool:
-    return (value is None or (isinstance(value, str) and not value.strip())
-            or (isinstance(value, float) and math.isnan(value)))
+    return (
+        value is None
+        or (isinstance(value, str) and not value.strip())
+        or (isinstance(value, float) and math.isnan(value))
+    )
 
 
 def _group(rows: list[dict[str, Any]], group_by: str, collect: str) -> list[dict[str, Any]]:

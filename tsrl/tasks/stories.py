@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tsrl.registry import TASKS
-from tsrl.tasks.base import DatasetConfig, DatasetSchema, DataError, PromptSource, parse_anchors, reference_anchors
+from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource, parse_anchors, reference_anchors
 from tsrl.types import Prompt
 
 WORD = re.compile(r"[A-Za-z']+")
 TAG = re.compile(r"^\s*\[\s*[A-Z]{2}\s*\]\s*")
-STOP = frozenset("the a an and or but of to in on at for with from by is are was were be been your you yours "
-                 "his her their its it this that they them he she i we our my me as into after before one".split())
+STOP = frozenset(
+    "the a an and or but of to in on at for with from by is are was were be been your you yours "
+    "his her their its it this that they them he she i we our my me as into after before one".split()
+)
 
 
 @dataclass
@@ -48,8 +50,13 @@ class StoriesConfig(DatasetConfig):
     """Split for held-out prompts."""
 
 
-SCHEMA = DatasetSchema("WritingPrompts", {"premise": "prompt", "anchors": "story"}, ("premise", "anchors"),
-                       group_by="premise", collect="anchors")
+SCHEMA = DatasetSchema(
+    "WritingPrompts",
+    {"premise": "prompt", "anchors": "story"},
+    ("premise", "anchors"),
+    group_by="premise",
+    collect="anchors",
+)
 
 
 def story_prompt_text(premise: str) -> str:
@@ -63,8 +70,12 @@ def _parse_row(row: dict[str, Any], where: str) -> Prompt:
     if not isinstance(premise, str) or not premise.strip():
         raise DataError(f"{where}: 'premise' must be a non-empty string.")
     premise = TAG.sub("", premise).strip()
-    return Prompt(id=str(row["id"]), text=story_prompt_text(premise), anchors=parse_anchors(row, where),
-                  fields={"premise": premise})
+    return Prompt(
+        id=str(row["id"]),
+        text=story_prompt_text(premise),
+        anchors=parse_anchors(row, where),
+        fields={"premise": premise},
+    )
 
 
 def _native(row: dict[str, Any], index: int, cfg: DatasetConfig) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tsrl.registry import TASKS
-from tsrl.tasks.base import DatasetConfig, DatasetSchema, DataError, PromptSource, parse_anchors, reference_anchors
+from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource, parse_anchors, reference_anchors
 from tsrl.tasks.stories import content_words
 from tsrl.types import Prompt
 
@@ -57,21 +57,30 @@ SCHEMA = DatasetSchema("WebSight", {"description": "llm_generated_idea", "anchor
 
 
 def web_prompt_text(description: str) -> str:
-    return ("Write one complete, self-contained HTML page (inline CSS, no scripts or images fetched from the "
-            f"network) for this description. Answer with the HTML only.\n{description}")
+    return (
+        "Write one complete, self-contained HTML page (inline CSS, no scripts or images fetched from the "
+        f"network) for this description. Answer with the HTML only.\n{description}"
+    )
 
 
 def _parse_row(row: dict[str, Any], where: str) -> Prompt:
     description = row["description"]
     if not isinstance(description, str) or not description.strip():
         raise DataError(f"{where}: 'description' must be a non-empty string.")
-    return Prompt(id=str(row["id"]), text=web_prompt_text(description.strip()), anchors=parse_anchors(row, where),
-                  fields={"description": description.strip()})
+    return Prompt(
+        id=str(row["id"]),
+        text=web_prompt_text(description.strip()),
+        anchors=parse_anchors(row, where),
+        fields={"description": description.strip()},
+    )
 
 
 def _native(row: dict[str, Any], index: int, cfg: DatasetConfig) -> dict[str, Any]:
-    return {"id": f"websight-{index}", "description": row["description"],
-            "anchors": reference_anchors(row["anchors"], cfg)}
+    return {
+        "id": f"websight-{index}",
+        "description": row["description"],
+        "anchors": reference_anchors(row["anchors"], cfg),
+    }
 
 
 def visible_text(html: str) -> str:
@@ -93,8 +102,15 @@ def web_quality(html: str, description: str) -> float:
     document = "<html" in lower and "</html>" in lower
     styled = "<style" in lower or "style=" in lower
     structure = min(len(STRUCTURE.findall(html)), 6) / 3
-    return (3.0 * coverage + 1.0 * document + 0.5 * ("<title" in lower) + 0.5 * styled + structure + size_term
-            - 3.0 * (network_reference(html) is not None))
+    return (
+        3.0 * coverage
+        + 1.0 * document
+        + 0.5 * ("<title" in lower)
+        + 0.5 * styled
+        + structure
+        + size_term
+        - 3.0 * (network_reference(html) is not None)
+    )
 
 
 class WebTask:

@@ -42,8 +42,10 @@ def find_resume(run_dir: Path, resume: str) -> Path | None:
         return found[-1] if found else None
     path = Path(resume).expanduser()
     if not (path / STATE_FILE).is_file():
-        raise ConfigError(f"trainer.checkpoint.resume={resume!r} is not a complete checkpoint directory "
-                          f"(no {STATE_FILE}); use 'auto', 'never' or a path under <run_dir>/checkpoints/.")
+        raise ConfigError(
+            f"trainer.checkpoint.resume={resume!r} is not a complete checkpoint directory "
+            f"(no {STATE_FILE}); use 'auto', 'never' or a path under <run_dir>/checkpoints/."
+        )
     return path
 
 
@@ -68,8 +70,11 @@ DONE_FILE = "done.json"
 
 def mark_finished(run_dir: Path, tcfg: TrainerConfig, step: int, reason: str) -> None:
     """done.json: the run reached its end under these limits (see finished_run)."""
-    (run_dir / DONE_FILE).write_text(json.dumps({"step": step, "reason": reason, "max_steps": tcfg.max_steps,
-                                                 "max_judge_calls": tcfg.max_judge_calls}))
+    (run_dir / DONE_FILE).write_text(
+        json.dumps(
+            {"step": step, "reason": reason, "max_steps": tcfg.max_steps, "max_judge_calls": tcfg.max_judge_calls}
+        )
+    )
 
 
 def finished_run(run_dir: Path, tcfg: TrainerConfig) -> dict | None:

@@ -44,6 +44,7 @@ class AccelerateCollective:
 
 # Metrics and values across processes (the trainer's own; regimes use the Collective above).
 
+
 def gather(acc: Any, value: dict[str, float]) -> list[dict[str, float]]:
     if acc.num_processes == 1:
         return [value]

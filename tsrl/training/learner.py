@@ -22,9 +22,10 @@ from __future__ import annotations
 import copy
 import warnings
 from collections import defaultdict
+from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,8 +45,15 @@ SYNC_BUCKET_ELEMENTS = 50_000_000  # ~200 MB of float32 per gathered bucket
 class Learner:
     """The policy being trained and everything that updates it."""
 
-    def __init__(self, cfg: RunConfig, accelerator: Any, model: torch.nn.Module, tokenizer: Any,
-                 source: PolicySource | None = None, optimizer: torch.optim.Optimizer | None = None) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        accelerator: Any,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        source: PolicySource | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+    ) -> None:
         """Hold `model` (loaded, adapter added) for training under `accelerator`. Without a `source` folder the
         reference policy is a copy of `model` as given (fine for a model held whole, e.g. in tests)."""
         self.cfg, self.acc, self.tokenizer, self.source = cfg, accelerator, tokenizer, source
@@ -63,14 +71,15 @@ class Learner:
             trainable = [p for p in model.parameters() if p.requires_grad]
             optimizer = torch.optim.AdamW(trainable, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lr_lambda(tcfg.lr_schedule, tcfg.warmup_steps, tcfg.max_steps))
+            optimizer, lr_lambda(tcfg.lr_schedule, tcfg.warmup_steps, tcfg.max_steps)
+        )
         if self.deepspeed:
             self._configure_deepspeed(plugin)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
         accelerator.register_for_checkpointing(self.scheduler)  # not prepared: accelerate would step it per process
 
     @classmethod
-    def build(cls, cfg: RunConfig, task: Task, accelerator: Any) -> "Learner":
+    def build(cls, cfg: RunConfig, task: Task, accelerator: Any) -> Learner:
         """Load the configured policy (tiny, a local folder, smollm2, ...), add the LoRA adapter if asked."""
         with accelerator.main_process_first():  # build or convert the folder once; the others find it made
             source = policy_source(cfg.model, task)
@@ -114,8 +123,9 @@ class Learner:
         if self._reference is None:
             if self.adapted:
                 module = self.module
-                self._reference = PolicyView(self.model, context=module.disable_adapter,
-                                             identity=lambda: "base:" + weights_fingerprint(module))
+                self._reference = PolicyView(
+                    self.model, context=module.disable_adapter, identity=lambda: "base:" + weights_fingerprint(module)
+                )
             elif self._initial_copy is not None:
                 frozen = self._initial_copy.to(self.acc.device)
                 self._reference = PolicyView(frozen, identity=lambda: weights_fingerprint(frozen))
@@ -131,8 +141,11 @@ class Learner:
     def _inference_engine(self, model: torch.nn.Module) -> torch.nn.Module:
         import deepspeed
 
-        config = {k: v for k, v in self.acc.state.deepspeed_plugin.deepspeed_config.items()
-                  if k not in ("optimizer", "scheduler")}
+        config = {
+            k: v
+            for k, v in self.acc.state.deepspeed_plugin.deepspeed_config.items()
+            if k not in ("optimizer", "scheduler")
+        }
         if config.get("zero_optimization", {}).get("stage") != 3:
             config["zero_optimization"] = {"stage": 0}  # stages 1–2 partition nothing of a frozen model
         engine, *_ = deepspeed.initialize(model=model, config=config)
@@ -149,8 +162,12 @@ class Learner:
             return self.reference().logprobs(batch, temperature, micro)
         with torch.no_grad():
             share = self.cfg.trainer.share_prompt
-            return torch.cat([completion_logprobs(self.model, batch.select(index), temperature, share_prompt=share)[0]
-                              for index in torch.arange(len(batch)).split(micro)])
+            return torch.cat(
+                [
+                    completion_logprobs(self.model, batch.select(index), temperature, share_prompt=share)[0]
+                    for index in torch.arange(len(batch)).split(micro)
+                ]
+            )
 
     def update(self, batch: RolloutBatch, step: int, empty: bool = False, stale: bool = False) -> dict[str, float]:
         """algo.epochs passes × algo.minibatches optimizer steps over the rollouts, with gradient accumulation.
@@ -189,14 +206,24 @@ class Learner:
                 total = 0.0
                 for i, index in enumerate(micros):
                     micro, last = batch.select(index), i == len(micros) - 1
-                    part = normalizer[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] \
-                        if isinstance(normalizer, torch.Tensor) else normalizer
+                    part = (
+                        normalizer[i * cfg.micro_batch_size : (i + 1) * cfg.micro_batch_size]
+                        if isinstance(normalizer, torch.Tensor)
+                        else normalizer
+                    )
                     with self._accumulating(last):
-                        logp, entropy = completion_logprobs(self.model, micro, temperature, with_entropy=epoch == 0,
-                                                            share_prompt=cfg.share_prompt)
-                        inputs = LossInputs(logp, logp.detach() if on_policy else old[index], micro.advantages,
-                                            micro.completion_mask, part, None if ref is None else ref[index],
-                                            sampler_logprobs=None if offline else micro.sampler_logprobs)
+                        logp, entropy = completion_logprobs(
+                            self.model, micro, temperature, with_entropy=epoch == 0, share_prompt=cfg.share_prompt
+                        )
+                        inputs = LossInputs(
+                            logp,
+                            logp.detach() if on_policy else old[index],
+                            micro.advantages,
+                            micro.completion_mask,
+                            part,
+                            None if ref is None else ref[index],
+                            sampler_logprobs=None if offline else micro.sampler_logprobs,
+                        )
                         out = policy_loss(inputs, algo)
                         self._backward(out.loss * (0.0 if placeholder else 1.0), last)
                     if placeholder:
@@ -208,8 +235,14 @@ class Learner:
                     stats["train/loss"].append(total)
                     stats["train/grad_norm"].append(norm)
         self.scheduler.step()
-        return {**{key: float(np.average(values, weights=stats.get(f"weight/{key}")))
-                   for key, values in stats.items() if not key.startswith("weight/")}, "train/lr": lr}
+        return {
+            **{
+                key: float(np.average(values, weights=stats.get(f"weight/{key}")))
+                for key, values in stats.items()
+                if not key.startswith("weight/")
+            },
+            "train/lr": lr,
+        }
 
     def _normalizer(self, mask: torch.Tensor, t_max: int, placeholder: bool) -> float | torch.Tensor:
         """The aggregate's normaliser of the minibatch over every process, divided by the number of processes
@@ -220,8 +253,11 @@ class Learner:
         if W == 1:
             return local
         lengths = mask.sum(dim=1)  # [n]
-        mine = torch.tensor([0.0, 0.0, 0.0]) if placeholder else \
-            torch.tensor([float(lengths.sum()), float((lengths > 0).sum()), float(mask.shape[0])])
+        mine = (
+            torch.tensor([0.0, 0.0, 0.0])
+            if placeholder
+            else torch.tensor([float(lengths.sum()), float((lengths > 0).sum()), float(mask.shape[0])])
+        )
         tokens, with_tokens, rows = self.acc.reduce(mine.to(self.acc.device), reduction="sum").cpu().tolist()
         if aggregate == "token":  # Σm over every process
             return max(tokens, 1.0) / W
@@ -257,8 +293,9 @@ class Learner:
 
     # ----- weights out -------------------------------------------------------------------------------------------
 
-    def weights_for_sync(self, bucket_elements: int = SYNC_BUCKET_ELEMENTS,
-                         adapter_only: bool = False) -> Iterator[tuple[str, torch.Tensor]]:
+    def weights_for_sync(
+        self, bucket_elements: int = SYNC_BUCKET_ELEMENTS, adapter_only: bool = False
+    ) -> Iterator[tuple[str, torch.Tensor]]:
         """(Hugging Face name, full tensor) for every weight of the policy, as a generator engine loads them.
 
         Under ZeRO-3 parameters are gathered a bucket at a time (buckets sized by DeepSpeed's element count, as
@@ -308,8 +345,11 @@ class Learner:
     def state_dict_full(self, bucket_elements: int = SYNC_BUCKET_ELEMENTS) -> dict[str, torch.Tensor]:
         """The consolidated weights (merged under LoRA) on the main process (CPU copies); empty elsewhere."""
         main = self.acc.is_main_process
-        return {name: tensor.detach().to("cpu", copy=True)
-                for name, tensor in self.weights_for_sync(bucket_elements) if main}
+        return {
+            name: tensor.detach().to("cpu", copy=True)
+            for name, tensor in self.weights_for_sync(bucket_elements)
+            if main
+        }
 
     def save_pretrained(self, path: Path) -> None:
         """A Hugging Face folder of the policy (merged under LoRA, plus the adapter alone in path/adapter) that
@@ -317,8 +357,11 @@ class Learner:
         weights = self.state_dict_full()
         adapter = None
         if is_adapted(self.module):
-            adapter = {name: tensor.detach().to("cpu", copy=True)
-                       for name, tensor in self.weights_for_sync(adapter_only=True) if self.acc.is_main_process}
+            adapter = {
+                name: tensor.detach().to("cpu", copy=True)
+                for name, tensor in self.weights_for_sync(adapter_only=True)
+                if self.acc.is_main_process
+            }
         if self.acc.is_main_process:
             from huggingface_hub import save_torch_state_dict
 
@@ -345,8 +388,14 @@ def merged_layer(prefix: str, layer: Any, adapter: str) -> list[tuple[str, torch
     return out
 
 
-def record_micro(stats: dict[str, list[float]], loss_metrics: dict[str, float], micro: RolloutBatch,
-                 logp: torch.Tensor, entropy: torch.Tensor | None, sampled: bool = True) -> None:
+def record_micro(
+    stats: dict[str, list[float]],
+    loss_metrics: dict[str, float],
+    micro: RolloutBatch,
+    logp: torch.Tensor,
+    entropy: torch.Tensor | None,
+    sampled: bool = True,
+) -> None:
     """Per-micro-batch diagnostics: the loss's own, entropy and (for sampled rollouts) the sampler/learner
     log-prob gap."""
     mask = micro.completion_mask  # [n, T]

@@ -7,9 +7,10 @@ describe one trajectory.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,8 +50,15 @@ def _keep_until(path: Path, step: int) -> None:
 
 
 class RunLog:
-    def __init__(self, run_dir: Path, logger_cfg: Any, config: dict, resume_step: int | None, enabled: bool,
-                 eval_judge: dict | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        logger_cfg: Any,
+        config: dict,
+        resume_step: int | None,
+        enabled: bool,
+        eval_judge: dict | None = None,
+    ) -> None:
         self.run_dir, self.cfg, self.enabled = run_dir, logger_cfg, enabled
         self.eval_judge = eval_judge or {}  # the judge every held-out number was measured with
         self.metrics_path, self.samples_path = run_dir / "metrics.jsonl", run_dir / "samples.jsonl"
@@ -97,16 +105,26 @@ class RunLog:
         every = self.cfg.samples_every
         if not self.enabled or not every or step % every:
             return
-        rows = [{"step": step, "prompt_id": g.prompt.id, "prompt": g.prompt.text, "completion": r.text,
-                 "reward": None if np.isnan(rewards[b, i]) else float(rewards[b, i])}
-                for b, g in enumerate(groups) for i, r in enumerate(g.rollouts)]
+        rows = [
+            {
+                "step": step,
+                "prompt_id": g.prompt.id,
+                "prompt": g.prompt.text,
+                "completion": r.text,
+                "reward": None if np.isnan(rewards[b, i]) else float(rewards[b, i]),
+            }
+            for b, g in enumerate(groups)
+            for i, r in enumerate(g.rollouts)
+        ]
         with self.samples_path.open("a") as handle:
             handle.writelines(json.dumps(row) + "\n" for row in rows)
         if self.wandb:
             import wandb
 
-            table = wandb.Table(columns=["step", "prompt", "completion", "reward"],
-                                data=[[r["step"], r["prompt"], r["completion"], r["reward"]] for r in rows])
+            table = wandb.Table(
+                columns=["step", "prompt", "completion", "reward"],
+                data=[[r["step"], r["prompt"], r["completion"], r["reward"]] for r in rows],
+            )
             self.wandb.log({"samples": table}, step=step)
 
     def plot(self) -> None:
@@ -144,8 +162,15 @@ class RunLog:
 def _start_wandb(cfg: Any, run_dir: Path, config: dict):
     import wandb
 
-    return wandb.init(project=cfg.project, entity=cfg.entity or None, mode=cfg.mode, dir=str(run_dir),
-                      config=config, name=run_dir.name, reinit="finish_previous")
+    return wandb.init(
+        project=cfg.project,
+        entity=cfg.entity or None,
+        mode=cfg.mode,
+        dir=str(run_dir),
+        config=config,
+        name=run_dir.name,
+        reinit="finish_previous",
+    )
 
 
 LOGGERS.register("jsonl", JsonlLoggerConfig, lambda cfg, run_dir, config: None)

@@ -35,7 +35,7 @@ import torch
 from tsrl.algo import group_advantages, inert_clip_warning
 from tsrl.config import RunConfig
 from tsrl.errors import UserError
-from tsrl.evaluation import evaluation_sums, evaluation_summary, headline, heldout_rows
+from tsrl.evaluation import evaluation_summary, evaluation_sums, headline, heldout_rows
 from tsrl.generation import Generator, build_generator
 from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
 from tsrl.models.forward import collate
@@ -43,8 +43,17 @@ from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, SamplingRegime, StatefulRegime, build_regime
 from tsrl.rewards.ladder_tool import prepare_ladder
 from tsrl.tasks import Task, build_task
-from tsrl.training.checkpoint import (DONE_FILE, capture_rng, checkpoint_dir, find_resume, finished_run,
-                                      load_checkpoint, mark_finished, restore_rng, save_checkpoint)
+from tsrl.training.checkpoint import (
+    DONE_FILE,
+    capture_rng,
+    checkpoint_dir,
+    find_resume,
+    finished_run,
+    load_checkpoint,
+    mark_finished,
+    restore_rng,
+    save_checkpoint,
+)
 from tsrl.training.collective import AccelerateCollective, gather, reduce_metrics, sum_dicts
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
@@ -97,8 +106,9 @@ def generate_and_score(run: Run) -> tuple[list[Group], RewardBatch, dict[str, fl
     return groups, scored, {"time/generate_s": t1 - t0, "time/score_s": time.perf_counter() - t1}
 
 
-def fill_batch(run: Run, groups: list[Group], scored: RewardBatch, times: dict[str, float]) -> tuple[list[Group],
-                                                                                                    RewardBatch]:
+def fill_batch(
+    run: Run, groups: list[Group], scored: RewardBatch, times: dict[str, float]
+) -> tuple[list[Group], RewardBatch]:
     """trainer.fill=resample (DAPO's dynamic sampling): keep the groups whose rewards differ, draw and score
     further batches until prompts_per_step such groups are in hand on every process (all processes draw the same
     number of batches, so generation's collectives stay in step) or fill_max_batches were drawn. Returns the
@@ -113,15 +123,20 @@ def fill_batch(run: Run, groups: list[Group], scored: RewardBatch, times: dict[s
                 rows.append(row)
 
     keep(groups, scored.rewards)
-    while drawn < cfg.fill_max_batches and max(d["short"] for d in gather(run.accelerator,
-                                                                         {"short": float(len(kept) < want)})):
+    while drawn < cfg.fill_max_batches and max(
+        d["short"] for d in gather(run.accelerator, {"short": float(len(kept) < want)})
+    ):
         more, extra, spent = generate_and_score(run)
         for key, seconds in spent.items():
             times[key] = times.get(key, 0.0) + seconds
         keep(more, extra.rewards)
         drawn += 1
-    metrics = {**scored.metrics, "fill/batches": float(drawn), "fill/kept_groups": Count(min(len(kept), want)),
-               "fill/generations_per_step": Count(drawn * want * cfg.group_size)}
+    metrics = {
+        **scored.metrics,
+        "fill/batches": float(drawn),
+        "fill/kept_groups": Count(min(len(kept), want)),
+        "fill/generations_per_step": Count(drawn * want * cfg.group_size),
+    }
     if not kept:  # nothing with a signal: the first batch, which the update then skips as it would without fill
         return groups, RewardBatch(scored.rewards, metrics)
     return kept[:want], RewardBatch(np.stack(rows[:want]), metrics)
@@ -135,9 +150,16 @@ def generate_groups(run: Run, prompts: list[Prompt] | None = None, emit: Emit | 
     return run.generator.generate(prompts, run.cfg.trainer.group_size, greedy_first=greedy_first, **streaming)
 
 
-def learn(run: Run, step: int, groups: list[Group], scored: RewardBatch, t0: float, times: dict[str, float],
-          judge_metrics: dict[str, float] | None = None, staleness: int = 0) -> tuple[dict[str, float], list[Group],
-                                                                                   np.ndarray]:
+def learn(
+    run: Run,
+    step: int,
+    groups: list[Group],
+    scored: RewardBatch,
+    t0: float,
+    times: dict[str, float],
+    judge_metrics: dict[str, float] | None = None,
+    staleness: int = 0,
+) -> tuple[dict[str, float], list[Group], np.ndarray]:
     """Advantages, update and weight sync for scored groups, and the step's metrics. `judge_metrics`: the judge's
     drained metrics when scoring ran elsewhere (the overlap worker); `staleness`: policy versions since sampling."""
     algo = run.cfg.algo
@@ -151,8 +173,9 @@ def learn(run: Run, step: int, groups: list[Group], scored: RewardBatch, t0: flo
     if kept_groups:
         batch = collate(kept_groups, advantages, run.learner.tokenizer.pad_token_id, algo.mask_truncated)
     else:  # a placeholder the update only runs to keep processes in step (scaled by 0), or skips
-        batch = collate(groups[:1], torch.zeros(1, groups[0].size), run.learner.tokenizer.pad_token_id,
-                        algo.mask_truncated)
+        batch = collate(
+            groups[:1], torch.zeros(1, groups[0].size), run.learner.tokenizer.pad_token_id, algo.mask_truncated
+        )
     run.generator.sleep()  # a colocated engine frees its memory for the update
     update = run.learner.update(batch, step, empty=not kept_groups, stale=staleness > 0)
     t3 = time.perf_counter()
@@ -160,24 +183,32 @@ def learn(run: Run, step: int, groups: list[Group], scored: RewardBatch, t0: flo
     t4 = time.perf_counter()
     kept_rewards = rewards[kept]  # [B', G]
     lengths = torch.tensor([float(len(r.token_ids)) for g in groups for r in g.rollouts])  # [N]
-    judge_metrics = {f"judge/{k}": v for k, v in (run.judge.drain_metrics() if judge_metrics is None
-                                                  else judge_metrics).items()}
+    judge_metrics = {
+        f"judge/{k}": v for k, v in (run.judge.drain_metrics() if judge_metrics is None else judge_metrics).items()
+    }
     samples = len(lengths)
     comparisons = scored.metrics.get("reward/comparisons_per_sample", 0.0) * samples
     calls = judge_metrics.get("judge/calls", 0.0)
     metrics = {
         "reward/mean": float(kept_rewards.mean()) if kept_rewards.numel() else float("nan"),
         "reward/std": float(kept_rewards.std(correction=0)) if kept_rewards.numel() else float("nan"),
-        "reward/zero_var_frac": (float((kept_rewards.std(dim=1, correction=0) == 0).float().mean())
-                                 if kept_rewards.numel() else 1.0),
+        "reward/zero_var_frac": (
+            float((kept_rewards.std(dim=1, correction=0) == 0).float().mean()) if kept_rewards.numel() else 1.0
+        ),
         "completion/length_mean": float(lengths.mean()),
         "completion/truncated_frac": float(np.mean([r.truncated for g in groups for r in g.rollouts])),
-        **scored.metrics, **judge_metrics, **update,
-        "train/dropped_groups": Count((~kept).sum()), "train/samples_in_update": Count(kept.sum() * groups[0].size),
+        **scored.metrics,
+        **judge_metrics,
+        **update,
+        "train/dropped_groups": Count((~kept).sum()),
+        "train/samples_in_update": Count(kept.sum() * groups[0].size),
         "judge/calls_per_sample": calls / samples,
         "judge/calls_per_comparison": calls / comparisons if comparisons else 0.0,
-        **times, "time/update_s": t3 - t2, "time/sync_s": t4 - t3,
-        "time/step_s": t4 - t0, "throughput/tokens_per_s": float(lengths.sum()) / (t4 - t0),
+        **times,
+        "time/update_s": t3 - t2,
+        "time/sync_s": t4 - t3,
+        "time/step_s": t4 - t0,
+        "throughput/tokens_per_s": float(lengths.sum()) / (t4 - t0),
         "memory/peak_gib": peak_memory_gib(),
     }
     if run.pipeline is not None:
@@ -228,10 +259,16 @@ def offline_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np
     t2 = time.perf_counter()
     lengths = batch.completion_mask.sum(dim=1)  # [N]
     metrics = {
-        "reward/mean": float("nan"), "completion/length_mean": float(lengths.mean()), **update,
-        "judge/calls": Count(0.0), "train/samples_in_update": Count(len(batch)),
-        "time/update_s": t1 - t0, "time/sync_s": t2 - t1, "time/step_s": t2 - t0,
-        "throughput/tokens_per_s": float(lengths.sum()) / (t2 - t0), "memory/peak_gib": peak_memory_gib(),
+        "reward/mean": float("nan"),
+        "completion/length_mean": float(lengths.mean()),
+        **update,
+        "judge/calls": Count(0.0),
+        "train/samples_in_update": Count(len(batch)),
+        "time/update_s": t1 - t0,
+        "time/sync_s": t2 - t1,
+        "time/step_s": t2 - t0,
+        "throughput/tokens_per_s": float(lengths.sum()) / (t2 - t0),
+        "memory/peak_gib": peak_memory_gib(),
     }
     return metrics, [], np.zeros((0, 0))
 
@@ -261,8 +298,14 @@ def evaluate(run: Run, step: int) -> tuple[dict[str, float], list[dict]]:
     groups: list[Group] = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed + acc.process_index)
-        sums = evaluation_sums(run.task, run.generator, run.eval_judge, prompts[acc.process_index::acc.num_processes],
-                               cfg.samples, groups)
+        sums = evaluation_sums(
+            run.task,
+            run.generator,
+            run.eval_judge,
+            prompts[acc.process_index :: acc.num_processes],
+            cfg.samples,
+            groups,
+        )
     result = evaluation_summary(run.task, sum_dicts(gather(acc, sums)), cfg.samples)
     result["judge_calls"] = sum(d["calls"] for d in gather(acc, run.eval_judge.drain_metrics()))
     rows = heldout_rows(step, groups)
@@ -312,9 +355,19 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     generator.load_weights(learner.weights_for_sync())  # an engine of its own starts from the policy's weights
     # Not under main_process_first: building a regime may run collective steps (a ZeRO-3 forward pass); the
     # regimes themselves let the main process judge and store ladders first (RegimeContext.collective).
-    regime = build_regime(cfg.reward, RegimeContext(task, judge, fingerprint, run_dir, model=learner.policy_view(),
-                                                    tokenizer=learner.tokenizer, generator=generator,
-                                                    collective=AccelerateCollective(acc)))
+    regime = build_regime(
+        cfg.reward,
+        RegimeContext(
+            task,
+            judge,
+            fingerprint,
+            run_dir,
+            model=learner.policy_view(),
+            tokenizer=learner.tokenizer,
+            generator=generator,
+            collective=AccelerateCollective(acc),
+        ),
+    )
     if cfg.algo.OFFLINE:
         check_offline(cfg.algo, regime, cfg.trainer.micro_batch_size)
     pipeline = streamer = None
@@ -325,8 +378,9 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     elif cfg.trainer.pipeline == "stream":
         streamer = Streamer(regime)
     setup_calls = sum(d["calls"] for d in gather(acc, judge.drain_metrics()))  # e.g. the ladder round-robin
-    sampler = PromptSampler(task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index,
-                            acc.num_processes)
+    sampler = PromptSampler(
+        task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index, acc.num_processes
+    )
     resume_from = find_resume(run_dir, cfg.trainer.checkpoint.resume)
     start_step, calls_total, training_calls = 0, setup_calls, 0.0
     if resume_from is not None:
@@ -339,13 +393,35 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         if pipeline is not None and state.get("pending"):  # the groups that were being scored: scored again
             pipeline.submit(*decode_groups(state["pending"], task.prompts("train")))
         generator.load_weights(learner.weights_for_sync())  # the resumed weights
-    log = RunLog(run_dir, cfg.logger, asdict(cfg), start_step if resume_from else None, acc.is_main_process,
-                 eval_judge=judge_identity(eval_judge_config(cfg)))
+    log = RunLog(
+        run_dir,
+        cfg.logger,
+        asdict(cfg),
+        start_step if resume_from else None,
+        acc.is_main_process,
+        eval_judge=judge_identity(eval_judge_config(cfg)),
+    )
     if acc.is_main_process:
-        (run_dir / "setup.json").write_text(json.dumps({"judge_calls_setup": setup_calls, "resumed_from":
-                                                        str(resume_from) if resume_from else None}))
-    return Run(cfg, acc, task, learner, generator, judge, eval_judge, regime, sampler, log, start_step, calls_total,
-               training_calls, pipeline, streamer)
+        (run_dir / "setup.json").write_text(
+            json.dumps({"judge_calls_setup": setup_calls, "resumed_from": str(resume_from) if resume_from else None})
+        )
+    return Run(
+        cfg,
+        acc,
+        task,
+        learner,
+        generator,
+        judge,
+        eval_judge,
+        regime,
+        sampler,
+        log,
+        start_step,
+        calls_total,
+        training_calls,
+        pipeline,
+        streamer,
+    )
 
 
 def quiet_libraries() -> None:
@@ -367,8 +443,14 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     done = finished_run(Path(cfg.run_dir), cfg.trainer)
     if done is not None:  # resume=auto of a run that already finished (tsrl-reproduce re-running a grid)
         key, label = headline(task)
-        return {"run_dir": cfg.run_dir, "main_process": int(os.environ.get("RANK", "0")) == 0, "headline": label,
-                "heldout_start": done["start"].get(key), "heldout_end": done["latest"].get(key), "already_done": True}
+        return {
+            "run_dir": cfg.run_dir,
+            "main_process": int(os.environ.get("RANK", "0")) == 0,
+            "headline": label,
+            "heldout_start": done["start"].get(key),
+            "heldout_end": done["latest"].get(key),
+            "already_done": True,
+        }
     judge, eval_judge = open_judges(cfg, task)  # first: an unusable judge stops the run before any model is built
     try:
         run = setup(cfg, task, judge, eval_judge)
@@ -383,8 +465,13 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         close_judge(judge)
         close_judge(eval_judge)
     evals, (key, label) = run.log.evals, headline(task)
-    return {"run_dir": cfg.run_dir, "main_process": run.accelerator.is_main_process, "headline": label,
-            "heldout_start": evals[0][key] if evals else None, "heldout_end": evals[-1][key] if evals else None}
+    return {
+        "run_dir": cfg.run_dir,
+        "main_process": run.accelerator.is_main_process,
+        "headline": label,
+        "heldout_start": evals[0][key] if evals else None,
+        "heldout_end": evals[-1][key] if evals else None,
+    }
 
 
 def run_steps(run: Run) -> None:
@@ -397,8 +484,14 @@ def run_steps(run: Run) -> None:
         (Path(run.cfg.run_dir) / DONE_FILE).unlink(missing_ok=True)  # until this run reaches its end
     if run.start_step == 0:
         log.log_eval(0, *evaluate(run, 0))
-    bar = tqdm(range(run.start_step + 1, tcfg.max_steps + 1), initial=run.start_step, total=tcfg.max_steps,
-               disable=not acc.is_main_process, desc="tsrl", dynamic_ncols=True)
+    bar = tqdm(
+        range(run.start_step + 1, tcfg.max_steps + 1),
+        initial=run.start_step,
+        total=tcfg.max_steps,
+        disable=not acc.is_main_process,
+        desc="tsrl",
+        dynamic_ncols=True,
+    )
     for step in bar:
         before = capture_rng(), trainer_state(run, step - 1)  # what a checkpoint of the last finished step holds
         try:
@@ -421,11 +514,20 @@ def run_steps(run: Run) -> None:
             except UserError as err:
                 raise stopped_cleanly(run, trainer_state(run, step), err) from err
         if last or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
-            save_checkpoint(acc, run.learner, checkpoint_dir(Path(run.cfg.run_dir), step), trainer_state(run, step),
-                            tcfg.checkpoint.keep)
+            save_checkpoint(
+                acc,
+                run.learner,
+                checkpoint_dir(Path(run.cfg.run_dir), step),
+                trainer_state(run, step),
+                tcfg.checkpoint.keep,
+            )
         heldout = log.evals[-1][headline(run.task)[0]] if log.evals else float("nan")
-        bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", heldout=f"{heldout:.1f}%",
-                        loss=f"{metrics['train/loss']:+.3f}", s_per_step=f"{metrics['time/step_s']:.2f}")
+        bar.set_postfix(
+            reward=f"{metrics['reward/mean']:.3f}",
+            heldout=f"{heldout:.1f}%",
+            loss=f"{metrics['train/loss']:+.3f}",
+            s_per_step=f"{metrics['time/step_s']:.2f}",
+        )
         if last:
             if acc.is_main_process:
                 mark_finished(Path(run.cfg.run_dir), tcfg, step, "max_judge_calls" if spent else "max_steps")
@@ -437,10 +539,18 @@ def trainer_state(run: Run, step: int) -> dict[str, Any]:
     """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
     regime = run.regime.state_dict() if isinstance(run.regime, StatefulRegime) else None
     in_flight = run.pipeline.in_flight if run.pipeline is not None else None
-    return json.loads(json.dumps({"step": step, "sampler": run.sampler.state_dict(),
-                                  "judge_calls_total": run.judge_calls_total,
-                                  "judge_calls_training": run.training_calls, "regime": regime,
-                                  "pending": encode_groups(*in_flight) if in_flight else None}))
+    return json.loads(
+        json.dumps(
+            {
+                "step": step,
+                "sampler": run.sampler.state_dict(),
+                "judge_calls_total": run.judge_calls_total,
+                "judge_calls_training": run.training_calls,
+                "regime": regime,
+                "pending": encode_groups(*in_flight) if in_flight else None,
+            }
+        )
+    )
 
 
 def stopped_cleanly(run: Run, state: dict[str, Any], err: UserError) -> UserError:
@@ -456,5 +566,7 @@ def stopped_cleanly(run: Run, state: dict[str, Any], err: UserError) -> UserErro
     path = checkpoint_dir(Path(run.cfg.run_dir), step)
     if not path.is_dir():
         save_checkpoint(acc, run.learner, path, state, run.cfg.trainer.checkpoint.keep)
-    return type(err)(f"{err} Steps 1–{step} are saved in {path}; after the fix, the same command with "
-                     "trainer.checkpoint.resume=auto continues from there.")
+    return type(err)(
+        f"{err} Steps 1–{step} are saved in {path}; after the fix, the same command with "
+        "trainer.checkpoint.resume=auto continues from there."
+    )

@@ -12,7 +12,8 @@ from reward.k and reward.select), with algo.anchors=all every ranked rung; n of 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,13 +28,19 @@ def check_offline(algo: Any, regime: Any, micro_batch_size: int) -> None:
     """One sentence at start when an offline baseline cannot run: it needs the ranked ladder of reward=ladder,
     DPO at least two anchors per prompt to pair, and DPO's micro-batches must hold whole pairs."""
     if not isinstance(regime, LadderRegime):
-        raise ConfigError("algo=sft and algo=dpo train on the ranked anchor ladder that reward=ladder builds; set "
-                          "reward=ladder (its ranking settings, e.g. reward.ranking, apply).")
+        raise ConfigError(
+            "algo=sft and algo=dpo train on the ranked anchor ladder that reward=ladder builds; set "
+            "reward=ladder (its ranking settings, e.g. reward.ranking, apply)."
+        )
     if algo.NEEDS_REFERENCE and min(map(len, offline_ladders(algo, regime).values()), default=2) < 2:
-        raise ConfigError("algo=dpo pairs the anchors the ladder reward uses, and reward.k=1 leaves one per prompt; "
-                          "set reward.k >= 2 or algo.anchors=all.")
+        raise ConfigError(
+            "algo=dpo pairs the anchors the ladder reward uses, and reward.k=1 leaves one per prompt; "
+            "set reward.k >= 2 or algo.anchors=all."
+        )
     if algo.NEEDS_REFERENCE and micro_batch_size % 2:
-        raise ConfigError(f"algo=dpo needs an even trainer.micro_batch_size (pairs stay whole), got {micro_batch_size}.")
+        raise ConfigError(
+            f"algo=dpo needs an even trainer.micro_batch_size (pairs stay whole), got {micro_batch_size}."
+        )
 
 
 def offline_ladders(algo: Any, regime: Any) -> dict[str, list[Any]]:
@@ -61,8 +68,9 @@ def anchor_rollout(tokenizer: Any, text: str) -> Rollout:
     return Rollout(text=text, token_ids=ids, logprobs=[0.0] * len(ids), truncated=False)
 
 
-def offline_groups(algo: Any, prompts: Sequence[Prompt], ladders: dict[str, list[Any]], tokenizer: Any,
-                   rng: np.random.Generator) -> list[Group]:
+def offline_groups(
+    algo: Any, prompts: Sequence[Prompt], ladders: dict[str, list[Any]], tokenizer: Any, rng: np.random.Generator
+) -> list[Group]:
     """One Group per prompt from its rungs in `ladders` (offline_ladders): SFT's imitated anchors, or DPO's pairs
     (rows 2i better, 2i + 1 worse)."""
     groups = []
@@ -76,5 +84,7 @@ def offline_groups(algo: Any, prompts: Sequence[Prompt], ladders: dict[str, list
                 pairs = [pairs[i] for i in sorted(rng.choice(len(pairs), algo.max_pairs, replace=False))]
             texts = [rungs[r].anchor.text for pair in pairs for r in pair]
         prompt_ids = tokenizer(chat_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"]
-        groups.append(Group(prompt=prompt, prompt_ids=prompt_ids, rollouts=[anchor_rollout(tokenizer, t) for t in texts]))
+        groups.append(
+            Group(prompt=prompt, prompt_ids=prompt_ids, rollouts=[anchor_rollout(tokenizer, t) for t in texts])
+        )
     return groups

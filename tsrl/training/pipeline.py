@@ -29,9 +29,10 @@ would race the update and are refused.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from tsrl.errors import ConfigError
 from tsrl.rewards.stream import GroupStream, StreamingRegime
@@ -92,8 +93,9 @@ class Streamer:
         self.regime = regime
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tsrl-stream")
 
-    def run(self, generate: Callable[[Emit], list[Group]], total: int) -> tuple[list[Group], RewardBatch,
-                                                                              dict[str, float]]:
+    def run(
+        self, generate: Callable[[Emit], list[Group]], total: int
+    ) -> tuple[list[Group], RewardBatch, dict[str, float]]:
         """Generate `total` groups with `generate(emit)` while the regime scores them as they are emitted; returns
         the groups, their rewards and the step's times: time/score_s is the worker's whole span (waits for
         groups included), time/score_wait_s what the step waited for it after generation ended."""
@@ -115,8 +117,15 @@ class Streamer:
         stream.close()
         generated = time.perf_counter()
         batch, score_s = future.result()
-        return groups, batch, {"time/generate_s": generated - start, "time/score_s": score_s,
-                               "time/score_wait_s": time.perf_counter() - generated}
+        return (
+            groups,
+            batch,
+            {
+                "time/generate_s": generated - start,
+                "time/score_s": score_s,
+                "time/score_wait_s": time.perf_counter() - generated,
+            },
+        )
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -125,32 +134,53 @@ class Streamer:
 def check_pipeline(pipeline: str, reward_name: str, regime: object, offline: bool) -> None:
     """Refuse, in one sentence, what trainer.pipeline=stream | overlap cannot run."""
     if offline:
-        raise ConfigError(f"trainer.pipeline={pipeline} has nothing to take off the critical path for an offline "
-                          "baseline (algo=sft | dpo: no generation, no judge); use trainer.pipeline=sync.")
+        raise ConfigError(
+            f"trainer.pipeline={pipeline} has nothing to take off the critical path for an offline "
+            "baseline (algo=sft | dpo: no generation, no judge); use trainer.pipeline=sync."
+        )
     if reward_name in POLICY_REGIMES:
-        raise ConfigError(f"trainer.pipeline={pipeline} cannot run reward={reward_name}: it reads the live policy "
-                          "while scoring, which runs beside generation and the update; use trainer.pipeline=sync.")
+        raise ConfigError(
+            f"trainer.pipeline={pipeline} cannot run reward={reward_name}: it reads the live policy "
+            "while scoring, which runs beside generation and the update; use trainer.pipeline=sync."
+        )
     if pipeline == "stream" and not isinstance(regime, StreamingRegime):
-        raise ConfigError(f"trainer.pipeline=stream needs a regime that scores groups as they arrive, and "
-                          f"reward={reward_name} does not (it has no score_stream); use trainer.pipeline=sync or "
-                          "overlap.")
+        raise ConfigError(
+            f"trainer.pipeline=stream needs a regime that scores groups as they arrive, and "
+            f"reward={reward_name} does not (it has no score_stream); use trainer.pipeline=sync or "
+            "overlap."
+        )
 
 
 def encode_groups(groups: Sequence[Group], version: int) -> dict[str, Any]:
     """The groups in flight as JSON for a checkpoint (prompts by id)."""
-    return {"version": version, "groups": [
-        {"prompt": g.prompt.id, "prompt_ids": g.prompt_ids,
-         "rollouts": [[r.text, r.token_ids, r.logprobs, r.truncated] for r in g.rollouts]} for g in groups]}
+    return {
+        "version": version,
+        "groups": [
+            {
+                "prompt": g.prompt.id,
+                "prompt_ids": g.prompt_ids,
+                "rollouts": [[r.text, r.token_ids, r.logprobs, r.truncated] for r in g.rollouts],
+            }
+            for g in groups
+        ],
+    }
 
 
 def decode_groups(state: dict[str, Any], prompts: Sequence[Prompt]) -> tuple[list[Group], int]:
     by_id = {p.id: p for p in prompts}
     missing = [g["prompt"] for g in state["groups"] if g["prompt"] not in by_id]
     if missing:
-        raise ConfigError(f"The checkpoint holds groups in flight for prompt {missing[0]!r}, which the task's "
-                          "training prompts no longer have; resume with the task it was saved with, or "
-                          "trainer.checkpoint.resume=never.")
-    groups = [Group(by_id[g["prompt"]], list(g["prompt_ids"]), [Rollout(t, list(i), list(lp), bool(c))
-                                                              for t, i, lp, c in g["rollouts"]])
-              for g in state["groups"]]
+        raise ConfigError(
+            f"The checkpoint holds groups in flight for prompt {missing[0]!r}, which the task's "
+            "training prompts no longer have; resume with the task it was saved with, or "
+            "trainer.checkpoint.resume=never."
+        )
+    groups = [
+        Group(
+            by_id[g["prompt"]],
+            list(g["prompt_ids"]),
+            [Rollout(t, list(i), list(lp), bool(c)) for t, i, lp, c in g["rollouts"]],
+        )
+        for g in state["groups"]
+    ]
     return groups, int(state["version"])

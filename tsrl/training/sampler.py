@@ -3,7 +3,7 @@ every global batch. The position (epoch, cursor) is saved in checkpoints."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ class PromptSampler:
                 order = self._order()
             picked.append(int(order[self.cursor]))
             self.cursor += 1
-        mine = picked[self.rank * self.per_process:(self.rank + 1) * self.per_process]
+        mine = picked[self.rank * self.per_process : (self.rank + 1) * self.per_process]
         return [self.prompts[i] for i in mine]
 
     def state_dict(self) -> dict[str, int]:
