@@ -11,3 +11,14 @@ class ConfigError(UserError):
 
 class DataError(UserError):
     """A data file is missing or malformed; the message names the file, the line and the fix."""
+
+
+def read_json(path, what: str, fix: str):
+    """The JSON in `path`, or a DataError naming `what` the file is, the file, what is wrong and `fix`."""
+    import json
+    from pathlib import Path
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise DataError(f"The {what} {path} is unusable ({type(err).__name__}: {err}); {fix}") from None

@@ -40,6 +40,9 @@ class Component:
     name: str
     config: type
     build: Callable[..., Any]
+    check: Callable[..., None] | None = None
+    """Cheap checks of the config against what it will be built with (a reward against the task's prompts),
+    run before anything expensive is built; raises a ConfigError."""
 
 
 class Registry:
@@ -49,14 +52,16 @@ class Registry:
         self.family = family
         self._components: dict[str, Component] = {}
 
-    def register(self, name: str, config: type, build: Callable[..., Any]) -> None:
+    def register(
+        self, name: str, config: type, build: Callable[..., Any], check: Callable[..., None] | None = None
+    ) -> None:
         old = self._components.get(name)
         if old is not None and old.config.__qualname__ != config.__qualname__:
             raise ValueError(
                 f"{self.family} {name!r} is registered twice ({old.config.__qualname__} and "
                 f"{config.__qualname__}); give one of them another name."
             )
-        self._components[name] = Component(name, config, build)
+        self._components[name] = Component(name, config, build, check)
 
     def __iter__(self) -> Iterator[Component]:
         return iter(self._components.values())
@@ -76,6 +81,12 @@ class Registry:
 
     def build(self, cfg: Any, *args: Any, **kwargs: Any) -> Any:
         return self.of(cfg).build(cfg, *args, **kwargs)
+
+    def check(self, cfg: Any, *args: Any) -> None:
+        """The component's cheap checks (see Component.check), if it registered any."""
+        component = self.of(cfg)
+        if component.check is not None:
+            component.check(cfg, *args)
 
 
 TASKS, MODELS, JUDGES = Registry("task"), Registry("model"), Registry("judge")

@@ -23,6 +23,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tsrl.errors import DataError
 from tsrl.judging.base import Judge, JudgeCounters, merge_metrics
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
@@ -64,10 +65,17 @@ class VerdictCache:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process never corrupts the file
-        for table in SCHEMA:
-            self.db.execute(table)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process never corrupts the file
+            for table in SCHEMA:
+                self.db.execute(table)
+        except sqlite3.DatabaseError as err:
+            self.db.close()
+            raise DataError(
+                f"The verdict cache {self.path} is not a usable SQLite database ({err}); move it aside (its "
+                "verdicts are lost, the judge is asked again) or point judge.cache_path at another file."
+            ) from None
         self.counters = JudgeCounters()
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:

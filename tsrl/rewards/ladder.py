@@ -46,12 +46,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tsrl.errors import ConfigError, UserError
+from tsrl.errors import ConfigError, DataError, UserError
 from tsrl.ranking import elo_ratings, fit_bradley_terry_batch, pad_matches
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.diversity import diversity_report
 from tsrl.rewards.stream import GroupStream, Streams
+from tsrl.tasks import Task
 from tsrl.types import Anchor, Count, PairRequest, Prompt, RewardBatch
 
 
@@ -181,10 +182,16 @@ def save_ladders(path: Path, ladders: dict[str, list[Rung]], matches: Matches) -
 def load_matches(path: Path) -> Matches | None:
     """The judged matches of a stored ladder file, or None for a file without them (written by an older tsrl:
     its strengths came from an older fit, so the ladder is built again)."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    if not all("matches" in row for row in rows):
-        return None
-    return {row["prompt_id"]: [(int(i), int(j), float(y)) for i, j, y in row["matches"]] for row in rows}
+    try:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if not all("matches" in row for row in rows):
+            return None
+        return {row["prompt_id"]: [(int(i), int(j), float(y)) for i, j, y in row["matches"]] for row in rows}
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError) as err:
+        raise DataError(
+            f"The stored ladder {path} is unusable ({type(err).__name__}: {err}); delete it, or set "
+            "reward.rebuild=true, and the anchors are judged and ranked again."
+        ) from None
 
 
 def nested_order(n: int) -> list[int]:
@@ -209,25 +216,31 @@ def select_rungs(rungs: list[Rung], k: int, rule: str = "nested") -> list[Rung]:
     return [rungs[i] for i in SELECTIONS[rule](len(rungs), k)]
 
 
+def check_anchors(cfg: LadderConfig, task: Task) -> None:
+    """Every training prompt has at least reward.k anchors (cheap: run before the policy is built, too)."""
+    prompts = task.prompts("train")
+    bare = [p for p in prompts if not p.anchors]
+    if bare:
+        raise ConfigError(
+            f"reward=ladder needs reference anchors, but prompt {bare[0].id!r} of task {task.name} has none "
+            f"({len(bare)} of {len(prompts)} prompts); give the data anchors, let tsrl-train write them first "
+            "(ladder.build=auto, from ladder.endpoint.* or the policy), build them with tsrl-ladder (then "
+            "task.anchors_file=...), or use a regime without anchors (reward=self_bootstrap, intragroup)."
+        )
+    short = [p for p in prompts if len(p.anchors) < cfg.k]
+    if short:
+        raise ConfigError(
+            f"reward.k={cfg.k} but prompt {short[0].id!r} has only {len(short[0].anchors)} anchors; "
+            f"set reward.k to at most {min(len(p.anchors) for p in prompts)}."
+        )
+
+
 class LadderRegime(Streams):
     """Scores groups by win-rate over each prompt's frozen anchor ladder."""
 
     def __init__(self, cfg: LadderConfig, ctx: RegimeContext) -> None:
+        check_anchors(cfg, ctx.task)
         prompts = ctx.task.prompts("train")
-        bare = [p for p in prompts if not p.anchors]
-        if bare:
-            raise ConfigError(
-                f"reward=ladder needs reference anchors, but prompt {bare[0].id!r} of task {ctx.task.name} has none "
-                f"({len(bare)} of {len(prompts)} prompts); give the data anchors, let tsrl-train write them first "
-                "(ladder.build=auto, from ladder.endpoint.* or the policy), build them with tsrl-ladder (then "
-                "task.anchors_file=...), or use a regime without anchors (reward=self_bootstrap, intragroup)."
-            )
-        short = [p for p in prompts if len(p.anchors) < cfg.k]
-        if short:
-            raise ConfigError(
-                f"reward.k={cfg.k} but prompt {short[0].id!r} has only {len(short[0].anchors)} anchors; "
-                f"set reward.k to at most {min(len(p.anchors) for p in prompts)}."
-            )
         self.cfg, self.ctx = cfg, ctx
         self.path = ladder_path(cfg, ctx, prompts)
         self.build_calls = 0
@@ -294,5 +307,5 @@ class LadderRegime(Streams):
         return RewardBatch(rewards=rewards, metrics=metrics)
 
 
-REWARDS.register("ladder", LadderConfig, LadderRegime)
-REWARDS.register("one_anchor", OneAnchorConfig, LadderRegime)
+REWARDS.register("ladder", LadderConfig, LadderRegime, check=check_anchors)
+REWARDS.register("one_anchor", OneAnchorConfig, LadderRegime, check=check_anchors)

@@ -191,5 +191,5 @@ def route_counts(groups: int, routed: int) -> dict[str, float]:
     }
 
 
-REWARDS.register("verifier", VerifierConfig, VerifierRegime)
-REWARDS.register("adaptive", AdaptiveConfig, AdaptiveRegime)
+REWARDS.register("verifier", VerifierConfig, VerifierRegime, check=lambda cfg, task: verifier_of(task, "verifier"))
+REWARDS.register("adaptive", AdaptiveConfig, AdaptiveRegime, check=lambda cfg, task: verifier_of(task, "adaptive"))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from tsrl.errors import ConfigError
+from tsrl.errors import ConfigError, DataError, read_json
 
 if TYPE_CHECKING:
     from tsrl.config import TrainerConfig
@@ -61,8 +61,15 @@ def save_checkpoint(accelerator, learner, path: Path, trainer_state: dict, keep:
 
 
 def load_checkpoint(accelerator, path: Path) -> dict:
-    accelerator.load_state(str(path))
-    return json.loads((path / STATE_FILE).read_text())
+    """The trainer state of the checkpoint at `path`, its weights, optimizer and RNG loaded into `accelerator`'s
+    objects; an unusable checkpoint is one sentence naming it (the state is read first: a cheap check)."""
+    fix = "delete that folder to resume from the one before it, or start afresh with trainer.checkpoint.resume=never."
+    state = read_json(path / STATE_FILE, "checkpoint state", fix)
+    try:
+        accelerator.load_state(str(path))
+    except (OSError, RuntimeError, ValueError, KeyError) as err:
+        raise DataError(f"The checkpoint {path} could not be loaded ({type(err).__name__}: {err}); {fix}") from None
+    return state
 
 
 DONE_FILE = "done.json"
@@ -83,10 +90,10 @@ def finished_run(run_dir: Path, tcfg: TrainerConfig) -> dict | None:
     done, evals = run_dir / DONE_FILE, run_dir / "eval.json"
     if tcfg.checkpoint.resume != "auto" or not done.is_file() or not evals.is_file():
         return None
-    mark = json.loads(done.read_text())
+    mark = read_json(done, "end-of-run mark", "delete it and run again (the run resumes from its checkpoints).")
     if (mark["max_steps"], mark["max_judge_calls"]) != (tcfg.max_steps, tcfg.max_judge_calls):
         return None
-    summary = json.loads(evals.read_text())
+    summary = read_json(evals, "held-out summary", "delete it and its done.json, and run again.")
     return summary if summary["latest"]["step"] == mark["step"] else None
 
 

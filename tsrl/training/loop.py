@@ -348,6 +348,7 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     set_seed(cfg.seed, device_specific=True)
     with acc.main_process_first():  # the ladder step: the main process writes missing anchors, the others read them
         cfg, task = prepare_ladder(cfg, task)
+    REWARDS.check(cfg.reward, task)  # cheap checks (anchors per prompt against reward.k) before the policy is built
     run_dir = Path(cfg.run_dir)
     learner = Learner.build(cfg, task, acc)
     fingerprint = judge_fingerprint(cfg.judge)
