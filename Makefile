@@ -94,7 +94,7 @@ test-fast: $(STAMP)
 # ARGS=--quick is a ≈ 1 min smoke run, ARGS="--only bt topology" picks.
 # generation_bench.py (hf against vLLM) is not in it: it needs .venv-vllm (make test-vllm builds it).
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py $(ARGS)
+	$(BIN)/python benchmarks/bench.py $(ARGS)
 
 # Mutation testing of the pure core against its fast unit tests ([tool.mutmut] in pyproject.toml says which
 # files and tests). Takes tens of minutes on 2 cores; results stay in mutants/ (`mutmut results`, `mutmut show

@@ -48,7 +48,7 @@ MODEL="$OUT/model-h$HIDDEN-l$LAYERS"
 import sys
 from pathlib import Path
 
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "benchmarks")
 from scale_memory import build_model
 
 target = Path(sys.argv[1])

@@ -1,65 +1,13 @@
-"""Shared fixtures: small real implementations of the protocols (no mocks)."""
+"""Shared fixtures: small real implementations of the protocols (no mocks), from tsrl.testing.fakes."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import re
-from collections.abc import Sequence
 
 import pytest
 
-from tsrl.types import Anchor, PairRequest, Prompt, Score, ScoreRequest, Verdict
-
-
-class NumberTask:
-    """A task whose latent quality is the number written in the response ("q=1.5 ...")."""
-
-    name = "numbers"
-
-    def __init__(self, prompts: list[Prompt] | None = None) -> None:
-        self._prompts = prompts or []
-
-    def prompts(self, split: str) -> list[Prompt]:
-        return self._prompts
-
-    def quality(self, prompt: Prompt, text: str) -> float:
-        return float(re.search(r"q=(-?[\d.]+)", text).group(1))
-
-
-class ScriptedJudge:
-    """Answers from a table {(first, second): p}; unknown pairs answer by comparing the texts' q numbers.
-    Records every request it receives."""
-
-    def __init__(
-        self, table: dict[tuple[str, str], float | None] | None = None, grades: dict[str, float | None] | None = None
-    ) -> None:
-        self.table, self.grades = table or {}, grades or {}
-        self.requests: list[PairRequest] = []
-        self.score_requests: list[ScoreRequest] = []
-
-    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
-        self.requests += requests
-        out = []
-        for r in requests:
-            if (r.first, r.second) in self.table:
-                p = self.table[(r.first, r.second)]
-            else:
-                q1, q2 = (NumberTask().quality(r.prompt, t) for t in (r.first, r.second))
-                p = 0.5 if q1 == q2 else float(q1 > q2)
-            out.append(Verdict(p_first=p, error=None if p is not None else "scripted failure"))
-        return out
-
-    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
-        """Grades from the `grades` table, else the response's q number (capped at 10)."""
-        self.score_requests += requests
-        values = [self.grades.get(r.response, min(10.0, NumberTask().quality(r.prompt, r.response))) for r in requests]
-        return [
-            Score(v, raw=f"graded {v}", error=None if v is not None else "scripted failure", tokens=3) for v in values
-        ]
-
-    def drain_metrics(self) -> dict[str, float]:
-        return {"calls": float(len(self.requests) + len(self.score_requests))}
+from tsrl.testing.fakes import NumberTask, number_prompt
 
 
 def pytest_configure(config) -> None:
@@ -79,14 +27,6 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if "vllm" in item.keywords:
             item.add_marker(skip)
-
-
-def number_prompt(pid: str, qualities: Sequence[float]) -> Prompt:
-    return Prompt(
-        id=pid,
-        text=f"prompt {pid}",
-        anchors=tuple(Anchor(f"q={q} anchor {i}", f"t{i}") for i, q in enumerate(qualities)),
-    )
 
 
 @pytest.fixture(scope="module")

@@ -1,56 +1,20 @@
-"""Run the real `tsrl-train` entry point as a subprocess on a very small configuration."""
+"""Fixtures for running the real `tsrl-train` entry point as a subprocess on a very small configuration, and the
+API key of the openai judge tests (the helpers themselves are in tsrl.testing.cli and tsrl.testing.judge_client)."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TRAIN = str(Path(sys.executable).parent / "tsrl-train")
+from tsrl.testing.cli import run_cli, tiny_overrides
+from tsrl.testing.judge_client import KEY, KEY_ENV, close_judges
 
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
-
-
-# A 2-layer, 32-wide policy with a 30-step warm start and tiny batches: every CLI test builds it once per session.
-TINY = [
-    "model.warmstart_steps=30",
-    "model.hidden_size=32",
-    "model.num_layers=2",
-    "model.num_heads=2",
-    "model.vocab_size=600",
-    "trainer.prompts_per_step=2",
-    "trainer.group_size=4",
-    "trainer.eval.samples=1",
-    "generator.max_new_tokens=12",
-]
-
-
-def cli_env() -> dict[str, str]:
-    """The current environment (tests may set variables), wandb offline and quiet."""
-    return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HYDRA_FULL_ERROR": "0"}
-
-
-def tiny_overrides(cache_dir: Path) -> list[str]:
-    """The tiny policy (built once per session under cache_dir), 3 steps, a 4-prompt evaluation."""
-    return [
-        f"model.cache_dir={cache_dir / 'models'}",
-        *TINY,
-        f"reward.ladder_dir={cache_dir / 'ladders'}",
-        "trainer.max_steps=3",
-        "trainer.eval.max_prompts=4",
-    ]
-
-
-def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """`tsrl-train *args` as a subprocess, output captured."""
-    return subprocess.run([TRAIN, *args], capture_output=True, text=True, env=cli_env(), cwd=cwd, timeout=600)
 
 
 @pytest.fixture
@@ -66,5 +30,10 @@ def tsrl(cache_dir, tmp_path):
     return call
 
 
-def read_metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+@pytest.fixture
+def api_key(monkeypatch):
+    """The loopback judge's API key in KEY_ENV; every judge that judge_for made is closed after the test. The
+    openai judge test modules use it on every test (`pytestmark = pytest.mark.usefixtures("api_key")`)."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    yield
+    close_judges()

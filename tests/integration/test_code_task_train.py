@@ -9,9 +9,9 @@ import json
 import pytest
 from hydra import compose, initialize_config_module
 
-from tests.integration.conftest import TINY, read_metrics, run_cli
 from tsrl.config import register_configs
 from tsrl.reproduce import SMOKE, grid_of
+from tsrl.testing.cli import TINY, read_metrics, run_cli
 
 METHODS = ("rlvr", "rlaif", "arenarl", "adaptive_pointwise", "reasoning_arena", "reasoning_arena_live")
 

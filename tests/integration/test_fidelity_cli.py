@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.integration.conftest import read_metrics
+from tsrl.testing.cli import read_metrics
 
 pytestmark = pytest.mark.slow
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tests.conftest import NumberTask
 from tsrl.judging import HFLocalJudgeConfig, build_judge
+from tsrl.testing.fakes import NumberTask
 from tsrl.types import PairRequest, Prompt
 
 pytestmark = pytest.mark.slow

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import cli_env, run_cli, tiny_overrides
-from tests.integration.judge_server import JudgeServer
+from tsrl.testing.cli import cli_env, run_cli, tiny_overrides
+from tsrl.testing.judge_server import JudgeServer
 
 CHECK = str(Path(sys.executable).parent / "tsrl-judge-check")
 

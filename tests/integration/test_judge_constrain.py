@@ -17,20 +17,15 @@ from typing import Any
 
 import pytest
 
-from tests.integration.judge_server import JudgeServer
-from tests.integration.test_openai_judge import (
-    FAST,
-    PROMPT,
-    api_key,  # noqa: F401  (autouse: the key; judges closed after)
-    expected,
-    judge_for,
-    word_pairs,
-)
 from tsrl.errors import ConfigError
 from tsrl.judging import JudgeUnavailable, JudgeUnreadable, OpenAIJudgeConfig
 from tsrl.judging.constrain import DIRECT_PAIRWISE, DIRECT_POINTWISE, fields, parse_direct, parse_json, regex, schema
 from tsrl.judging.prompting import ParseError
+from tsrl.testing.judge_client import FAST, PROMPT, expected, judge_for, word_pairs
+from tsrl.testing.judge_server import JudgeServer
 from tsrl.types import ScoreRequest
+
+pytestmark = pytest.mark.usefixtures("api_key")  # the key in KEY_ENV; judges closed after each test
 
 CHOICE = ["A", "B", "TIE"]
 REGEX = r"[^\n]{1,240}\nVERDICT: (A|B|TIE)"  # max_tokens 256 − 16 characters of reasoning, then the verdict line

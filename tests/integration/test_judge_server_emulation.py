@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.integration.judge_server import DIALECTS, JudgeServer
+from tsrl.testing.judge_server import DIALECTS, JudgeServer
 
 PAIR = (
     "[[RESPONSE A 0a1b]]\nthree words here\n[[END RESPONSE A 0a1b]]\n\n"

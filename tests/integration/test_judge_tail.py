@@ -15,18 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import TRAIN, cli_env, run_cli, tiny_overrides
-from tests.integration.judge_server import FENCE, JudgeServer
-from tests.integration.test_openai_judge import (
-    FAST,
-    api_key,  # noqa: F401  (autouse: the key; judges closed after)
-    expected,
-    judge_for,
-    word_pairs,
-)
 from tsrl.errors import ConfigError
 from tsrl.judging import HedgeConfig, JudgeUnavailable
 from tsrl.judging.transport import TRANSPORTS
+from tsrl.testing.cli import TRAIN, cli_env, run_cli, tiny_overrides
+from tsrl.testing.judge_client import FAST, expected, judge_for, word_pairs
+from tsrl.testing.judge_server import FENCE, JudgeServer
+
+pytestmark = pytest.mark.usefixtures("api_key")  # the key in KEY_ENV; judges closed after each test
 
 CHECK = str(Path(sys.executable).parent / "tsrl-judge-check")
 UNCLOSED = ("Unclosed client session", "Unclosed connector", "Task was destroyed", "never retrieved")
@@ -163,8 +159,8 @@ def test_preflight_names_the_url_and_the_fix(transport):
 def test_a_judge_dropped_without_close_leaves_nothing_open():
     """The plain API: a judge used once and dropped, then the interpreter exits."""
     driver = (
-        "import gc, sys\nfrom tests.conftest import NumberTask\nfrom tests.integration.test_openai_judge import "
-        "word_pairs\nfrom tsrl.judging import OpenAIJudgeConfig, build_judge\n"
+        "import gc, sys\nfrom tsrl.judging import OpenAIJudgeConfig, build_judge\n"
+        "from tsrl.testing.fakes import NumberTask\nfrom tsrl.testing.judge_client import word_pairs\n"
         "cfg = OpenAIJudgeConfig(base_urls=[sys.argv[1]], api_key_env='', order='fixed')\n"
         "print(build_judge(cfg, NumberTask()).compare(word_pairs(5))[0].p_first is not None)\ngc.collect()\n"
         "kept = build_judge(cfg, NumberTask())\nkept.compare(word_pairs(5))\n"

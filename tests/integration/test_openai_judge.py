@@ -16,53 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import NumberTask
-from tests.integration.conftest import TRAIN, cli_env, read_metrics, run_cli, tiny_overrides
-from tests.integration.judge_server import CONTENT, TRANSPORT, JudgeServer
-from tsrl.judging import BudgetConfig, BudgetExceeded, OpenAIJudgeConfig, RetryConfig, build_judge, close_judge
+from tsrl.judging import BudgetConfig, BudgetExceeded, RetryConfig
 from tsrl.judging.openai_judge import JudgeUnavailable
 from tsrl.judging.transport import TRANSPORTS
-from tsrl.types import PairRequest, Prompt
+from tsrl.testing.cli import TRAIN, cli_env, read_metrics, run_cli, tiny_overrides
+from tsrl.testing.judge_client import FAST, KEY, KEY_ENV, PROMPT, expected, judge_for, word_pairs
+from tsrl.testing.judge_server import CONTENT, TRANSPORT, JudgeServer
+from tsrl.types import PairRequest
 
-KEY_ENV, KEY = "TSRL_TEST_JUDGE_KEY", "sk-test-5ecret-never-logged"
-PROMPT = Prompt("p", "Say something.")
+pytestmark = pytest.mark.usefixtures("api_key")  # the key in KEY_ENV; judges closed after each test
+
 KILL_AFTER = 700  # judge requests sent when tsrl-train is killed: mid ladder build (a full run sends 1,448)
-FAST = RetryConfig(timeout_s=0.5, max_retries=8, backoff_s=0.005, backoff_max_s=0.1, max_consecutive_failures=20)
-
-
-OPENED: list = []  # judges made by the current test, closed after it
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, KEY)
-    yield
-    while OPENED:
-        close_judge(OPENED.pop())
-
-
-def judge_for(server: JudgeServer, **overrides):
-    settings = {
-        "base_urls": [server.url],
-        "api_key_env": KEY_ENV,
-        "order": "fixed",
-        "concurrency": 16,
-        "retry": FAST,
-        "constrain": "off",
-        **overrides,
-    }  # the loopback server constrains nothing by default
-    OPENED.append(build_judge(OpenAIJudgeConfig(**settings), NumberTask()))
-    return OPENED[-1]
-
-
-def word_pairs(n: int) -> list[PairRequest]:
-    """n distinct pairs (the index is part of each text) with known word-count winners."""
-    return [PairRequest(PROMPT, " ".join([f"w{i}"] * (i % 5 + 1)), " ".join([f"v{i}"] * (i % 3 + 1))) for i in range(n)]
-
-
-def expected(request: PairRequest) -> float:
-    a, b = len(request.first.split()), len(request.second.split())
-    return 1.0 if a > b else 0.0 if b > a else 0.5
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -254,8 +218,8 @@ def test_budget_stops_the_run_before_overspending():
 
 DRIVER = """
 import sys
-from tests.conftest import NumberTask
-from tests.integration.test_openai_judge import word_pairs, FAST
+from tsrl.testing.fakes import NumberTask
+from tsrl.testing.judge_client import FAST, word_pairs
 from tsrl.judging import OpenAIJudgeConfig, build_judge
 cfg = OpenAIJudgeConfig(base_urls=[sys.argv[1]], api_key_env="TSRL_TEST_JUDGE_KEY", order="both",
                         cache_path=sys.argv[2], concurrency=8, retry=FAST, constrain="off")

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.integration.conftest import TINY, read_metrics, run_cli
+from tsrl.testing.cli import TINY, read_metrics, run_cli
 
 KEYS = (
     "reward/mean",

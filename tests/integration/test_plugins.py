@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tests.integration.conftest import TINY, TRAIN, cli_env, read_metrics
+from tsrl.testing.cli import TINY, TRAIN, cli_env, read_metrics
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.integration.conftest import TINY, read_metrics, run_cli
+from tsrl.testing.cli import TINY, read_metrics, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import cli_env, read_metrics, run_cli, tiny_overrides
+from tsrl.testing.cli import cli_env, read_metrics, run_cli, tiny_overrides
 
 pytestmark = [pytest.mark.judge_server, pytest.mark.slow]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.integration.conftest import TINY, read_metrics, run_cli
+from tsrl.testing.cli import TINY, read_metrics, run_cli
 
 pytestmark = pytest.mark.slow
 

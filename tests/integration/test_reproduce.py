@@ -18,9 +18,9 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from tests.integration.conftest import TINY, cli_env, read_metrics, run_cli
 from tsrl.config import register_configs
 from tsrl.reproduce import SEED, SMOKE, SMOKE_DROPS, aggregate, grid_of, method_grids, smoke_grid, split_overrides
+from tsrl.testing.cli import TINY, cli_env, read_metrics, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = sorted(p.stem for p in (ROOT / "recipes" / "paper").glob("*.yaml"))

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.integration.conftest import cli_env, read_metrics, tiny_overrides
+from tsrl.testing.cli import cli_env, read_metrics, tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")

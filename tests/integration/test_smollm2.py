@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import read_metrics, run_cli
+from tsrl.testing.cli import read_metrics, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import TINY, cli_env, read_metrics, run_cli
-from tests.integration.judge_server import JudgeServer
+from tsrl.testing.cli import TINY, cli_env, read_metrics, run_cli
+from tsrl.testing.judge_server import JudgeServer
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent

@@ -18,13 +18,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tsrl.algo import group_advantages
 from tsrl.models.forward import collate, completion_logprobs
+from tsrl.testing.logprobs import TEMPERATURE, logprob_gap
 from tsrl.types import Group, Prompt
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-TEMPERATURE = 0.7  # not 1: the greedy rows' log-probs must be rescaled to it
 TOLERANCE = 1e-4  # max |sampler − learner| log-prob after a sync (measured 1.9e-6: module docstring)
 
 
@@ -65,15 +64,6 @@ def sync(generator, model: torch.nn.Module, bucket: int = 3) -> None:
     pairs = [(name, p.detach().clone()) for name, p in model.named_parameters()]
     for start in range(0, len(pairs), bucket):
         generator.load_weights(pairs[start : start + bucket])
-
-
-def logprob_gap(model: torch.nn.Module, tokenizer, groups: list[Group]) -> tuple[float, float]:
-    """(max, mean) |sampler − learner| log-prob over the completion tokens of `groups`."""
-    batch = collate(groups, group_advantages(torch.zeros(len(groups), groups[0].size)), tokenizer.pad_token_id)
-    with torch.no_grad():
-        learner, _ = completion_logprobs(model, batch, TEMPERATURE)  # [N, T]
-    gap = (learner - batch.sampler_logprobs).abs()[batch.completion_mask.bool()]
-    return float(gap.max()), float(gap.mean())
 
 
 def train_one_step(model: torch.nn.Module, tokenizer, groups: list[Group]) -> None:
@@ -260,7 +250,7 @@ def test_an_overlapped_run_trains_on_samples_from_the_weights_it_reports(cache_d
     import sys
     from pathlib import Path
 
-    from tests.integration.conftest import cli_env, read_metrics
+    from tsrl.testing.cli import cli_env, read_metrics
 
     run_dir = tmp_path / "run"
     overrides = [

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import TINY, cli_env
+from tsrl.testing.cli import TINY, cli_env
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("setuptools", reason="the wheel is built without build isolation, from this environment")

@@ -15,10 +15,10 @@ def main() -> None:
     import torch.distributed as dist
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tests.integration.test_vllm_generator import TEMPERATURE, logprob_gap
     from tsrl.generation.vllm import VLLMGeneratorConfig, build_vllm_generator
     from tsrl.models.tiny import train_tokenizer
     from tsrl.tasks import HumorConfig, build_task
+    from tsrl.testing.logprobs import TEMPERATURE, logprob_gap
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()

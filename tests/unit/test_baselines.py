@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.algo import LossInputs, policy_loss
 from tsrl.algo.offline import DPOConfig, SFTConfig, dpo_pair_loss
 from tsrl.errors import ConfigError
@@ -17,6 +16,7 @@ from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.ladder import LadderConfig, LadderRegime, Rung, select_rungs
 from tsrl.rewards.rubric import RLAIFConfig, RubricRegime
 from tsrl.rewards.verified import AdaptiveConfig, AdaptiveRegime
+from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
 from tsrl.training.offline import check_offline, dpo_pairs, offline_groups, offline_ladders, sft_ranks
 from tsrl.types import Anchor, Group, Prompt, Rollout, Score, ScoreRequest
 

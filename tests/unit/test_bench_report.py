@@ -1,4 +1,4 @@
-"""scripts/bench.py's table: each script's JSON (hand-made here, in the shape the script writes) → rows → markdown.
+"""benchmarks/bench.py's table: each script's JSON (hand-made here, in the shape the script writes) → rows → markdown.
 Pure functions only, no subprocess."""
 
 import importlib.util
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("bench", Path(__file__).resolve().parents[2] / "scripts" / "bench.py")
+_spec = importlib.util.spec_from_file_location("bench", Path(__file__).resolve().parents[2] / "benchmarks" / "bench.py")
 bench = sys.modules["bench"] = importlib.util.module_from_spec(_spec)  # registered: its dataclasses look it up
 _spec.loader.exec_module(bench)
 

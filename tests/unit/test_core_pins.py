@@ -21,7 +21,6 @@ import pytest
 import torch
 from scipy.optimize import minimize
 
-from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.algo import (
     AGGREGATES,
     AlgoConfig,
@@ -71,6 +70,7 @@ from tsrl.rewards.ladder import (
     round_robin,
     select_rungs,
 )
+from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
 from tsrl.types import Anchor, Count, Group, PairRequest, Prompt, Rollout, Score, ScoreRequest, Verdict
 
 PROMPT = Prompt("p", "Which is better?")

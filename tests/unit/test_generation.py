@@ -4,10 +4,10 @@ so the importance ratio is 1 before any update."""
 import pytest
 import torch
 
-from tests.conftest import number_prompt
 from tsrl.algo import group_advantages
 from tsrl.generation import HFGenerator, HFGeneratorConfig
 from tsrl.models.forward import collate, completion_logprobs
+from tsrl.testing.fakes import number_prompt
 
 
 @pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 1.0)])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ScriptedJudge
 from tsrl.errors import ConfigError
 from tsrl.evaluation import REFERENCE_SETS, check_references, evaluation_summary, evaluation_sums, headline
 from tsrl.evaluation.report import markdown
@@ -14,6 +13,7 @@ from tsrl.tasks.counseling import CounselingConfig
 from tsrl.tasks.humor import HumorConfig
 from tsrl.tasks.stories import StoriesConfig
 from tsrl.tasks.web import WebConfig
+from tsrl.testing.fakes import ScriptedJudge
 from tsrl.types import Anchor, Group, Prompt, Rollout
 
 TIERS = ["top", "good", "okay", "weak", "low"]

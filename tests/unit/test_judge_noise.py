@@ -8,7 +8,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tests.conftest import NumberTask, ScriptedJudge
 from tsrl.errors import ConfigError
 from tsrl.judging import (
     BudgetConfig,
@@ -20,6 +19,7 @@ from tsrl.judging import (
     judge_identity,
     wrap,
 )
+from tsrl.testing.fakes import NumberTask, ScriptedJudge
 from tsrl.types import PairRequest, Prompt, ScoreRequest
 
 PROMPT = Prompt(id="p", text="prompt")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.conftest import ScriptedJudge
 from tsrl.judging import Fallback, VerdictCache
+from tsrl.testing.fakes import ScriptedJudge
 from tsrl.types import PairRequest, Prompt, ScoreRequest
 
 PROMPT = Prompt("p", "Grade this.", fields={"rubric": "numbers high"})

@@ -3,10 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
 from tsrl.rewards import LadderConfig, LadderRegime, RegimeContext
 from tsrl.rewards.ladder import Rung, select_rungs
+from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
 from tsrl.types import Anchor, Group, Rollout
 
 

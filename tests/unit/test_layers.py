@@ -60,6 +60,18 @@ def test_the_library_never_imports_the_cli():
     assert arrows == []
 
 
+def test_the_library_never_imports_its_test_support():
+    """tsrl.testing (fakes, the loopback judge server) is for tests and benchmarks; nothing in tsrl may rely on it."""
+    arrows = [
+        (name, target)
+        for name, path in MODULES.items()
+        if not name.startswith("tsrl.testing")
+        for target in imports(path, top_level_only=False)
+        if target.startswith("tsrl.testing")
+    ]
+    assert arrows == []
+
+
 def test_no_import_cycle_at_load_time():
     """Module-level imports only (a function-local import runs later, once both modules exist). A package's
     __init__ importing its own submodules is not a cycle unless a submodule imports that __init__ back."""

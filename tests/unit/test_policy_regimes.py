@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
 from tsrl.rewards import (
     IntuitorConfig,
@@ -26,6 +25,7 @@ from tsrl.rewards.ladder import Rung
 from tsrl.rewards.policy_features import completion_self_certainty, self_certainty, text_groups
 from tsrl.rewards.reward_model import fit_reward_head, heldout_ids, ladder_pairs, pairwise_accuracy, pairwise_loss
 from tsrl.rewards.self_bootstrap import RefreshState, refresh_decision
+from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
 from tsrl.types import Anchor, Group, Rollout
 
 

@@ -30,7 +30,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import NumberTask, ScriptedJudge
 from tsrl.judging import VerdictCache
 from tsrl.judging.cache import cache_key
 from tsrl.ranking import (
@@ -46,6 +45,7 @@ from tsrl.ranking import (
     run_schedules,
     soft_outcome,
 )
+from tsrl.testing.fakes import NumberTask, ScriptedJudge
 from tsrl.types import PairRequest, Prompt, Verdict
 
 PROPERTY = settings(

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import tsrl.ranking as ranking
-from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
 from tsrl.ranking import TOPOLOGIES, ConstitutionalBracket, LiveTrace, fit_bradley_terry, run_schedules
 from tsrl.rewards import AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, RegimeContext, build_regime
+from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
 from tsrl.types import Group, Rollout
 
 

@@ -1,7 +1,7 @@
 import torch
 
-from tests.conftest import number_prompt
 from tsrl.models.forward import collate
+from tsrl.testing.fakes import number_prompt
 from tsrl.types import Group, Rollout
 
 

@@ -1,4 +1,4 @@
-from tests.conftest import number_prompt
+from tsrl.testing.fakes import number_prompt
 from tsrl.training.sampler import PromptSampler
 
 PROMPTS = [number_prompt(f"p{i}", [0]) for i in range(10)]

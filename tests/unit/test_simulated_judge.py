@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from tests.conftest import NumberTask
 from tsrl.judging import BothOrders, RubricSimConfig, SimulatedJudge, build_judge
+from tsrl.testing.fakes import NumberTask
 from tsrl.types import PairRequest, Prompt
 
 PROMPT = Prompt(id="p", text="prompt")

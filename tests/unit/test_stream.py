@@ -7,7 +7,6 @@ import time
 import numpy as np
 import pytest
 
-from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
 from tsrl.rewards import (
     AdaptiveConfig,
@@ -22,6 +21,7 @@ from tsrl.rewards import (
     build_regime,
 )
 from tsrl.rewards.stream import GroupStream, StreamingRegime
+from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
 from tsrl.training.pipeline import Streamer, check_pipeline
 from tsrl.types import Group, Rollout
 

@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import NumberTask, ScriptedJudge, number_prompt
 from tsrl.errors import ConfigError
 from tsrl.judging import Fallback
 from tsrl.rewards import (
@@ -22,6 +21,7 @@ from tsrl.rewards import (
     build_regime,
 )
 from tsrl.tasks import HumorConfig, HumorTask
+from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
 from tsrl.types import Group, Rollout, Score
 
 

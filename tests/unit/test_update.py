@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import ScriptedJudge, number_prompt
 from tsrl.algo import AlgoConfig, CISPOConfig, GRPOConfig
 from tsrl.config import RunConfig, TrainerConfig
 from tsrl.generation import Generator, HFGenerator, HFGeneratorConfig
+from tsrl.testing.fakes import ScriptedJudge, number_prompt
 from tsrl.training.learner import Learner
 from tsrl.training.loop import Run, train_step
 from tsrl.types import Group, RewardBatch
@@ -151,8 +151,8 @@ def test_processes_add_counters_and_average_everything_else():
 
 
 def test_judge_counters_are_counts_and_rates_are_not():
-    from tests.conftest import NumberTask
     from tsrl.judging import RubricSimConfig, build_judge
+    from tsrl.testing.fakes import NumberTask
     from tsrl.types import Count, PairRequest
 
     judge = build_judge(RubricSimConfig(flip_prob=0.5, failure="tie", order="both"), NumberTask())  # swap_agreement

@@ -6,7 +6,7 @@ Two transports behind that one call (`judge.transport`):
 
 - `aiohttp` (default): a lean HTTP/1.1 client on aiohttp — one session, a keep-alive pool of `concurrency`
   connections (plus room for hedges), the body serialised once, the answer decoded with `json.loads`. It
-  costs about a fifth of the SDK's client CPU per call (scripts/judge_bench.py), which matters because the
+  costs about a fifth of the SDK's client CPU per call (benchmarks/judge_bench.py), which matters because the
   judge loop shares the training process (and its GIL).
 - `openai`: `openai.AsyncOpenAI.post`, for endpoints that need the SDK's behaviour (its default headers,
   Azure-style clients, proxies configured through the SDK). Same classification of failures.

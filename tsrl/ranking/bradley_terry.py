@@ -13,7 +13,7 @@ strengths finite for one-sided or disconnected match graphs (an anchor that won 
 Batched path (fit_bradley_terry_batch): Gr independent groups of n players (n = G for a group, K for a
 ladder) fitted at once by damped Newton on the block-diagonal objective (one batched n×n solve per
 iteration); it reaches the same minimiser as the per-group L-BFGS-B fit and is ~two orders of magnitude
-faster for thousands of small groups (scripts/bt_bench.py).
+faster for thousands of small groups (benchmarks/bt_bench.py).
 
 Mirror augmentation, honestly: the soft cross-entropy of (j, i, 1 − y) equals that of (i, j, y), so
 mirroring doubles the data weight — the same fit as mirror=False with λ/2. The fit is order-independent

@@ -1,8 +1,8 @@
 """Peak memory per process and step time of the same model and batch under one process, 2-process DDP and
 2-process DeepSpeed ZeRO-3 on CPU (gloo), each launched with the shipped configs/accelerate files.
 
-    python scripts/scale_memory.py                      # a ~85M-parameter Llama (hidden 768, 12 layers)
-    python scripts/scale_memory.py --hidden 256 --layers 4 --steps 2
+    python benchmarks/scale_memory.py                      # a ~85M-parameter Llama (hidden 768, 12 layers)
+    python benchmarks/scale_memory.py --hidden 256 --layers 4 --steps 2
 
 The model is a Llama from config with random weights and the tiny policy's tokenizer (memory and time do not
 depend on what the weights say). Every run: trainer.prompts_per_step=2 per process, group 4, 16 new tokens,

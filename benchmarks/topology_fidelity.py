@@ -14,7 +14,7 @@ Rewards: ArenaRL topologies → standardised 1 − rank/(N−1); live and trace_
 live and non-live trace tournaments) → min–max soft-margin BT β (standardised for the error);
 constitutional → wins/rounds.
 
-    python scripts/topology_fidelity.py [--groups 200] [--out runs/topology_fidelity]
+    python benchmarks/topology_fidelity.py [--groups 200] [--out runs/topology_fidelity]
 Writes results.json, results.md and fidelity.png into --out and prints the table.
 """
 

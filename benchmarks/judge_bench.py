@@ -13,7 +13,7 @@ Then the two answer forms (judge.form) side by side, fault-free, aiohttp, agains
 `VERDICT: X`), direct → choice (`X` alone). Its answers take --latency plus --latency-per-token per completion
 token (a model's decode time; without it calls/s is bounded by concurrency / latency for both forms alike).
 
-    .venv/bin/python scripts/judge_bench.py [--n 2048] [--concurrency 64] [--latency 0.05] [--repeats 3]
+    .venv/bin/python benchmarks/judge_bench.py [--n 2048] [--concurrency 64] [--latency 0.05] [--repeats 3]
         [--scenarios fault-free mixed-20% blackhole-1%] [--transport aiohttp openai] [--hedge on off]
         [--forms reasoning direct] [--latency-per-token 0.01] [--out results.json]
 
@@ -22,7 +22,7 @@ of the wall time, its ratio to the latency bound ⌈n/concurrency⌉ × latency 
 same transport (and hedging), the verdicts that arrived, hedges and hedges that answered first, re-asks,
 retries, client CPU per call (both of the client's threads), server CPU per call and the per-call latency
 percentiles; per form also judge calls/s, tokens per verdict (prompt + completion, and completion alone) and the
-ratios direct / reasoning. With --out, also writes the bounds and those medians per row as JSON (scripts/bench.py
+ratios direct / reasoning. With --out, also writes the bounds and those medians per row as JSON (benchmarks/bench.py
 reads them).
 """
 
@@ -42,13 +42,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import NumberTask  # noqa: E402
 from tsrl.judging import HedgeConfig, OpenAIJudgeConfig, build_judge, close_judge  # noqa: E402
 from tsrl.judging.constrain import FORMS  # noqa: E402
 from tsrl.judging.transport import TRANSPORTS  # noqa: E402
+from tsrl.testing.fakes import NumberTask  # noqa: E402
 from tsrl.types import PairRequest, Prompt  # noqa: E402
 
-SCENARIOS = {  # judge_server.py arguments
+SCENARIOS = {  # tsrl.testing.judge_server arguments
     "fault-free": [],
     "mixed-20%": ["--fault-rate", "0.2", "--hang", "8"],
     "blackhole-1%": ["--fault-rate", "0.01", "--fault-kinds", "blackhole"],
@@ -131,7 +131,8 @@ def start_server(extra: list[str], args: argparse.Namespace) -> tuple[subprocess
     server = subprocess.Popen(
         [
             sys.executable,
-            str(ROOT / "tests/integration/judge_server.py"),
+            "-m",
+            "tsrl.testing.judge_server",
             "--port-file",
             str(port_file),
             "--latency",

@@ -1,4 +1,5 @@
-"""A real OpenAI-compatible chat-completions server on loopback that scripts verdicts and injects faults.
+"""Test and benchmark support: a real OpenAI-compatible chat-completions server on loopback that scripts verdicts
+and injects faults. Standard library only (asyncio streams), so it runs wherever tsrl does.
 
 Verdict rule (deterministic, so tests can check alignment): the fenced response with more words wins;
 equal word counts → TIE. A pointwise question (only a RESPONSE A fence) is graded min(10, words of the
@@ -30,9 +31,9 @@ model instead and, unconstrained, rambles without a verdict line until max_token
 Injected faults hit constrained answers too; `free_text` and `first_unreadable` (failings of the model) do not.
 usage.completion_tokens is max(1, len(answer) // 4), or the request's max_tokens for a rambling answer.
 
-Run as a script for use from another process:
+Run as a module for use from another process:
 
-    python tests/integration/judge_server.py --port-file PATH [--latency 0.05] [--fault-rate 0.2]
+    python -m tsrl.testing.judge_server --port-file PATH [--latency 0.05] [--fault-rate 0.2]
         [--fault-kinds blackhole] [--hang 8] [--seed 0] [--dialect structured_outputs] [--free-text]
         [--latency-per-token 0.01]
 """

@@ -2,10 +2,10 @@
 policy size. Targets: an overlapped step ≤ 1.1 × max(generate + update, score), and ≥ 1.3× the sync step rate where
 the judge's time is about the rest of the step's. Stream has no target; it is reported as sync / stream.
 
-    python scripts/pipeline_bench.py [--sizes tiny 27m] [--latencies L ...] [--blocks 2] [--block-steps 5]
+    python benchmarks/pipeline_bench.py [--sizes tiny 27m] [--latencies L ...] [--blocks 2] [--block-steps 5]
         [--out runs/pipeline_bench]
 
-The judge is the test suite's loopback OpenAI-compatible server in a process of its own, answering every request
+The judge is tsrl.testing's loopback OpenAI-compatible server in a process of its own, answering every request
 after a fixed latency L (judge=openai, concurrency 64, one verdict per comparison in a random order): a step's
 8 prompts × 8 completions × k = 4 anchors = 256 verdicts take ⌈256/64⌉·L = 4L of waiting. The policy is
 trainer_bench.py's (`tiny`: tsrl's 1.3M tiny policy; `27m`: a 26.7M Llama from config), 48 new tokens, one torch
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # trainer_bench, the sibling benchmark
 sys.path.insert(0, str(ROOT))
 
 BOUND_TARGET, SPEEDUP_TARGET = 1.1, 1.3
@@ -48,7 +48,7 @@ LATENCIES = {"tiny": (0.05, 0.3, 1.0), "27m": (0.05, 1.0, 2.2)}
 """Per size: a judge far faster than the rest of the step, one about as fast (4L ≈ generate + update: 0.3 s for
 the tiny policy's ≈ 1.1 s, 2.2 s for the 26.7M policy's ≈ 8.7 s), and one slower or in between."""
 SERVER = (
-    "import sys, time\nfrom tests.integration.judge_server import JudgeServer\n"
+    "import sys, time\nfrom tsrl.testing.judge_server import JudgeServer\n"
     "with JudgeServer(latency_s=float(sys.argv[1])) as server:\n"
     "    print(server.url, flush=True)\n    sys.stdin.read()\n"
 )

