@@ -211,3 +211,18 @@ def test_an_overlapped_zero3_run_killed_after_a_checkpoint_resumes_onto_the_same
     assert [r["pipeline/staleness"] for r in a] == [0.0, 1.0, 1.0, 1.0] and [r["step"] for r in b] == [3, 4]
     for key in ("reward/mean", "train/loss", "completion/length_mean", "train/grad_norm", "judge/calls"):
         assert [r[key] for r in a[2:]] == pytest.approx([r[key] for r in b], rel=1e-5, abs=1e-9), key
+
+
+def test_a_streamed_zero3_run_follows_its_sync_counterpart(cache_dir, tmp_path):
+    """trainer.pipeline=stream on 2 ZeRO-3 processes: each judges its own groups in its worker while generation's
+    parameter gathers stay collective on the main thread; the trajectory is sync's (one prompt per generation
+    call, so each process streams two arrivals)."""
+    common = ["trainer.max_steps=2", "generator.prompts_per_call=1", "trainer.prompts_per_step=2"]
+    rows = {}
+    for pipeline in ("sync", "stream"):
+        run_dir = tmp_path / pipeline
+        launch("zero3", train_overrides(cache_dir, run_dir, *common, f"trainer.pipeline={pipeline}"), cache_dir)
+        rows[pipeline] = read_metrics(run_dir)
+    for key in ("reward/mean", "train/loss", "train/grad_norm", "completion/length_mean", "judge/calls"):
+        assert [r[key] for r in rows["stream"]] == pytest.approx([r[key] for r in rows["sync"]], rel=1e-6), key
+    assert all(r["time/score_wait_s"] <= r["time/score_s"] for r in rows["stream"])
