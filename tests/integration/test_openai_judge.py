@@ -20,7 +20,7 @@ from tsrl.judging import BudgetConfig, BudgetExceeded, RetryConfig
 from tsrl.judging.openai_judge import JudgeUnavailable
 from tsrl.judging.transport import TRANSPORTS
 from tsrl.testing.cli import TRAIN, cli_env, read_metrics, run_cli, tiny_overrides
-from tsrl.testing.judge_client import FAST, KEY, KEY_ENV, PROMPT, expected, judge_for, word_pairs
+from tsrl.testing.judge_client import FAST, KEY, KEY_ENV, PROMPT, expected, judge_for, timed_compare, word_pairs
 from tsrl.testing.judge_server import CONTENT, TRANSPORT, JudgeServer
 from tsrl.types import PairRequest
 
@@ -181,16 +181,20 @@ def test_a_failing_endpoint_rests_while_the_others_serve(fault):
         if fault == "down":
             bad.__exit__(None, None, None)
         retry = replace(FAST, timeout_s=0.2, endpoint_cooldown_s=30.0)
+        baseline = timed_compare(judge_for(good, concurrency=4, retry=retry), word_pairs(80))  # this machine, now
+        before = good.stats["requests"]
         judge = judge_for(good, base_urls=[bad_url, good.url], concurrency=4, retry=retry, preflight=False)
         start = time.perf_counter()
         verdicts = judge.compare(word_pairs(80))
         elapsed = time.perf_counter() - start
         metrics = judge.drain_metrics()
-    assert all(v.p_first is not None for v in verdicts) and good.stats["requests"] == 80
+    assert all(v.p_first is not None for v in verdicts) and good.stats["requests"] - before == 80
     kind = "connection" if fault == "down" else "timeout"
     assert 1 <= metrics[f"attempt_errors/{kind}"] <= 4  # the first wave only: one per worker at most
     assert metrics["endpoints_resting"] == 1.0
-    assert elapsed < 0.2 * 4  # without rests about half of the 80 would wait out the 0.2 s timeout first
+    # the first wave's failures cost about one 0.2 s timeout; without rests about half of the 80 would wait it out
+    # (≈ 2 s more at 4 workers). Measured against the same 80 on the good endpoint alone, so load cannot fail it.
+    assert elapsed < baseline + 0.2 * 4, (elapsed, baseline)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -7,6 +7,7 @@ makes known (`expected`), and `judge_for`, which builds a judge on a server and 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tsrl.judging import Judge, OpenAIJudgeConfig, RetryConfig, build_judge, close_judge
@@ -52,3 +53,11 @@ def expected(request: PairRequest) -> float:
     """The server's verdict on `request` as p_first: the response with more words wins, equal counts tie."""
     a, b = len(request.first.split()), len(request.second.split())
     return 1.0 if a > b else 0.0 if b > a else 0.5
+
+
+def timed_compare(judge: Judge, requests: list[PairRequest]) -> float:
+    """Seconds `judge.compare(requests)` takes: a baseline measured in the test itself, so that a timing bound
+    holds on a loaded machine (bound = baseline + what the behaviour under test may add)."""
+    start = time.perf_counter()
+    judge.compare(requests)
+    return time.perf_counter() - start
