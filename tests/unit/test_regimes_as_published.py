@@ -12,16 +12,8 @@ import tsrl.ranking as ranking
 from tsrl.errors import ConfigError
 from tsrl.ranking import TOPOLOGIES, ConstitutionalBracket, LiveTrace, fit_bradley_terry, run_schedules
 from tsrl.rewards import AdaptiveConfig, ArenaConfig, ConstitutionalConfig, InBatchConfig, RegimeContext, build_regime
-from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
+from tsrl.testing.fakes import ScriptedJudge, VerifiedNumberTask, number_prompt
 from tsrl.types import Group, Rollout
-
-
-class VerifiedNumberTask(NumberTask):
-    """NumberTask whose verifier passes responses with q ≥ 2."""
-
-    def verify(self, prompt, text):
-        return float(self.quality(prompt, text) >= 2)
-
 
 P0 = number_prompt("p0", [3, 1, 2, 0])
 

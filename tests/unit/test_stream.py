@@ -21,14 +21,9 @@ from tsrl.rewards import (
     build_regime,
 )
 from tsrl.rewards.stream import GroupStream, StreamingRegime
-from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
+from tsrl.testing.fakes import ScriptedJudge, VerifiedNumberTask, number_prompt
 from tsrl.training.pipeline import Streamer, check_pipeline
 from tsrl.types import Group, Rollout
-
-
-class VerifiedNumberTask(NumberTask):
-    def verify(self, prompt, text):
-        return float(self.quality(prompt, text) >= 2)
 
 
 class BatchLog(ScriptedJudge):

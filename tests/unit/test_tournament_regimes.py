@@ -21,15 +21,8 @@ from tsrl.rewards import (
     build_regime,
 )
 from tsrl.tasks import HumorConfig, HumorTask
-from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
+from tsrl.testing.fakes import NumberTask, ScriptedJudge, VerifiedNumberTask, number_prompt
 from tsrl.types import Group, Rollout, Score
-
-
-class VerifiedNumberTask(NumberTask):
-    """NumberTask whose verifier passes responses with q ≥ 2."""
-
-    def verify(self, prompt, text):
-        return float(self.quality(prompt, text) >= 2)
 
 
 class GradingJudge(ScriptedJudge):

@@ -62,6 +62,13 @@ class ScriptedJudge:
         return {"calls": float(len(self.requests) + len(self.score_requests))}
 
 
+class VerifiedNumberTask(NumberTask):
+    """NumberTask whose verifier passes responses with q ≥ 2 (for reward=verifier and adaptive routing)."""
+
+    def verify(self, prompt: Prompt, text: str) -> float:
+        return float(self.quality(prompt, text) >= 2)
+
+
 def number_prompt(pid: str, qualities: Sequence[float]) -> Prompt:
     """A prompt whose anchors have the given qualities, in order ("q=3 anchor 0", …)."""
     return Prompt(
