@@ -64,7 +64,7 @@ def start_server(latency: float) -> tuple[subprocess.Popen, str]:
 def build_run(folder: Path, url: str, run_dir: Path):
     from tsrl.integrations.scoring import compose_run_config
     from tsrl.tasks import build_task
-    from tsrl.training.loop import open_judges, quiet_libraries, setup
+    from tsrl.training.setup import open_judges, quiet_libraries, setup
 
     quiet_libraries()
     overrides = [

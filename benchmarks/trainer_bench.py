@@ -213,7 +213,8 @@ def run_tsrl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
     from tsrl.integrations.scoring import compose_run_config
     from tsrl.judging import close_judge
     from tsrl.tasks import build_task
-    from tsrl.training.loop import open_judges, quiet_libraries, setup, train_step
+    from tsrl.training.loop import train_step
+    from tsrl.training.setup import open_judges, quiet_libraries, setup
 
     quiet_libraries()
     overrides = [
