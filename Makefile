@@ -25,16 +25,21 @@ $(STAMP): pyproject.toml constraints.txt
 train: $(STAMP)
 	$(BIN)/tsrl-train recipes=cpu_demo $(ARGS)
 
-# Each stage's time is printed at the end, and pytest's 25 slowest tests after the main stage.
+# Each stage's time is printed at the end, and pytest's 25 slowest tests after the main stage. The vLLM stage's
+# environment (.venv-vllm: mostly unpacking wheels) is built in the background while lint, docs and the main stage
+# run; its log is .venv-vllm.log, printed if the build fails.
 test: $(STAMP) chromium
 	@set -e; t0=$$(date +%s); \
+	( $(MAKE) --no-print-directory $(VLLM_STAMP) > $(VLLM_VENV).log 2>&1 ) & vllm_build=$$!; \
 	$(MAKE) --no-print-directory lint docs; t1=$$(date +%s); \
 	TSRL_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q --durations=25 -m "not vllm and not judge_server" tests; \
 	t2=$$(date +%s); \
-	$(MAKE) --no-print-directory test-vllm; t3=$$(date +%s); \
-	$(MAKE) --no-print-directory test-judge-server; t4=$$(date +%s); \
-	echo "make test: lint + docs $$((t1 - t0)) s, main $$((t2 - t1)) s, vLLM $$((t3 - t2)) s, judge server $$((t4 - t3)) s;" \
-		"total $$((t4 - t0)) s after setup"
+	wait $$vllm_build || { cat $(VLLM_VENV).log; echo "make test: building $(VLLM_VENV) failed (log above)"; exit 1; }; \
+	t3=$$(date +%s); \
+	$(MAKE) --no-print-directory test-vllm; t4=$$(date +%s); \
+	$(MAKE) --no-print-directory test-judge-server; t5=$$(date +%s); \
+	echo "make test: lint + docs $$((t1 - t0)) s, main $$((t2 - t1)) s, then waiting for $(VLLM_VENV) $$((t3 - t2)) s," \
+		"vLLM $$((t4 - t3)) s, judge server $$((t5 - t4)) s; total $$((t5 - t0)) s after setup"
 
 # ruff lint and format check ([tool.ruff] in pyproject.toml; .pre-commit-config.yaml runs the same on commit).
 # `make format` applies ruff's fixes and formatting.

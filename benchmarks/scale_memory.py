@@ -34,11 +34,10 @@ def build_model(folder: Path, hidden: int, layers: int, positions: int = 512) ->
     from tsrl.models import TinyModelConfig, policy_source
     from tsrl.models.source import load_tokenizer
     from tsrl.registry import load_components
-    from tsrl.tasks import build_task
     from tsrl.tasks.humor import HumorConfig
 
     load_components()
-    tiny = policy_source(TinyModelConfig(warmstart_steps=0), build_task(HumorConfig()))
+    tiny = policy_source(TinyModelConfig(warmstart_steps=0), HumorConfig())
     tokenizer = load_tokenizer(tiny)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -76,7 +75,7 @@ def run(kind: str, model: Path, run_dir: Path, steps: int) -> dict:
     ]
     env = dict(os.environ)
     if kind == "one":
-        command = [sys.executable, "-m", "tsrl.cli", *overrides]
+        command = [sys.executable, "-m", "tsrl.commands.train", *overrides]
     else:
         config = {"ddp": "cpu_ddp.yaml", "zero3": "cpu_zero3.yaml"}[kind]
         if kind == "ddp":
@@ -89,7 +88,7 @@ def run(kind: str, model: Path, run_dir: Path, steps: int) -> dict:
             "--config_file",
             str(ROOT / "configs/accelerate" / config),
             "-m",
-            "tsrl.cli",
+            "tsrl.commands.train",
             *overrides,
         ]
     start = time.perf_counter()

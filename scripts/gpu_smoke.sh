@@ -67,9 +67,10 @@ run_job() {  # name, launcher config (or "none"), extra overrides...
   local dir="$OUT/$name"; rm -rf "$dir"
   local start; start=$(date +%s)
   if [[ "$config" == "none" ]]; then
-    "$PY" -m tsrl.cli "${COMMON[@]}" "run_dir=$dir" "$@" > "$OUT/$name.log" 2>&1
+    "$PY" -m tsrl.commands.train "${COMMON[@]}" "run_dir=$dir" "$@" > "$OUT/$name.log" 2>&1
   else
-    accelerate launch --config_file "$config" -m tsrl.cli "${COMMON[@]}" "run_dir=$dir" "$@" > "$OUT/$name.log" 2>&1
+    accelerate launch --config_file "$config" -m tsrl.commands.train "${COMMON[@]}" "run_dir=$dir" "$@" \
+        > "$OUT/$name.log" 2>&1
   fi || { echo "job $name failed, log: $OUT/$name.log"; tail -30 "$OUT/$name.log"; return 1; }
   echo "job $name: $(( $(date +%s) - start )) s wall"
 }

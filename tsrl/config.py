@@ -1,5 +1,6 @@
-"""Run configuration: the trainer's own dataclasses and the root RunConfig; the Hydra ConfigStore is built
-from the component registries (tsrl.registry), so this module imports no component.
+"""Run configuration: the trainer's own dataclasses, CommandConfig (the root fields every command's config
+shares) and tsrl-train's root RunConfig; the Hydra ConfigStore is built from the component registries
+(tsrl.registry), so this module imports no component.
 
 YAML files under configs/<group>/ extend the schemas `<name>_schema` that `register_configs` stores; the CLI
 converts the composed config once with OmegaConf.to_object, so below the CLI only typed dataclasses travel.
@@ -18,6 +19,8 @@ from omegaconf import MISSING
 
 from tsrl.errors import ConfigError
 from tsrl.registry import FAMILIES, load_components
+
+CONFIG_PACKAGE = "tsrl.configs"  # configs/ as installed: every command composes its YAML from here
 
 
 @dataclass
@@ -210,10 +213,25 @@ class LadderStepConfig:
 
 
 @dataclass
-class RunConfig:
+class CommandConfig:
+    """The root fields every Hydra command's config shares (tsrl-train, tsrl-judge-check, tsrl-eval, tsrl-ladder):
+    each command's root dataclass extends it, and its YAML (configs/config.yaml, judge_check.yaml, eval.yaml,
+    ladder.yaml) picks the groups."""
+
     task: Any = MISSING
-    model: Any = MISSING
+    """The task (configs/task/): its prompts, anchors and reference sets."""
     judge: Any = MISSING
+    """The judge (configs/judge/): the one tsrl-train trains with, tsrl-judge-check measures, tsrl-eval evaluates
+    with (made clean) or tsrl-ladder ranks with."""
+    run_dir: str = ""
+    """Where the command writes its files (empty = Hydra's output directory)."""
+
+
+@dataclass
+class RunConfig(CommandConfig):
+    """tsrl-train's root (configs/config.yaml); run_dir receives metrics, plots and checkpoints."""
+
+    model: Any = MISSING
     eval_judge: Any = None
     """Judge of the held-out evaluation (null = the training judge without noise, position bias and budget)."""
     reward: Any = MISSING
@@ -225,8 +243,6 @@ class RunConfig:
     """The ladder step before training (a missing ladder's anchors written first)."""
     seed: int = 0
     """Seed of the policy's sampling, data order and initialisation."""
-    run_dir: str = ""
-    """Where metrics, plots and checkpoints go (empty = Hydra's output directory)."""
 
 
 def register_configs() -> None:

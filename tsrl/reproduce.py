@@ -24,14 +24,14 @@ groups over training, and the self-bootstrapped ladder's rebuilds on its held-ou
 
 A method that has no key of an axis (the rubric has no reward.k) runs once, without that axis: the grid is run as
 one multirun per set of axes its methods share.
+
+The command line (options, the recipe's name, what is printed): tsrl.commands.reproduce.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
-import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -89,13 +89,14 @@ SMOKE = list(
     }.values()
 )  # each key once, the smoke value
 SMOKE_DROPS = ("model", "judge.model", "eval_judge.", "task.anchors_file")  # axes the CPU stand-ins replace
+STAND_INS = {"full": [], "cpu": CPU, "smoke": SMOKE}  # scale → the overrides that put every run at it
 
 
 def grid_of(recipe: str, overrides: list[str]) -> dict[str, list[str]]:
     """The recipe's sweep: axis → values, as the composed config's hydra.sweeper.params state them."""
     from hydra import compose, initialize_config_module
 
-    from tsrl.cli import CONFIG_PACKAGE
+    from tsrl.config import CONFIG_PACKAGE
 
     with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
         cfg = compose("config", overrides=[f"recipes={recipe}", *overrides], return_hydra_config=True)
@@ -144,7 +145,7 @@ def method_grids(recipe: str, grid: dict[str, list[str]], overrides: list[str]) 
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from tsrl.cli import CONFIG_PACKAGE
+    from tsrl.config import CONFIG_PACKAGE
 
     if METHOD not in grid:
         return [grid]
@@ -164,7 +165,7 @@ def command(recipe: str, out: Path, grid: dict[str, list[str]], fixed: list[str]
     exclude = sorted({o.split("=", 1)[0].lstrip("+~") for o in fixed} | {"trainer.checkpoint.resume", "recipes"})
     bin_dir = Path(sys.executable).parent
     head = (
-        [str(bin_dir / "accelerate"), "launch", "--config_file", accelerate, "-m", "tsrl.cli"]
+        [str(bin_dir / "accelerate"), "launch", "--config_file", accelerate, "-m", "tsrl.commands.train"]
         if accelerate
         else [str(bin_dir / "tsrl-train")]
     )
@@ -180,6 +181,27 @@ def command(recipe: str, out: Path, grid: dict[str, list[str]], fixed: list[str]
         *fixed,
         *(f"{axis}={','.join(values)}" for axis, values in grid.items()),
     ]
+
+
+def plan(recipe: str, overrides: list[str], scale: str) -> tuple[dict[str, list[str]], list[str]]:
+    """The grid to run and the overrides every run gets. The grid is the recipe's at `scale` (full | cpu | smoke:
+    cpu and smoke drop the axes their stand-ins replace, smoke also narrows it), an axis set on the command line
+    replacing the recipe's; the overrides are the scale's stand-ins, then the rest of the command line."""
+    grid = grid_of(recipe, [*STAND_INS[scale], *not_sweeps(overrides)])
+    grid = smoke_grid(grid) if scale == "smoke" else cpu_grid(grid) if scale == "cpu" else grid
+    grid, fixed = split_overrides(grid, overrides)
+    return grid, [*STAND_INS[scale], *fixed]
+
+
+def run_grids(
+    recipe: str, out: Path, grids: list[dict[str, list[str]]], fixed: list[str], accelerate: str | None
+) -> int:
+    """Each grid as one tsrl-train multirun (`command`), in order, up to the first that fails; that multirun's
+    exit status, or 0 when all finished."""
+    failed = 0
+    for grid in grids:
+        failed = failed or subprocess.run(command(recipe, out, grid, fixed, accelerate)).returncode
+    return failed
 
 
 def collect(out: Path) -> list[dict[str, Any]]:
@@ -333,52 +355,3 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     )
     plot(out, runs, records, key, row_axis, col_axes)
     return text
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="tsrl-reproduce", description=__doc__.splitlines()[0])
-    parser.add_argument("recipe", help="a paper recipe: paper/tsrl_table1 (or tsrl_table1), see recipes/paper/")
-    parser.add_argument("overrides", nargs="*", help="tsrl-train overrides for every run (e.g. judge.model=…)")
-    parser.add_argument("--out", type=Path, default=None, help="grid folder (default runs/reproduce/<recipe>)")
-    parser.add_argument("--cpu", action="store_true", help="CPU stand-ins at `make train`'s sizes, the whole grid")
-    parser.add_argument("--smoke", action="store_true", help="CPU stand-ins, 2 steps, 1 seed, ≤ 2 values per axis")
-    parser.add_argument("--accelerate", default=None, help="an accelerate config file: every run on its processes")
-    parser.add_argument("--aggregate-only", action="store_true", help="only (re)write the tables and plots")
-    args = parser.parse_intermixed_args(argv)  # overrides before or after the options
-    from tsrl.cli import setup_or_exit
-
-    setup_or_exit()
-    recipe = args.recipe if "/" in args.recipe else f"paper/{args.recipe}"
-    folder = Path(os.environ["TSRL_RECIPES_ROOT"]) / "recipes"
-    if not (folder / f"{recipe}.yaml").is_file():
-        known = ", ".join(sorted(p.stem for p in (folder / "paper").glob("*.yaml")))
-        raise SystemExit(
-            f"tsrl-reproduce: error: {recipe} is not a recipe under {folder}; the paper recipes are: {known}."
-        )
-    stand_ins = SMOKE if args.smoke else CPU if args.cpu else []
-    grid = grid_of(recipe, [*stand_ins, *not_sweeps(args.overrides)])
-    grid = smoke_grid(grid) if args.smoke else cpu_grid(grid) if args.cpu else grid
-    grid, fixed = split_overrides(grid, args.overrides)
-    fixed = [*stand_ins, *fixed]
-    suffix = "_smoke" if args.smoke else "_cpu" if args.cpu else ""
-    out = (args.out or Path("runs/reproduce") / (recipe.split("/")[-1] + suffix)).resolve()
-    failed = None
-    if not args.aggregate_only:
-        grids = method_grids(recipe, grid, [*stand_ins, *not_sweeps(args.overrides)])
-        size = sum(int(np.prod([len(v) for v in g.values()])) for g in grids)
-        print(f"tsrl-reproduce: {recipe}: {size} runs into {out}", flush=True)
-        for sub in grids:  # one multirun per set of axes (a method without an axis runs once, without it)
-            failed = failed or subprocess.run(command(recipe, out, sub, fixed, args.accelerate)).returncode or None
-    print(aggregate(out, grid))
-    print(f"tables and plots: {out}/table.md, table.csv, curves.png")
-    if failed:
-        print(
-            f"tsrl-reproduce: error: the sweep stopped with exit status {failed}; the table holds the runs that "
-            "finished. Run the same command again to resume.",
-            file=sys.stderr,
-        )
-        sys.exit(failed)
-
-
-if __name__ == "__main__":
-    main()

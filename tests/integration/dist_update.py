@@ -31,7 +31,6 @@ def main() -> None:
     from tsrl.models.forward import collate
     from tsrl.models.lora import LoraSettings
     from tsrl.registry import load_components
-    from tsrl.tasks import build_task
     from tsrl.tasks.humor import HumorConfig
     from tsrl.training.learner import Learner
     from tsrl.types import Group, Prompt, Rollout
@@ -59,7 +58,7 @@ def main() -> None:
         logger=None,
         trainer=TrainerConfig(micro_batch_size=2, lr=5e-3, grad_clip=1.0, lr_schedule="linear", max_steps=6),
     )  # a schedule the ZeRO optimizer must follow
-    learner = Learner.build(cfg, build_task(cfg.task), acc)
+    learner = Learner.build(cfg, acc)
     rng = torch.Generator().manual_seed(0)
     groups = []
     for b in range(4):  # 4 groups of 4: each of 2 processes gets 2 whole groups

@@ -19,7 +19,7 @@ METHODS = ("rlvr", "rlaif", "arenarl", "adaptive_pointwise", "reasoning_arena", 
 @pytest.mark.slow
 def test_code_trains_two_steps_with_the_verifier_and_reports_pass_at_k(cache_dir, tmp_path):
     """The tiny policy writes 12 tokens, never a whole code block, so its rewards are 0 without a process being
-    started (the sandbox itself is covered by tests/unit/test_sandbox.py); what this pins is the wiring: the task
+    started (the sandbox itself is covered by tests/unit/tasks/test_sandbox.py); what this pins is the wiring: the task
     builds, warm-starts the tiny policy on the reference solutions, rewards with the verifier, and evaluates."""
     result = run_cli(
         [
@@ -52,7 +52,7 @@ def composed(overrides: list[str]):
 def test_reasoning_arena_table1_composes_with_code_for_every_method():
     """The recipe's values (policy, steps, N, 16 evaluation samples, the task axis) on GPU settings, and with the
     --smoke CPU stand-ins every method's config validates and the code task loads."""
-    from tsrl.cli import to_run_config
+    from tsrl.commands.base import to_run_config
     from tsrl.tasks import build_task
 
     gpu = composed(["recipes=paper/reasoning_arena_table1", "task=code"])

@@ -36,7 +36,7 @@ QUALITY = {
 
 def study_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "tsrl.evaluation.human_study", *args],
+        [sys.executable, "-m", "tsrl.commands.human_study", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -148,7 +148,7 @@ def test_export_import_judge_report_round_trip(tmp_path):
 
 def test_the_entry_point_is_declared():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["tsrl-human-study"] == "tsrl.evaluation.human_study:main"
+    assert scripts["tsrl-human-study"] == "tsrl.commands.human_study:main"
 
 
 PAGE_DRIVER = r"""

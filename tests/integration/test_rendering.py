@@ -8,6 +8,7 @@ TSRL_REQUIRE_CHROMIUM=1, which turns a missing Chromium into a failure.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import subprocess
@@ -233,6 +234,23 @@ def test_screenshots_are_cached_by_content(tmp_path, launches) -> None:
     assert again == Rendering(first.path, None, again.seconds, cached=True) and again.seconds < 0.05
     assert not other_size.cached and other_size.path != first.path  # the viewport is part of the key
     assert len(launches) == 2
+
+
+def test_a_first_batch_of_fresh_pages_says_what_and_where_then_reports_progress(tmp_path, monkeypatch, caplog) -> None:
+    monkeypatch.setattr(rendering, "PROGRESS_EVERY_S", 0.05)
+    browser = fake_browser(tmp_path, f'sleep 0.3; cp {tmp_path / "grey.png"} "$SHOT"')
+    (tmp_path / "grey.png").write_bytes(png(8, 6))
+    renderer = PageRenderer(RenderConfig(chromium=browser, workers=1, cache_dir=str(tmp_path / "shots")))
+    with caplog.at_level(logging.INFO, logger="tsrl"):
+        first = renderer.render_many([PAGE_A, PAGE_B])
+        again = renderer.render_many([PAGE_A, PAGE_B])  # cached: nothing to say
+    renderer.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "tsrl"]
+    assert lines[0].startswith(f"rendering 2 web pages for the judge: a headless Chromium ({browser}) per page")
+    assert str(tmp_path / "shots") in lines[0]
+    assert any(line.startswith("rendering: 1 of 2 pages after") for line in lines[1:])
+    assert not [line for line in lines if line.startswith("rendering 2 web pages")][1:]
+    assert [r.error for r in first] == [None, None] and all(r.cached for r in again)
 
 
 def test_browser_without_screenshot_is_a_crash(tmp_path) -> None:

@@ -70,7 +70,7 @@ def test_every_method_of_a_paper_recipe_composes_and_builds_on_cpu(recipe):
 def check_method(recipe: str, grid: dict[str, list[str]], method: str, first: dict[str, str]) -> None:
     """The typed config of one method of a recipe validates, its task loads, and the method's own settings survive
     the recipe (not the grid's axes)."""
-    from tsrl.cli import to_run_config
+    from tsrl.commands.base import to_run_config
     from tsrl.tasks import build_task
 
     cfg = composed(

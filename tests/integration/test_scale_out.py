@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 
 def launch(kind: str | None, args: list[str], cache_dir: Path) -> subprocess.CompletedProcess:
-    """`args` (a script or `-m tsrl.cli` with overrides) on one process (kind None) or two (ddp | zero3)."""
+    """`args` (a script or `-m tsrl.commands.train` with overrides) on one process (kind None) or two (ddp | zero3)."""
     env = {**cli_env(), "TSRL_TEST_CACHE": str(cache_dir / "models")}
     if kind is None:
         command = [sys.executable, *args]
@@ -75,11 +75,12 @@ def test_two_processes_take_the_update_one_process_takes(one_process, cache_dir,
 
 
 def train_overrides(cache_dir: Path, run_dir: Path, *extra: str) -> list[str]:
-    """`-m tsrl.cli` with the tiny policy (regimes with a ladder of their own drop the shared reward.ladder_dir)."""
+    """`-m tsrl.commands.train` with the tiny policy (regimes with a ladder of their own drop the shared
+    reward.ladder_dir)."""
     small = tiny_overrides(cache_dir)
     if any(o.startswith("reward=") for o in extra):
         small = [o for o in small if not o.startswith("reward.ladder_dir=")]
-    return ["-m", "tsrl.cli", *small, f"run_dir={run_dir}", *extra]
+    return ["-m", "tsrl.commands.train", *small, f"run_dir={run_dir}", *extra]
 
 
 def test_self_bootstrap_ladders_are_judged_once_for_every_process(cache_dir, tmp_path):

@@ -1,19 +1,22 @@
 """The import graph, read from every module's import statements (function-local imports included): the
-library's layers point one way, and no two modules import each other at load time."""
+library's layers point one way, the command-line programs (tsrl.commands) sit on top of them, and no two modules
+import each other at load time."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import tomllib
+
 PACKAGE = Path(__file__).resolve().parents[2] / "tsrl"
 CORE = ("tsrl.rewards", "tsrl.judging", "tsrl.ranking", "tsrl.algo", "tsrl.tasks")
-UPPER = ("tsrl.training", "tsrl.cli", "tsrl.reproduce", "tsrl.integrations")
-ENTRY_POINTS = (
-    "tsrl.cli",
-    "tsrl.reproduce",
-    "tsrl.evaluation.human_study",
-)  # command-line programs: they may use the CLI's helpers
+UPPER = ("tsrl.training", "tsrl.commands", "tsrl.reproduce", "tsrl.integrations")
+COMMANDS = "tsrl.commands"  # the top layer: one module per command-line program
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
 
 
 def module_name(path: Path) -> str:
@@ -38,7 +41,7 @@ def imports(path: Path, top_level_only: bool) -> set[str]:
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
-def test_core_packages_never_import_the_trainer_the_cli_or_the_integrations():
+def test_core_packages_never_import_the_trainer_the_commands_or_the_integrations():
     arrows = [
         (name, target)
         for name, path in MODULES.items()
@@ -49,15 +52,23 @@ def test_core_packages_never_import_the_trainer_the_cli_or_the_integrations():
     assert arrows == []
 
 
-def test_the_library_never_imports_the_cli():
+def test_the_library_never_imports_the_commands():
+    """tsrl.commands is the top layer: only its own modules import it."""
     arrows = [
         (name, target)
         for name, path in MODULES.items()
-        if name not in ENTRY_POINTS
+        if not within(name, COMMANDS)
         for target in imports(path, top_level_only=False)
-        if target == "tsrl.cli"
+        if within(target, COMMANDS)
     ]
     assert arrows == []
+
+
+def test_every_command_is_the_main_of_a_module_in_tsrl_commands():
+    """One home per command: each [project.scripts] entry is `tsrl.commands.<module>:main`."""
+    scripts = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["scripts"]
+    commands = {f"{name}:main" for name in MODULES if name.startswith(f"{COMMANDS}.")}
+    assert {script: target for script, target in scripts.items() if target not in commands} == {}
 
 
 def test_the_library_never_imports_its_test_support():

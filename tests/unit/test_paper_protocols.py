@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from tsrl.cli import to_run_config
+from tsrl.commands.base import to_run_config
 from tsrl.config import register_configs
 from tsrl.reproduce import NOISE_AXIS, grid_of, method_grids, noise_fractions
 

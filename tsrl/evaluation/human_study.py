@@ -18,16 +18,14 @@ imported changes. judge (optional): a round-robin of each prompt's items with th
 judge.json. report: report.md and report.json — mean rank per method and anchor tier with a percentile-bootstrap
 interval over prompts, Kendall's W per prompt and over methods, Kendall's τ_b against the judge (judge.json) and
 against the runs' held-out win-rates (eval.json). The sheets: tsrl.evaluation.study_sheets; the math:
-tsrl.ranking.agreement.
+tsrl.ranking.agreement; the command line: tsrl.commands.human_study.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import string
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,8 +114,7 @@ def compose_config(overrides: Sequence[str]) -> Any:
     """tsrl-train's composed config (configs/config.yaml) with these overrides."""
     from hydra import compose, initialize_config_module
 
-    from tsrl.cli import CONFIG_PACKAGE
-    from tsrl.config import register_configs
+    from tsrl.config import CONFIG_PACKAGE, register_configs
 
     register_configs()
     with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
@@ -178,41 +175,34 @@ def build_study(task: Any, runs: list[StudyRun], prompts: int, seed: int, anchor
     return study, key
 
 
-def export(args: argparse.Namespace) -> None:
-    if any((args.out / "rankings").glob("*.json")):
+def study_task(runs: Sequence[StudyRun], overrides: Sequence[str]) -> list[str]:
+    """The task settings of an export: `overrides`, led by `task=<the runs' task>` unless they name one."""
+    if any(o.startswith("task=") for o in overrides):
+        return list(overrides)
+    tasks = {r.values.get("task") for r in runs} - {None}
+    if len(tasks) != 1:
         raise StudyError(
-            f"{args.out} already holds imported rankings (rankings/); a new export would re-draw the "
+            f"the runs are of tasks {sorted(tasks) or 'unknown'}; export one task at a time "
+            "(--where task=stories) or name it (task=stories)."
+        )
+    return [f"task={tasks.pop()}", *overrides]
+
+
+def check_export_folder(out: Path) -> None:
+    """Refuse to export into a study folder that already holds imported rankings: they rank its old draw's items."""
+    if any((out / "rankings").glob("*.json")):
+        raise StudyError(
+            f"{out} already holds imported rankings (rankings/); a new export would re-draw the "
             "items they rank: export into a new folder."
         )
-    runs = find_runs(args.runs, args.where, args.label_by.split(","))
-    tasks = {r.values.get("task") for r in runs} - {None}
-    overrides = list(args.overrides)
-    if not any(o.startswith("task=") for o in overrides):
-        if len(tasks) != 1:
-            raise StudyError(
-                f"the runs are of tasks {sorted(tasks) or 'unknown'}; export one task at a time "
-                "(--where task=stories) or name it (task=stories)."
-            )
-        overrides.insert(0, f"task={tasks.pop()}")
-    task = load_task(overrides)
-    study, key = build_study(task, runs, args.prompts, args.seed, args.anchors)
-    study.update(task=task.name, task_overrides=[o for o in overrides if o.startswith("task")])
-    key["runs"] = {r.label: {"run_dir": str(r.run_dir), "values": r.values, **heldout_metric(r.run_dir)} for r in runs}
-    study["annotators"] = write_sheets(study, args.out, args.annotators)
-    write_json(args.out / STUDY_FILE, study)
-    key_path = args.key or args.out / KEY_FILE
+
+
+def save_study(out: Path, study: dict, key: dict, annotators: int, key_path: Path) -> None:
+    """The annotators' sheets and study.json in `out` (study["annotators"] names the sheets), and the key at
+    key_path."""
+    study["annotators"] = write_sheets(study, out, annotators)
+    write_json(out / STUDY_FILE, study)
     write_json(key_path, key)
-    used = len(study["prompts"])
-    print(
-        f"study: {used} prompts × {len(study['prompts'][0]['items'])} items ({len(runs)} runs: "
-        f"{', '.join(r.label for r in runs)}; anchors) in {args.out}"
-    )
-    if used < args.prompts:
-        print(
-            f"note: {used} held-out prompts, not the {args.prompts} asked for (TSRL §4.12 uses 50 per task): the "
-            "task's held-out split or the runs' evaluations have fewer (trainer.eval.max_prompts=0 evaluates all)."
-        )
-    print(f"sheets for the annotators: {args.out / 'sheets'}; the key, kept apart: {key_path}")
 
 
 def heldout_metric(run_dir: Path) -> dict[str, Any]:
@@ -243,39 +233,31 @@ def write_json(path: Path, value: Any) -> None:
     os.replace(tmp, path)
 
 
-def import_sheets(args: argparse.Namespace) -> None:
-    """Each sheet checked and stored on its own: a bad one is reported and skipped, the others are imported."""
-    study = load_study(args.study)
-    failures = 0
-    for path in args.sheets:
-        try:
-            annotator, ranks = read_sheet(path, study)
-            target = args.study / "rankings" / f"{annotator}.json"
-            if target.is_file() and not args.replace:
-                raise StudyError(
-                    f"{path}: {annotator} is already imported ({target}); pass --replace to replace "
-                    "that annotator's rankings with this sheet."
-                )
-        except StudyError as err:
-            failures += 1
-            print(f"tsrl-human-study: not imported: {err}", file=sys.stderr)
-            continue
-        write_json(target, {"annotator": annotator, "source": str(path), "ranks": ranks})
-        print(f"imported {annotator} from {path} ({len(ranks)} prompts)")
-    if failures:
-        sys.exit(2)
+def import_sheet(folder: Path, study: dict, sheet: Path, replace: bool) -> tuple[str, dict]:
+    """One annotator's filled sheet, checked against the study and stored as rankings/<annotator>.json; an
+    annotator imported before is refused unless `replace`. Returns the annotator and their ranks per prompt."""
+    annotator, ranks = read_sheet(sheet, study)
+    target = folder / "rankings" / f"{annotator}.json"
+    if target.is_file() and not replace:
+        raise StudyError(
+            f"{sheet}: {annotator} is already imported ({target}); pass --replace to replace "
+            "that annotator's rankings with this sheet."
+        )
+    write_json(target, {"annotator": annotator, "source": str(sheet), "ranks": ranks})
+    return annotator, ranks
 
 
-def judge_items(args: argparse.Namespace) -> None:
-    """judge.json: each item's mean P(win) in a round-robin of its prompt's items, with the clean judge."""
+def judge_study(folder: Path, overrides: Sequence[str]) -> dict:
+    """judge.json: each item's mean P(win) in a round-robin of its prompt's items (both orders), with the clean
+    judge that `overrides` compose; returns what it wrote."""
     from omegaconf import OmegaConf
 
     from tsrl.judging import build_judge, clean_judge_config, close_judge, judge_identity
     from tsrl.tasks import build_task
     from tsrl.types import PairRequest
 
-    study = load_study(args.study)
-    cfg = compose_config([*study["task_overrides"], *args.overrides])
+    study = load_study(folder)
+    cfg = compose_config([*study["task_overrides"], *overrides])
     task, judge_cfg = build_task(OmegaConf.to_object(cfg.task)), clean_judge_config(OmegaConf.to_object(cfg.judge))
     judge, prompts = build_judge(judge_cfg, task), {p.id: p for p in task.prompts("eval")}
     pairs = [(p["id"], a, b) for p in study["prompts"] for i, a in enumerate(p["items"]) for b in p["items"][i + 1 :]]
@@ -292,11 +274,9 @@ def judge_items(args: argparse.Namespace) -> None:
             wins[b].append(1.0 - verdict.p_first)
     scores = {p["id"]: {i: float(np.mean(wins[i])) if wins[i] else None for i in p["items"]} for p in study["prompts"]}
     missing = sum(v.p_first is None for v in verdicts)
-    write_json(
-        args.study / JUDGE_FILE,
-        {"judge": judge_identity(judge_cfg), "pairs": len(pairs), "missing_verdicts": missing, "scores": scores},
-    )
-    print(f"judge: {len(pairs)} pairs ({missing} without a verdict) → {args.study / JUDGE_FILE}")
+    judged = {"judge": judge_identity(judge_cfg), "pairs": len(pairs), "missing_verdicts": missing, "scores": scores}
+    write_json(folder / JUDGE_FILE, judged)
+    return judged
 
 
 def rank_tables(study: dict, key: dict, rankings: list[dict]) -> dict[str, Any]:
@@ -425,64 +405,21 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_study(args: argparse.Namespace) -> None:
-    study = load_study(args.study)
-    key_path = args.key or args.study / KEY_FILE
+def report_study(folder: Path, key_path: Path, samples: int = 10_000) -> dict[str, Any]:
+    """report.json and report.md of the rankings imported into `folder` (at least 2 annotators), with the
+    judge's round-robin (judge.json) when there is one; returns the report."""
+    study = load_study(folder)
     if not key_path.is_file():
         raise StudyError(f"no key at {key_path}; pass the key file export wrote with --key PATH.")
-    rankings = [json.loads(p.read_text()) for p in sorted((args.study / "rankings").glob("*.json"))]
+    rankings = [json.loads(p.read_text()) for p in sorted((folder / "rankings").glob("*.json"))]
     if len(rankings) < 2:
         raise StudyError(
-            f"{len(rankings)} annotator(s) imported into {args.study / 'rankings'}; agreement needs at "
+            f"{len(rankings)} annotator(s) imported into {folder / 'rankings'}; agreement needs at "
             "least 2: tsrl-human-study import STUDY SHEET.csv …"
         )
-    judge_path = args.study / JUDGE_FILE
+    judge_path = folder / JUDGE_FILE
     judge = json.loads(judge_path.read_text()) if judge_path.is_file() else None
-    report = summarise(study, json.loads(key_path.read_text()), rankings, judge, args.bootstrap)
-    write_json(args.study / "report.json", report)
-    (args.study / "report.md").write_text(markdown(report))
-    print(markdown(report), end="")
-    print(f"report: {args.study / 'report.md'} (and report.json)")
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="tsrl-human-study", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    ex = commands.add_parser("export", help="blinded ranking sheets from finished runs")
-    ex.add_argument("--runs", type=Path, nargs="+", required=True, help="run directories or folders of runs")
-    ex.add_argument("--out", type=Path, required=True, help="the study folder")
-    ex.add_argument("--where", action="append", default=[], help="keep runs whose grid value key=value matches")
-    ex.add_argument("--label-by", default="method", help="grid keys naming a run (comma-separated)")
-    ex.add_argument("--prompts", type=int, default=50, help="held-out prompts (TSRL §4.12: 50 per task)")
-    ex.add_argument("--annotators", type=int, default=6, help="sheets to write (TSRL §4.12: 6 annotators)")
-    ex.add_argument("--seed", type=int, default=0, help="seed of the prompt draw and every shuffle")
-    ex.add_argument(
-        "--anchors",
-        choices=["all", "reference"],
-        default="all",
-        help="every anchor of a prompt, or only the task's held-out reference set",
-    )
-    ex.add_argument("--key", type=Path, default=None, help=f"where the key goes (default OUT/{KEY_FILE})")
-    ex.add_argument("overrides", nargs="*", help="task settings as the runs had them (task=… task.eval_file=…)")
-    im = commands.add_parser("import", help="the annotators' filled CSV sheets")
-    im.add_argument("study", type=Path)
-    im.add_argument("sheets", type=Path, nargs="+")
-    im.add_argument("--replace", action="store_true", help="replace an annotator imported before")
-    ju = commands.add_parser("judge", help="a round-robin of each prompt's items with the clean judge")
-    ju.add_argument("study", type=Path)
-    ju.add_argument("overrides", nargs="*", help="the judge (judge=openai judge.model=…)")
-    re = commands.add_parser("report", help="mean ranks, agreement, and the judge's agreement with the humans")
-    re.add_argument("study", type=Path)
-    re.add_argument("--key", type=Path, default=None, help=f"the key file (default STUDY/{KEY_FILE})")
-    re.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
-    args = parser.parse_args(argv)
-    run = {"export": export, "import": import_sheets, "judge": judge_items, "report": report_study}[args.command]
-    try:
-        run(args)
-    except StudyError as err:
-        print(f"tsrl-human-study: error: {err}", file=sys.stderr)
-        sys.exit(2)
-
-
-if __name__ == "__main__":
-    main()
+    report = summarise(study, json.loads(key_path.read_text()), rankings, judge, samples)
+    write_json(folder / "report.json", report)
+    (folder / "report.md").write_text(markdown(report))
+    return report

@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from tsrl.config import CommandConfig
 from tsrl.errors import ConfigError
 
 POLICY_DIR = "policy"
@@ -51,14 +52,12 @@ class EvalSettings:
 
 
 @dataclass
-class EvalRunConfig:
-    task: Any = MISSING
+class EvalRunConfig(CommandConfig):
+    """tsrl-eval's root (configs/eval.yaml); run_dir receives eval_report.json and eval_report.md."""
+
     model: Any = MISSING
-    judge: Any = MISSING
     generator: Any = MISSING
     eval: EvalSettings = field(default_factory=EvalSettings)
-    run_dir: str = ""
-    """Where eval_report.json and eval_report.md go (empty = Hydra's output directory)."""
 
 
 def policy_folder(spec: str) -> Path:
@@ -99,7 +98,7 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     prompts = prompts[: cfg.eval.max_prompts] if cfg.eval.max_prompts else prompts
     judge_cfg = clean_judge_config(cfg.judge)
     judge = build_judge(judge_cfg, task)
-    default = policy_source(cfg.model, task)
+    default = policy_source(cfg.model, cfg.task)
     sources = [PolicySource(policy_folder(p), default.dtype) for p in cfg.eval.policies] or [default]
     key, label = headline(task)
     report: dict[str, Any] = {

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import MISSING
 
+from tsrl.config import CommandConfig
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, close_judge
 from tsrl.types import PairRequest, Prompt, Verdict
@@ -72,12 +72,10 @@ class CheckConfig:
 
 
 @dataclass
-class JudgeCheckRunConfig:
-    task: Any = MISSING
-    judge: Any = MISSING
+class JudgeCheckRunConfig(CommandConfig):
+    """tsrl-judge-check's root (configs/judge_check.yaml); run_dir receives judge_check.json."""
+
     check: CheckConfig = field(default_factory=CheckConfig)
-    run_dir: str = ""
-    """Where judge_check.json goes (empty = Hydra's output directory)."""
 
 
 def raw_positions(cfg: Any) -> Any:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tsrl.errors import ConfigError
-from tsrl.judging.prompting import VERDICT_P, JudgeTemplate, ParseError
+from tsrl.judging.prompting import VERDICT_P, JudgeTemplate, ParseError, parse_score, parse_verdict
 
 FORMS = ("reasoning", "direct")
 CONSTRAINTS = ("auto", "regex", "choice", "json", "off")
@@ -170,13 +170,19 @@ class AnswerSpec:
         """'<form>/<constraint>', recorded with every answer (Verdict.form / Score.form)."""
         return f"{self.form}/{self.constraint}"
 
-    def parse(self, text: str) -> float:
-        """The value of an answer of this spec: p(first wins) for a verdict, the grade for a score."""
+    def parse(self, text: str, fence: str) -> float:
+        """The value of an answer of this spec to a question fenced with `fence`: p(first wins) for a verdict, the
+        grade for a score; ParseError when it holds none or echoes the prompt (holds the fence). A constrained
+        answer's last line is the grammar's, so quoting a fence in it cannot forge a verdict: only an
+        unconstrained answer is checked for the fence."""
+        fence = fence if self.constraint == "off" else "\0"  # "\0": a token no answer holds
+        if fence in (text or ""):
+            raise ParseError("echoed_prompt", "the judge's answer repeats the fenced prompt")
         if self.constraint == "json":
             return parse_json(text, self.kind)
         if self.form == "direct":
             return parse_direct(text, self.kind)
-        raise AssertionError("the reasoning form is parsed by prompting.parse_verdict/parse_score")
+        return (parse_verdict if self.kind == "verdict" else parse_score)(text, fence)
 
 
 def answer_spec(kind: str, form: str, constraint: str, dialect: str | None, max_tokens: int) -> AnswerSpec:

@@ -123,6 +123,10 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
         if self.max_tokens < 1:
             raise ConfigError(f"judge.max_tokens must be at least 1, got {self.max_tokens}.")
 
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """What one answer cost at price_in_per_m and price_out_per_m (the judge/cost_usd metric)."""
+        return (self.price_in_per_m * prompt_tokens + self.price_out_per_m * completion_tokens) / 1e6
+
 
 def read_api_key(env_name: str) -> str:
     if not env_name:

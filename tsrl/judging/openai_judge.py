@@ -19,9 +19,13 @@ outputs it obeys). Until a first readable answer, at most `retry.first_answers` 
 answers are unreadable the run stops at once (FormatWatch) instead of after minutes of re-asks.
 
 Building the judge checks its endpoints first (preflight.py): each URL must answer GET /models and list
-`model`, else one sentence names the URL and the fix. The connections and the loop are released by `close`,
-or, if nobody calls it, when the judge is garbage-collected or the process exits (weakref.finalize), so no
-exit path leaves an open aiohttp session behind.
+`model`, else one sentence names the URL and the fix; then the constraint probe above runs (also preflight.py).
+The connections and the loop are released by `close`, or, if nobody calls it, when the judge is
+garbage-collected or the process exits (weakref.finalize), so no exit path leaves an open aiohttp session behind.
+
+This module holds the batch: the loop, the workers, their retries, re-asks and counters. The pieces they use
+live with their neighbours: reading a reply body and the wait before a retry (transport.py), an answer's value
+(constrain.AnswerSpec.parse), the chat messages with their images (prompting.py).
 
 p_first is the soft probability P(A) + ½P(TIE) from the verdict token's log-probs when the server
 returns them, else the hard verdict (A → 1, B → 0, TIE → ½). The API key is read from the environment
@@ -31,24 +35,18 @@ variable the config names and lives only inside the client: it is never logged o
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 import logging
-import mimetypes
 import random
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, JudgeUnavailable, JudgeUnreadable
 from tsrl.judging.constrain import (
-    DIALECTS,
     KINDS,
     PARSE_KINDS,
     AnswerSpec,
@@ -56,24 +54,28 @@ from tsrl.judging.constrain import (
     advice,
     answer_spec,
     direct_template,
-    probe,
-    probe_order,
     resolve,
 )
 from tsrl.judging.hedging import Hedger
 from tsrl.judging.openai_config import OpenAIJudgeConfig, RetryConfig, read_api_key  # noqa: F401 (RetryConfig: re-exported)
-from tsrl.judging.preflight import preflight
+from tsrl.judging.preflight import preflight, probe_dialects
 from tsrl.judging.prompting import (
     ParseError,
     load_template,
     new_fence,
-    parse_score,
-    parse_verdict,
     render,
     resolve_template,
     soft_verdict,
+    with_images,
 )
-from tsrl.judging.transport import AttemptError, Endpoints, build_transport
+from tsrl.judging.transport import (
+    AttemptError,
+    Completion,
+    Endpoints,
+    backoff_s,
+    build_transport,
+    read_completion,
+)
 from tsrl.registry import JUDGES
 from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
 
@@ -82,16 +84,9 @@ PROGRESS_EVERY_S = 30.0
 """A judge batch still running after this long reports how far it got, and again every as long."""
 
 Job = tuple[list, str, str]  # (chat messages, fence, kind of answer: verdict | score)
-Reply = tuple[str, int, list, str, int]  # (answer text, tokens, per-token top log-probs, finish reason, endpoint)
+Reply = tuple[Completion, int]  # (the answer, the endpoint that gave it)
 DIRECT_TOP_LOGPROBS = 20  # the alternatives at the verdict token: wide, so that both A and B are among them
 PREFLIGHT_TIMEOUT_S = 10.0  # longest wait for GET /models at start (at most retry.timeout_s)
-
-
-def image_part(source: str) -> dict[str, Any]:
-    if not source.startswith("data:"):
-        mime = mimetypes.guess_type(source)[0] or "image/png"
-        source = f"data:{mime};base64,{base64.b64encode(Path(source).read_bytes()).decode()}"
-    return {"type": "image_url", "image_url": {"url": source}}
 
 
 def shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, transport: Any) -> None:
@@ -155,28 +150,17 @@ class OpenAIJudge:
         self.watch = FormatWatch(cfg.retry.first_answers)
         self.tasks: list[asyncio.Task] = []  # the running batch's workers (cancelled when the watch stops the run)
         try:
-            if cfg.preflight:
-                self._call(
-                    preflight(
-                        self.transport,
-                        cfg.base_urls,
-                        cfg.model,
-                        cfg.api_key_env,
-                        min(PREFLIGHT_TIMEOUT_S, cfg.retry.timeout_s),
-                    )
-                )
-            dialects = self._call(self._probe_all()) if cfg.constrain != "off" else [None] * len(cfg.base_urls)
+            self.dialects = self._check_endpoints()
         except BaseException:
             self.close()
             raise
-        self.dialects = dialects
         # per endpoint, per kind of answer: how it is asked (form, constraint, body fields)
         self.specs = [
             {
                 kind: answer_spec(kind, cfg.form, resolve(cfg.constrain, cfg.form, dialect), dialect, cfg.max_tokens)
                 for kind in KINDS
             }
-            for dialect in dialects
+            for dialect in self.dialects
         ]
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
@@ -204,54 +188,15 @@ class OpenAIJudge:
         """Close the connections and stop the judge's event loop (the judge is unusable afterwards)."""
         self.closer()
 
-    async def _probe_all(self) -> list[str | None]:
-        """Each endpoint's constraint dialect (constrain.probe), all endpoints at once; warns or fails on none."""
+    def _check_endpoints(self) -> list[str | None]:
+        """The start-up checks (preflight.py): GET /models at every URL, then each URL's constraint dialect."""
         cfg = self.cfg
-
-        async def ask(index: int, extra: dict[str, Any]) -> str | None:
-            body = {
-                "model": cfg.model,
-                "temperature": 0.0,
-                "max_tokens": 64,
-                **cfg.extra_body,
-                **extra,
-                "messages": [{"role": "user", "content": "Reply with the single word zqx-probe."}],
-            }
-            body = {key: value for key, value in body.items() if value is not None}  # a null removes a field
-            for attempt in range(cfg.retry.max_retries + 1):
-                try:
-                    return self._read(await self.transport.post(index, body))[0]
-                except AttemptError as err:
-                    if not err.retryable:  # a 4xx: the server refuses the field
-                        return None
-                    if attempt == cfg.retry.max_retries:
-                        raise JudgeUnavailable(
-                            f"The judge endpoint {cfg.base_urls[index]} failed the structured-output probe of "
-                            f"judge.constrain={cfg.constrain} {attempt + 1} times ({err.kind}: {str(err)[:160]}); "
-                            "check the server, or set judge.constrain=off to skip the probe."
-                        ) from None
-                    await asyncio.sleep(self._backoff(attempt, err.wait))
-            raise AssertionError("unreachable")
-
-        found = await asyncio.gather(
-            *(probe(lambda extra, i=i: ask(i, extra), cfg.constrain) for i in range(len(cfg.base_urls)))
-        )
-        for url, dialect in zip(cfg.base_urls, found):
-            if dialect is not None:
-                continue
-            if cfg.constrain != "auto":
-                raise ConfigError(
-                    f"judge.constrain={cfg.constrain}: the judge endpoint {url} ignored a "
-                    f"{cfg.constrain} constraint in every form tsrl knows ({', '.join(probe_order(cfg.constrain))}); "
-                    "use judge.constrain=auto to take what it honours, or judge.constrain=off."
-                )
-            warnings.warn(
-                f"judge.constrain=auto: the judge endpoint {url} honours no structured-output field tsrl "
-                f"knows ({', '.join(DIALECTS)}); its answers are not constrained, so a model that does not "
-                "follow the template's format will fail (judge.retry.first_answers stops such a run early).",
-                stacklevel=2,
-            )
-        return list(found)
+        if cfg.preflight:
+            timeout_s = min(PREFLIGHT_TIMEOUT_S, cfg.retry.timeout_s)
+            self._call(preflight(self.transport, cfg.base_urls, cfg.model, cfg.api_key_env, timeout_s))
+        if cfg.constrain == "off":
+            return [None] * len(cfg.base_urls)
+        return self._call(probe_dialects(cfg, self.transport, self.counters, self.jitter))
 
     def _score_job(self, request: ScoreRequest) -> Job:
         fence = new_fence()
@@ -268,13 +213,7 @@ class OpenAIJudge:
 
     def _with_images(self, messages: list[dict[str, Any]], images: list[tuple[str, str | None]]) -> list:
         """The user turn with each response's rendering as an image part (judge.vision=true), else unchanged."""
-        shown = [(label, src) for label, src in images if src]
-        if self.cfg.vision and shown:
-            parts: list[dict[str, Any]] = [{"type": "text", "text": messages[1]["content"]}]
-            for label, src in shown:
-                parts += [{"type": "text", "text": f"Rendering of response {label}:"}, image_part(src)]
-            messages[1] = {"role": "user", "content": parts}  # type: ignore[dict-item]
-        return messages
+        return with_images(messages, images) if self.cfg.vision else messages
 
     def _run(self, requests: Sequence[Any], make_job: Callable[[Any], Job]) -> list[Score]:
         """Answer every request, in order: `concurrency` workers take the next request, render it, ask."""
@@ -356,9 +295,9 @@ class OpenAIJudge:
             if isinstance(reply, Score):  # the transport gave up: retries are spent
                 reply.tokens += tokens
                 return reply
-            text, used, top, finished, index = reply
-            tokens += used
-            answer = self._parse(text, tokens, top, fence, self.specs[index][kind], finished, index)
+            completion, index = reply
+            tokens += completion.prompt_tokens + completion.completion_tokens
+            answer = self._parse(completion, tokens, fence, self.specs[index][kind], index)
             if answer.error is None:
                 self.counters.add("reasked_requests", ask > 0)
                 return answer
@@ -381,16 +320,16 @@ class OpenAIJudge:
                 response, index = await self.hedger.send(
                     post, index, self.endpoints.other, retry.timeout_s, self._attempt_failed
                 )
-                text, tokens, top, finished = self._read(response)
+                answer = self._read(response)
             except AttemptError as err:
                 error = self._attempt_failed(err, index)
                 if not err.retryable or attempt == retry.max_retries:
                     return Score(None, error=error)
                 self.counters.add("retries")
-                await asyncio.sleep(self._backoff(attempt, err.wait))
+                await asyncio.sleep(backoff_s(attempt, err.wait, retry.backoff_s, retry.backoff_max_s, self.jitter))
                 continue
             self.endpoints.succeeded(index)
-            return text, tokens, top, finished, index
+            return answer, index
         raise AssertionError("unreachable")
 
     def _attempt_failed(self, err: AttemptError, index: int) -> str:
@@ -402,21 +341,12 @@ class OpenAIJudge:
         self.last_failure = (self.cfg.base_urls[index], error)
         return error
 
-    def _parse(
-        self, text: str, tokens: int, top: list, fence: str, spec: AnswerSpec, finished: str, index: int
-    ) -> Score:
+    def _parse(self, completion: Completion, tokens: int, fence: str, spec: AnswerSpec, index: int) -> Score:
         """The value of one answer (ParseError → a failed Score of that kind); every answer goes to the watch."""
-        url = self.cfg.base_urls[index]
+        text, top, finished, url = completion.text, completion.top, completion.finished, self.cfg.base_urls[index]
         self.counters.add("answers")
         try:
-            # a constrained answer's last line is the grammar's, so quoting a fence in it cannot forge a verdict
-            fence = fence if spec.constraint == "off" else "\0"  # "\0": a token no answer holds
-            if fence in (text or ""):
-                raise ParseError("echoed_prompt", "the judge's answer repeats the fenced prompt")
-            if spec.form == "reasoning" and spec.constraint != "json":
-                value = (parse_verdict if spec.kind == "verdict" else parse_score)(text, fence)
-            else:
-                value = spec.parse(text)
+            value = spec.parse(text, fence)
         except ParseError as err:
             self.counters.add("unreadable_answers")
             self.counters.add(f"attempt_errors/{err.kind}")
@@ -442,31 +372,11 @@ class OpenAIJudge:
         args.update(self.cfg.extra_body)
         return {key: value for key, value in args.items() if value is not None}
 
-    def _read(self, response: Any) -> tuple[str, int, list[dict[str, float]], str]:
-        """(answer text, total tokens, per-token top log-probs, finish reason) of a chat-completion JSON body; a
-        body of any other shape raises AttemptError malformed_response (retried)."""
-        try:
-            choice = response["choices"][0]
-            content = choice["message"].get("content") or ""
-            finished = str(choice.get("finish_reason") or "")
-            usage = response.get("usage") or {}
-            prompt_tokens, completion_tokens = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
-            items = (choice.get("logprobs") or {}).get("content") or []
-            top = [{alt["token"]: alt["logprob"] for alt in (item.get("top_logprobs") or [])} for item in items]
-        except (KeyError, IndexError, TypeError, AttributeError) as err:
-            raise AttemptError(
-                "malformed_response", f"not a chat completion ({type(err).__name__}: {err})", True
-            ) from None
-        if not isinstance(content, str):
-            raise AttemptError("malformed_response", "the message content is not text", True)
-        cost = self.cfg.price_in_per_m * prompt_tokens + self.cfg.price_out_per_m * completion_tokens
-        self.counters.add("cost_usd", cost / 1e6)
-        return content, prompt_tokens + completion_tokens, top, finished
-
-    def _backoff(self, attempt: int, server_wait: float | None) -> float:
-        retry = self.cfg.retry
-        wait = min(retry.backoff_max_s, retry.backoff_s * 2**attempt) * self.jitter.uniform(0.5, 1.0)
-        return min(retry.backoff_max_s, max(wait, server_wait or 0.0))
+    def _read(self, response: Any) -> Completion:
+        """The answer in a chat-completion body (AttemptError malformed_response if it is none), its cost counted."""
+        answer = read_completion(response)
+        self.counters.add("cost_usd", self.cfg.cost_usd(answer.prompt_tokens, answer.completion_tokens))
+        return answer
 
     def _raise_if_dead(self) -> None:
         limit = self.cfg.retry.max_consecutive_failures

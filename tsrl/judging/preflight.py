@@ -6,17 +6,27 @@ twenty retries in the middle of a ladder build.
 - Reachability and model (`preflight`, run when the judge is built unless `judge.preflight=false`): each URL
   is asked `GET <base_url>/models`, all at once. Unreachable, a refused key, a server without that route or
   a list that lacks `judge.model` each stop the run with one sentence naming the URL and the fix.
+- Structured outputs (`probe_dialects`, run when the judge is built unless `judge.constrain=off`): each URL is
+  asked constrain.probe's questions, all URLs at once, to learn which spelling of a constraint it obeys. None
+  obeyed stops the run for an explicit `judge.constrain`, warns for `auto`; an endpoint that keeps failing the
+  probe (retried as any request) stops it with JudgeUnavailable.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import random
+import warnings
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tsrl.errors import ConfigError
-from tsrl.judging.base import JudgeUnavailable
-from tsrl.judging.transport import AttemptError
+from tsrl.judging.base import JudgeCounters, JudgeUnavailable
+from tsrl.judging.constrain import DIALECTS, probe, probe_order
+from tsrl.judging.transport import AttemptError, backoff_s, read_completion
+
+if TYPE_CHECKING:  # openai_config imports this module (check_urls)
+    from tsrl.judging.openai_config import OpenAIJudgeConfig
 
 SKIP = "set judge.preflight=false to skip this check for servers without /models"
 LISTED = 8  # served model names quoted in an error (a hosted API may serve hundreds)
@@ -97,3 +107,58 @@ def endpoint_error(url: str, err: AttemptError, key_env: str) -> JudgeUnavailabl
     return JudgeUnavailable(
         f"The judge endpoint {url} failed GET /models ({err.kind}: {reason}); check the server, or {SKIP}."
     )
+
+
+async def probe_dialects(
+    cfg: OpenAIJudgeConfig, transport: Any, counters: JudgeCounters, jitter: random.Random
+) -> list[str | None]:
+    """Each endpoint's constraint dialect (constrain.probe), all endpoints at once; warns or fails on none."""
+
+    async def ask(index: int, extra: dict[str, Any]) -> str | None:
+        body = {
+            "model": cfg.model,
+            "temperature": 0.0,
+            "max_tokens": 64,
+            **cfg.extra_body,
+            **extra,
+            "messages": [{"role": "user", "content": "Reply with the single word zqx-probe."}],
+        }
+        body = {key: value for key, value in body.items() if value is not None}  # a null removes a field
+        retry = cfg.retry
+        for attempt in range(retry.max_retries + 1):
+            try:
+                answer = read_completion(await transport.post(index, body))
+            except AttemptError as err:
+                if not err.retryable:  # a 4xx: the server refuses the field
+                    return None
+                if attempt == retry.max_retries:
+                    raise JudgeUnavailable(
+                        f"The judge endpoint {cfg.base_urls[index]} failed the structured-output probe of "
+                        f"judge.constrain={cfg.constrain} {attempt + 1} times ({err.kind}: {str(err)[:160]}); "
+                        "check the server, or set judge.constrain=off to skip the probe."
+                    ) from None
+                await asyncio.sleep(backoff_s(attempt, err.wait, retry.backoff_s, retry.backoff_max_s, jitter))
+                continue
+            counters.add("cost_usd", cfg.cost_usd(answer.prompt_tokens, answer.completion_tokens))
+            return answer.text
+        raise AssertionError("unreachable")
+
+    found = await asyncio.gather(
+        *(probe(lambda extra, i=i: ask(i, extra), cfg.constrain) for i in range(len(cfg.base_urls)))
+    )
+    for url, dialect in zip(cfg.base_urls, found):
+        if dialect is not None:
+            continue
+        if cfg.constrain != "auto":
+            raise ConfigError(
+                f"judge.constrain={cfg.constrain}: the judge endpoint {url} ignored a "
+                f"{cfg.constrain} constraint in every form tsrl knows ({', '.join(probe_order(cfg.constrain))}); "
+                "use judge.constrain=auto to take what it honours, or judge.constrain=off."
+            )
+        warnings.warn(
+            f"judge.constrain=auto: the judge endpoint {url} honours no structured-output field tsrl "
+            f"knows ({', '.join(DIALECTS)}); its answers are not constrained, so a model that does not "
+            "follow the template's format will fail (judge.retry.first_answers stops such a run early).",
+            stacklevel=2,
+        )
+    return list(found)

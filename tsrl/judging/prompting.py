@@ -18,17 +18,23 @@ Why the answer cannot be forged by a response:
   `VERDICT: A`, `VERDICT: B` or `VERDICT: TIE` (case and surrounding markdown `*`/backticks tolerated);
 - an answer that contains the fence token is an echo of the prompt (it may end with a response's forged
   verdict line) and is rejected as `echoed_prompt`.
+
+A vision judge (`judge.vision`) also sees each response's rendering: `with_images` appends them to the user turn
+as image parts, after the text.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
+import mimetypes
 import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import Any
 
 from tsrl.errors import ConfigError
 
@@ -119,6 +125,26 @@ def render(
         values[f"fence_{label}_close"] = f"[[END RESPONSE {label.upper()} {fence}]]"
     user = Template(template.user).safe_substitute(values)
     return [{"role": "system", "content": template.system}, {"role": "user", "content": user}]
+
+
+def image_part(source: str) -> dict[str, Any]:
+    """A chat image part: a data: URL as it is, a file path read and base64-encoded (MIME type from its name)."""
+    if not source.startswith("data:"):
+        mime = mimetypes.guess_type(source)[0] or "image/png"
+        source = f"data:{mime};base64,{base64.b64encode(Path(source).read_bytes()).decode()}"
+    return {"type": "image_url", "image_url": {"url": source}}
+
+
+def with_images(messages: list[dict[str, Any]], images: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+    """`render`'s messages with each response's rendering, (label, file path or data: URL or None), as an image
+    part after the text of the user turn; unchanged when no response has one."""
+    shown = [(label, src) for label, src in images if src]
+    if shown:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": messages[1]["content"]}]
+        for label, src in shown:
+            parts += [{"type": "text", "text": f"Rendering of response {label}:"}, image_part(src)]
+        messages[1] = {"role": "user", "content": parts}
+    return messages
 
 
 def final_line(answer: str, fence: str) -> str:

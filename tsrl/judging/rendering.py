@@ -27,6 +27,7 @@ Screenshots are cached as PNG by sha256(width, height, html), so the frozen anch
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -35,15 +36,17 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Protocol
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, error_kind, merge_metrics
+from tsrl.progress import PROGRESS_EVERY_S, duration
 from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
 
+log = logging.getLogger("tsrl")
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 VIRTUAL_TIME_MS = 3000  # simulated time for timers and animations before the shot (fast-forwarded)
 NOCASE = re.IGNORECASE
@@ -174,15 +177,40 @@ class PageRenderer:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.pool = ThreadPoolExecutor(cfg.workers, thread_name_prefix="tsrl-render")
         self.assets = {url: read_asset(url, path) for url, path in cfg.assets.items()}
+        self.warm = False  # the first batch that starts browsers says so
 
     def render_many(self, pages: Sequence[str]) -> list[Rendering]:
-        return list(self.pool.map(self.render, pages))
+        """Every page's rendering, in order; a batch that takes long says what it does and how far it got."""
+        fresh = sum(not self._target(html)[1].is_file() for html in pages)
+        if fresh and not self.warm:
+            self.warm = True
+            log.info(
+                "rendering %d web pages for the judge: a headless Chromium (%s) per page, %d at a time "
+                "(judge.render.workers), at most %g s a page; screenshots are cached by content in %s, so each page "
+                "renders once; a cold browser's first pages take longest (progress every %.0f s)",
+                fresh,
+                self.chromium,
+                self.cfg.workers,
+                self.cfg.timeout_s,
+                self.cache_dir,
+                PROGRESS_EVERY_S,
+            )
+        futures = [self.pool.submit(self.render, html) for html in pages]
+        start = time.monotonic()
+        while pending := wait(futures, timeout=PROGRESS_EVERY_S).not_done:
+            done = len(futures) - len(pending)
+            log.info("rendering: %d of %d pages after %s", done, len(futures), duration(time.monotonic() - start))
+        return [future.result() for future in futures]
+
+    def _target(self, html: str) -> tuple[str, Path]:
+        """The page with its assets inlined, and where its screenshot is cached."""
+        html = inline_assets(html, self.assets)
+        key = hashlib.sha256(f"{self.cfg.width}x{self.cfg.height}\n{html}".encode()).hexdigest()
+        return html, self.cache_dir / f"{key}.png"
 
     def render(self, html: str) -> Rendering:
         start = time.monotonic()
-        html = inline_assets(html, self.assets)
-        key = hashlib.sha256(f"{self.cfg.width}x{self.cfg.height}\n{html}".encode()).hexdigest()
-        target = self.cache_dir / f"{key}.png"
+        html, target = self._target(html)
         if target.is_file():
             return Rendering(str(target), None, time.monotonic() - start, cached=True)
         error = self._refusal(html) or self._shoot(html, target)

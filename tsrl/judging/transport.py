@@ -1,6 +1,8 @@
 """How the openai judge's requests reach the server: one POST of a chat-completions body, answered by its
 JSON body or by an AttemptError that says what went wrong and whether another attempt may help; and one
-GET of the served model list (`models`, for the start-up check in preflight.py).
+GET of the served model list (`models`, for the start-up check in preflight.py). `read_completion` takes what
+the judge needs out of a chat-completion body (a body of another shape is one more retried AttemptError), and
+`backoff_s` is how long to wait before the next attempt.
 
 Two transports behind that one call (`judge.transport`):
 
@@ -21,9 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
@@ -63,6 +66,41 @@ def decode(raw: bytes) -> dict:
     if not isinstance(body, dict):
         raise AttemptError("malformed_response", f"body is a JSON {type(body).__name__}, not an object", True)
     return body
+
+
+class Completion(NamedTuple):
+    """What the judge reads from a chat-completion body."""
+
+    text: str  # the answer
+    prompt_tokens: int
+    completion_tokens: int
+    top: list[dict[str, float]]  # per generated token: {alternative token: its log-prob}
+    finished: str  # the finish reason ("stop", "length", …; "" if none)
+
+
+def read_completion(response: Any) -> Completion:
+    """The answer in a chat-completion JSON body; a body of any other shape raises AttemptError
+    malformed_response (retried)."""
+    try:
+        choice = response["choices"][0]
+        content = choice["message"].get("content") or ""
+        finished = str(choice.get("finish_reason") or "")
+        usage = response.get("usage") or {}
+        prompt_tokens, completion_tokens = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
+        items = (choice.get("logprobs") or {}).get("content") or []
+        top = [{alt["token"]: alt["logprob"] for alt in (item.get("top_logprobs") or [])} for item in items]
+    except (KeyError, IndexError, TypeError, AttributeError) as err:
+        raise AttemptError("malformed_response", f"not a chat completion ({type(err).__name__}: {err})", True) from None
+    if not isinstance(content, str):
+        raise AttemptError("malformed_response", "the message content is not text", True)
+    return Completion(content, prompt_tokens, completion_tokens, top, finished)
+
+
+def backoff_s(attempt: int, server_wait: float | None, base_s: float, max_s: float, jitter: random.Random) -> float:
+    """The wait after failed attempt `attempt` (0, 1, …): base_s · 2^attempt times a jitter factor in [0.5, 1],
+    at least what the server asked (Retry-After), never more than max_s."""
+    wait = min(max_s, base_s * 2**attempt) * jitter.uniform(0.5, 1.0)
+    return min(max_s, max(wait, server_wait or 0.0))
 
 
 def env_proxy(url: str) -> str | None:

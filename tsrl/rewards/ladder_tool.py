@@ -48,7 +48,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from tsrl.config import EndpointConfig
+from tsrl.config import CommandConfig, EndpointConfig
 from tsrl.errors import ConfigError, UserError
 from tsrl.rewards.diversity import words
 from tsrl.rewards.ladder import LadderConfig
@@ -91,17 +91,16 @@ class BuildSettings:
 
 
 @dataclass
-class LadderRunConfig:
-    task: Any = MISSING
-    judge: Any = MISSING
+class LadderRunConfig(CommandConfig):
+    """tsrl-ladder's root (configs/ladder.yaml); run_dir receives anchors.jsonl, ladder.jsonl and
+    ladder_report.json."""
+
     model: Any = MISSING
     generator: Any = MISSING
     ladder: LadderConfig = field(default_factory=LadderConfig)
     """Ranking settings (l2, ranking, elo_k, ladder_dir): those of the training run's reward.* to be reused."""
     build: BuildSettings = field(default_factory=BuildSettings)
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
-    run_dir: str = ""
-    """Where anchors.jsonl, ladder.jsonl and ladder_report.json go (empty = Hydra's output directory)."""
 
 
 def with_instruction(prompt: Prompt, instruction: str, suffix: str) -> Prompt:
@@ -139,7 +138,7 @@ def from_policy(cfg: Any, build: BuildSettings, task: Any, prompts: Sequence[Pro
     from tsrl.models import policy_source
     from tsrl.models.source import load_source
 
-    model, tokenizer = load_source(policy_source(cfg.model, task))
+    model, tokenizer = load_source(policy_source(cfg.model, cfg.task))
     generator = build_generator(cfg.generator, model, tokenizer)
     asked = requests_for(prompts, build)
     groups = generator.generate([p for _, _, p in asked], build.samples, build.max_new_tokens or None)

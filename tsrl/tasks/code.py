@@ -6,7 +6,7 @@ Data rows (JSONL): {"id": str, "title": str, "question": str, "tests": [{"input"
 "func_name": str (optional: LeetCode-style tests call Solution().<func_name>(*args), one JSON argument per input
 line, and compare the JSON result), "difficulty", "platform", "contest_date" (optional)}.
 The shipped sample (tsrl/tasks/data/code/) was written for tsrl: 16 training and 8 held-out stdin/stdout problems,
-each with 4–5 tests and a reference solution; tests/unit/test_code_task.py runs every reference (it passes) and a
+each with 4–5 tests and a reference solution; tests/unit/tasks/test_code_task.py runs every reference (it passes) and a
 wrong program (it fails) in the sandbox.
 
 Verifier: the program is the last fenced code block of the completion (```python, ```py or a bare ```); it runs

@@ -7,6 +7,7 @@ library itself never imports it. Nothing here needs a test-only package: pytest 
   classes implementing the `Task` and `Judge` protocols, and `number_prompt`.
 - `judge_server`: `JudgeServer`, a real OpenAI-compatible server on loopback that scripts verdicts and injects
   faults (`python -m tsrl.testing.judge_server` runs it for another process).
+- `judge_answers`: what that server answers (the scripted verdict, constrained answers, log-probs).
 - `judge_client`: the openai judge pointed at a `JudgeServer`: a fast retry policy, pairs with known winners.
 - `cli`: `tsrl-train` as a subprocess on a tiny policy, and its metrics.
 - `logprobs`: the gap between a sampler's and the learner's log-probs (the vLLM tests).

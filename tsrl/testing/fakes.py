@@ -7,9 +7,9 @@ texts it makes up, and a judge that compares those numbers is right by construct
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from tsrl.types import Anchor, PairRequest, Prompt, Score, ScoreRequest, Verdict
+from tsrl.types import Anchor, Count, PairRequest, Prompt, Score, ScoreRequest, Verdict
 
 
 class NumberTask:
@@ -76,3 +76,41 @@ def number_prompt(pid: str, qualities: Sequence[float]) -> Prompt:
         text=f"prompt {pid}",
         anchors=tuple(Anchor(f"q={q} anchor {i}", f"t{i}") for i, q in enumerate(qualities)),
     )
+
+
+PAIR_PROMPT = Prompt("p", "Which is better?")
+
+
+class AnswerJudge:
+    """A judge whose every answer comes from `answer(request)`; records each batch it is sent. Its metrics
+    count the requests since the last drain."""
+
+    def __init__(self, answer: Callable[[PairRequest | ScoreRequest], Verdict | Score]) -> None:
+        self.answer = answer
+        self.batches: list[list] = []
+        self.undrained = 0
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        self.batches.append(list(requests))
+        self.undrained += len(requests)
+        return [self.answer(r) for r in requests]
+
+    score = compare
+
+    def drain_metrics(self) -> dict[str, float]:
+        calls, self.undrained = self.undrained, 0
+        return {"calls": Count(calls)}
+
+    @property
+    def asked(self) -> list:
+        return [r for batch in self.batches for r in batch]
+
+
+def first_wins(_: PairRequest) -> Verdict:
+    """An answer for AnswerJudge: the first response always wins (every swap shows)."""
+    return Verdict(1.0, raw="first")
+
+
+def numbered_pairs(n: int, prompt: Prompt = PAIR_PROMPT) -> list[PairRequest]:
+    """n distinct pairs whose first response is the better one (q=2 against q=1)."""
+    return [PairRequest(prompt, f"q=2 answer {i}", f"q=1 other {i}") for i in range(n)]

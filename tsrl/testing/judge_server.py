@@ -1,35 +1,17 @@
 """Test and benchmark support: a real OpenAI-compatible chat-completions server on loopback that scripts verdicts
 and injects faults. Standard library only (asyncio streams), so it runs wherever tsrl does.
 
-Verdict rule (deterministic, so tests can check alignment): the fenced response with more words wins;
-equal word counts → TIE. A pointwise question (only a RESPONSE A fence) is graded min(10, words of the
-response). Faults are drawn per request from a seeded RNG at `fault_rate`, uniformly over `fault_kinds`, or
-taken from the `queue` of scripted faults first. Besides FAULTS, `blackhole` takes the request and never
-answers (the connection stays open until the client gives up on it). With `first_unreadable`, the first
-answer to each distinct pair (its two fenced texts) has no verdict line and every later one is proper. Every
-request and every injected fault is counted in `stats`. Each answer leaves exactly `latency` after its
+What it answers is judge_answers.py: the fenced response with more words wins (a lone response is graded by its
+words), and a constrained answer obeys the constraint fields of its `dialect`, each obeyed one counted
+`constrained/<choice|regex|json>`; a constraint that no answer can meet is an HTTP 400 (counted `rejected`), as
+from a server that refuses it. Faults are drawn per request from a seeded RNG at `fault_rate`, uniformly over
+`fault_kinds`, or taken from the `queue` of scripted faults first. Besides FAULTS, `blackhole` takes the request
+and never answers (the connection stays open until the client gives up on it). With `first_unreadable`, the
+first answer to each distinct pair (its two fenced texts) has no verdict line and every later one is proper.
+Injected faults hit constrained answers too; `free_text` and `first_unreadable` (failings of the model) do not.
+Every request and every injected fault is counted in `stats`. Each answer leaves exactly `latency` after its
 request arrived. `GET /models` lists `model` (not counted as a request; with `serve_models=False` it is a 404).
 With `latency_per_token_s` an answer leaves that much later per completion token (a model's decode time).
-
-Constrained answers, as real servers give them: `dialect` names the request fields the server obeys —
-`structured_outputs` (vLLM ≥ 0.10: `structured_outputs: {choice|regex|json}`), `guided` (older vLLM: top-level
-`guided_choice|guided_regex|guided_json`), `sglang` (a top-level `regex`), `response_format` (only OpenAI's
-`response_format` JSON schema) or `none` (the default: nothing). All but `none` also obey `response_format`; any
-other field is ignored silently, as servers do, and each obeyed one counts `constrained/<choice|regex|json>`. A
-constrained answer always conforms. The candidates, in order: the reasoning form (one line of reasoning, then
-`VERDICT: X` or `SCORE: n`; a shorter line where the first is too long), the direct form (`X` or `n` alone), the
-JSON objects {"reasoning": …, "verdict": "X"} and {"verdict": "X"} (grades: "score": n). A regex takes the first
-candidate it matches in full, else the regex itself if it is a literal (a probe); a choice list the scripted
-value if listed, else its first choice; a JSON schema the object with exactly the schema's properties, filled by
-name (reasoning, verdict, score) or, for an enum or const, with a value it allows. Where nothing conforms the
-answer is an HTTP 400 (counted `rejected`), as from a server that refuses the constraint. With log-probs the
-token that holds the value carries the alternatives over the allowed values: the first token of a direct answer
-(answer 0.9, the others sharing 0.1, as after a grammar mask), the value's token in JSON, the last token (" A")
-of a reasoning answer as always. Unconstrained, the model follows the template: the reasoning form, or the
-direct form when the closing instruction asks for the answer and "nothing else". With `free_text` it is a weak
-model instead and, unconstrained, rambles without a verdict line until max_tokens (finish_reason "length").
-Injected faults hit constrained answers too; `free_text` and `first_unreadable` (failings of the model) do not.
-usage.completion_tokens is max(1, len(answer) // 4), or the request's max_tokens for a rambling answer.
 
 Run as a module for use from another process:
 
@@ -43,17 +25,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import random
 import re
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-FENCE = re.compile(r"\[\[RESPONSE ([AB]) ([0-9a-f]+)\]\]\n(.*?)\n\[\[END RESPONSE \1 \2\]\]", re.DOTALL)
+from tsrl.testing.judge_answers import (
+    DIALECTS,
+    FENCE,
+    Answer,
+    completion_body,
+    constrained_answer,
+    requested_constraint,
+    scripted,
+    unconstrained_answer,
+)
+
 FAULTS = ("rate_limited", "server_error", "hang", "drop", "malformed_json", "empty", "wrong_format", "echo")
 TRANSPORT = {
     "rate_limited": "rate_limited",
@@ -63,159 +52,7 @@ TRANSPORT = {
     "malformed_json": "malformed_response",
 }  # server fault → client error kind
 CONTENT = {"empty": "empty_content", "wrong_format": "unparseable_verdict", "echo": "echoed_prompt"}
-DIALECTS = ("structured_outputs", "guided", "sglang", "response_format", "none")
-CONSTRAINTS = ("choice", "regex", "json")
-VALUES = {"verdict": ("A", "B", "TIE"), "score": tuple(str(g) for g in range(11))}
-LINE = {"verdict": "VERDICT", "score": "SCORE"}
-REASONING = {
-    "verdict": "Response A and response B were compared on the criteria.",
-    "score": "The response was graded on the criteria.",
-}
-SHORT_REASONING = "Compared."  # fits the shortest reasoning line a judge allows (16 characters)
-RAMBLE = "The first joke is about cats. The second joke is about a dog who wants to be a cat, and then the dog"
-ASKS_DIRECT = re.compile(r"nothing else", re.IGNORECASE)
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}
-VERDICT_P = {"A": [0.9, 0.08, 0.02], "B": [0.08, 0.9, 0.02], "TIE": [0.1, 0.1, 0.8]}  # over " A", " B", " T"
-
-
-def scripted_verdict(user_text: str) -> str:
-    """'A' | 'B' | 'TIE' by word count of the fenced responses ('?' when fences are missing)."""
-    found = {label: body for label, _, body in FENCE.findall(user_text)}
-    if set(found) != {"A", "B"}:
-        return "?"
-    a, b = (len(found[k].split()) for k in "AB")
-    return "A" if a > b else "B" if b > a else "TIE"
-
-
-def scripted(user_text: str) -> tuple[str, str]:
-    """('score', '0'…'10') for one fenced response (its words, at most 10), else ('verdict', scripted_verdict)."""
-    found = {label: body for label, _, body in FENCE.findall(user_text)}
-    if set(found) == {"A"}:
-        return "score", str(min(10, len(found["A"].split())))
-    return "verdict", scripted_verdict(user_text)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One answer: its text, its layout (reasoning | direct | json | plain), the scripted value it holds at
-    character `at`, and the values the decoder could have put there (the log-prob alternatives)."""
-
-    text: str
-    shape: str
-    value: str = ""
-    allowed: tuple[str, ...] = ()
-    at: int = 0
-    finish: str = "stop"
-
-
-def reasoning_answer(kind: str, value: str, line: str) -> Answer:
-    text = f"{line}\n{LINE[kind]}: {value}"
-    return Answer(text, "reasoning", value, VALUES[kind], len(text) - len(value))
-
-
-def json_answer(kind: str, value: str, schema: Any) -> Answer | None:
-    """The object with exactly the schema's properties (reasoning and `kind` without a schema), filled from the
-    script by name, an enum or const with a value it allows; None when a property is left without a value."""
-    schema = json.loads(schema) if isinstance(schema, str) else schema or {}
-    properties = schema.get("properties") or {"reasoning": {}, kind: {}}
-    script = {"reasoning": REASONING[kind], kind: int(value) if kind == "score" else value}
-    answer = {}
-    for name, prop in properties.items():
-        allows = prop["enum"] if "enum" in prop else [prop["const"]] if "const" in prop else None
-        filled = script.get(name)
-        if allows is not None and filled not in allows:
-            filled = allows[0] if allows else None
-        if filled is None:
-            return None
-        answer[name] = filled[: prop["maxLength"]] if isinstance(filled, str) and "maxLength" in prop else filled
-    if not set(schema.get("required", [])) <= set(answer):
-        return None
-    text = json.dumps(answer)
-    if kind not in answer:
-        return Answer(text, "json")
-    allowed = tuple(map(str, properties[kind].get("enum", VALUES[kind])))
-    at = text.index(f'"{kind}": ') + len(kind) + 4 + isinstance(answer[kind], str)
-    return Answer(text, "json", str(answer[kind]), allowed, at)
-
-
-def regex_answer(kind: str, value: str, pattern: str) -> Answer | None:
-    """The first candidate the regex matches in full, else the regex itself when it is a literal."""
-    regex = re.compile(pattern)
-    direct = tuple(v for v in VALUES[kind] if regex.fullmatch(v))
-    candidates = [
-        reasoning_answer(kind, value, REASONING[kind]),
-        reasoning_answer(kind, value, SHORT_REASONING),
-        Answer(value, "direct", value, direct),
-        json_answer(kind, value, None),
-        json_answer(kind, value, {"properties": {kind: {}}}),
-    ]
-    for candidate in candidates:
-        if candidate is not None and regex.fullmatch(candidate.text):
-            return candidate
-    literal = re.sub(r"\\(.)", r"\1", pattern)  # the regex with its escapes undone: 'zqx\-probe' → 'zqx-probe'
-    return Answer(literal, "plain") if regex.fullmatch(literal) else None
-
-
-def constrained_answer(kind: str, value: str, constraint: str, spec: Any) -> Answer | None:
-    """The scripted answer that obeys `constraint` (choice | regex | json) = `spec`; None when none can."""
-    if constraint == "choice":
-        choices = tuple(map(str, spec))
-        pick = value if value in choices else choices[0] if choices else None
-        return Answer(pick, "direct", pick, choices) if pick is not None else None
-    if constraint == "regex":
-        return regex_answer(kind, value, spec)
-    return json_answer(kind, value, spec)
-
-
-def requested_constraint(body: dict, dialect: str) -> tuple[str, Any] | None:
-    """The (constraint, spec) of `body` that a `dialect` server obeys; None when it obeys none of its fields."""
-    if dialect == "none":
-        return None
-    spelled = {
-        "structured_outputs": body.get("structured_outputs") or {},
-        "guided": {c: body.get(f"guided_{c}") for c in CONSTRAINTS},
-        "sglang": {"regex": body.get("regex")},
-    }.get(dialect, {})
-    found = [(c, spelled[c]) for c in CONSTRAINTS if spelled.get(c) is not None]
-    response_format = body.get("response_format") or {}
-    if response_format.get("type") == "json_schema":
-        found.append(("json", (response_format.get("json_schema") or {}).get("schema")))
-    elif response_format.get("type") == "json_object":
-        found.append(("json", None))
-    return found[0] if found else None
-
-
-def alternative(token: str, p: float) -> dict:
-    return {"token": token, "logprob": math.log(p), "bytes": None}
-
-
-def generated(token: str, logprob: float = 0.0, alternatives: list | None = None) -> dict:
-    return {"token": token, "logprob": logprob, "bytes": None, "top_logprobs": alternatives or []}
-
-
-def logprob_tokens(answer: Answer, top_n: Any) -> list[dict] | None:
-    """Per-token log-probs, the alternatives at the value's first token (TIE is 'T' + 'IE'); None without a value.
-    A reasoning answer keeps the shape it always had: 'VERDICT', ':', then ' A' with ' A', ' B', ' T'."""
-    if answer.value not in answer.allowed:
-        return None
-    first = {v: "T" if v == "TIE" else v for v in answer.allowed}
-    n = len(answer.allowed)
-    probs = [1.0] if n == 1 else [0.9 if v == answer.value else 0.1 / (n - 1) for v in answer.allowed]
-    space = " " if answer.shape == "reasoning" else ""
-    if answer.shape == "reasoning" and answer.allowed == VALUES["verdict"]:
-        probs = VERDICT_P[answer.value]
-    alternatives = [alternative(space + first[v], p) for v, p in zip(answer.allowed, probs)]
-    if isinstance(top_n, int) and 0 < top_n < len(alternatives):
-        alternatives = sorted(alternatives, key=lambda alt: -alt["logprob"])[:top_n]
-    if answer.shape == "reasoning":
-        label = answer.text.rsplit("\n", 1)[-1].partition(":")[0]
-        return [generated(label), generated(":"), generated(space + first[answer.value], -0.1, alternatives)]
-    head, tail = answer.text[: answer.at], answer.text[answer.at + len(answer.value) :]
-    p = probs[answer.allowed.index(answer.value)]
-    tokens = [generated(head)] if head else []
-    tokens.append(generated(first[answer.value], math.log(p), alternatives))
-    tokens += [generated(piece) for piece in (answer.value[len(first[answer.value]) :], tail) if piece]
-    return tokens
 
 
 class JudgeServer:
@@ -297,7 +134,7 @@ class JudgeServer:
         kind, value = scripted(user)
         constraint = requested_constraint(body, self.dialect)
         if constraint is None:
-            answer = self._unconstrained(kind, value, user)
+            answer = unconstrained_answer(kind, value, user, self.free_text)
             fault = fault or self._unreadable_first(user)
         else:
             self.stats[f"constrained/{constraint[0]}"] += 1
@@ -316,16 +153,7 @@ class JudgeServer:
         }
         if fault in faulted:
             answer = Answer(faulted[fault], "plain")
-        return 200, self._reply(body, user, answer, fault)
-
-    def _unconstrained(self, kind: str, value: str, user: str) -> Answer:
-        """What the model writes when nothing constrains it: rambling (free_text), the value alone when the closing
-        instruction asks for nothing else, else the reasoning form."""
-        if self.free_text:
-            return Answer(RAMBLE, "plain", finish="length")
-        if ASKS_DIRECT.search(user.rsplit("[[END RESPONSE", 1)[-1]):
-            return Answer(value, "direct", value, VALUES[kind])
-        return reasoning_answer(kind, value, REASONING[kind])
+        return 200, completion_body(body, user, answer, self.logprobs and fault is None)
 
     def _unreadable_first(self, user: str) -> str | None:
         """'wrong_format' for the first answer to each distinct pair under `first_unreadable`."""
@@ -335,30 +163,6 @@ class JudgeServer:
         self.seen_pairs.add(pair)
         self.stats["fault/first_unreadable"] += 1
         return "wrong_format"
-
-    def _reply(self, body: dict, user: str, answer: Answer, fault: str | None) -> dict:
-        choice: dict = {
-            "index": 0,
-            "finish_reason": answer.finish,
-            "message": {"role": "assistant", "content": answer.text},
-        }
-        tokens = (
-            logprob_tokens(answer, body.get("top_logprobs"))
-            if body.get("logprobs") and self.logprobs and fault is None
-            else None
-        )
-        if tokens:
-            choice["logprobs"] = {"content": tokens}
-        limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        out = limit if answer.finish == "length" and limit else max(1, len(answer.text) // 4)
-        return {
-            "id": "cmpl-test",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body["model"],
-            "choices": [choice],
-            "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": out, "total_tokens": len(user) // 4 + out},
-        }
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One keep-alive HTTP/1.1 connection: read requests until the client closes it."""

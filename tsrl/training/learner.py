@@ -37,7 +37,7 @@ from tsrl.models.forward import RolloutBatch, completion_logprobs
 from tsrl.models.lora import add_adapter, is_adapted, lora_settings
 from tsrl.models.source import PolicySource, load_model, load_tokenizer
 from tsrl.models.view import PolicyView, element_count, gathered, is_partitioned, weights_fingerprint
-from tsrl.tasks import Task
+from tsrl.tasks.base import DatasetConfig
 
 SYNC_BUCKET_ELEMENTS = 50_000_000  # ~200 MB of float32 per gathered bucket
 
@@ -79,10 +79,12 @@ class Learner:
         accelerator.register_for_checkpointing(self.scheduler)  # not prepared: accelerate would step it per process
 
     @classmethod
-    def build(cls, cfg: RunConfig, task: Task, accelerator: Any) -> Learner:
-        """Load the configured policy (tiny, a local folder, smollm2, ...), add the LoRA adapter if asked."""
+    def build(cls, cfg: RunConfig, accelerator: Any, task_cfg: DatasetConfig | None = None) -> Learner:
+        """Load the configured policy (tiny, a local folder, smollm2, ...), add the LoRA adapter if asked. A policy
+        built from the task's data (model=tiny) learns from `task_cfg` (default cfg.task): the run's task as the
+        user configured it, before a ladder step adds anchors of its own."""
         with accelerator.main_process_first():  # build or convert the folder once; the others find it made
-            source = policy_source(cfg.model, task)
+            source = policy_source(cfg.model, task_cfg or cfg.task)
         tokenizer = load_tokenizer(source)
         model = load_model(source)  # every process together: under ZeRO-3 the loading is collective
         settings = lora_settings(cfg.model)

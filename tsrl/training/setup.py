@@ -82,11 +82,12 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         handlers.append(InitProcessGroupKwargs(backend="nccl" if torch.cuda.is_available() else "gloo"))
     acc = Accelerator(kwargs_handlers=handlers)
     set_seed(cfg.seed, device_specific=True)
+    configured = cfg.task  # the policy's data: the ladder step's anchors are the policy's own samples
     with acc.main_process_first():  # the ladder step: the main process writes missing anchors, the others read them
         cfg, task = prepare_ladder(cfg, task)
     REWARDS.check(cfg.reward, task)  # cheap checks (anchors per prompt against reward.k) before the policy is built
     run_dir = Path(cfg.run_dir)
-    learner = Learner.build(cfg, task, acc)
+    learner = Learner.build(cfg, acc, configured)
     fingerprint = judge_fingerprint(cfg.judge)
     generator = build_generator(cfg.generator, learner.module, learner.tokenizer)
     generator.load_weights(learner.weights_for_sync())  # an engine of its own starts from the policy's weights

@@ -174,7 +174,7 @@ def test_the_shipped_smollm2_profile_is_the_fit_of_its_recorded_answers(tmp_path
 
     from tsrl.judging.check import fit_saved
 
-    saved = json.loads((Path(__file__).parents[1] / "data" / "smollm2_judge_answers.json").read_text())
+    saved = json.loads((Path(__file__).parents[2] / "data" / "smollm2_judge_answers.json").read_text())
     fit = fit_saved(saved, "smollm2-135m-vllm", tmp_path)
     shipped = load_profile("smollm2-135m-vllm")
     assert fit["parameters"] == shipped.parameters

@@ -739,7 +739,7 @@ def openai_identity(**settings) -> str:
 def test_openai_judge_identity_names_model_template_and_generation_settings(tmp_path):
     """The identity the cache is keyed on changes with the model, the template (name and content), every
     generation setting sent with a request, the vision switch (whether the judge sees the images) and the form."""
-    template = (Path(__file__).parents[2] / "tsrl/judging/prompts/generic_pairwise_v1.txt").read_text()
+    template = (Path(__file__).parents[3] / "tsrl/judging/prompts/generic_pairwise_v1.txt").read_text()
     edited = tmp_path / "edited" / "generic_pairwise_v1.txt"
     edited.parent.mkdir()
     edited.write_text(template.replace("\n---user---\n", "\nBe strict.\n---user---\n"))

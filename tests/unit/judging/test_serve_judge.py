@@ -16,6 +16,7 @@ import textwrap
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from tsrl.commands import serve_judge
 from tsrl.errors import UserError
 from tsrl.judging import serve
 from tsrl.judging.serve import (
@@ -200,7 +201,7 @@ def is_gone(pid: int) -> bool:
 
 def test_command_gets_the_overrides_its_status_is_returned_and_servers_are_stopped(fake_vllm, tmp_path, capsys):
     port, out = free_ports(2), tmp_path / "command.json"
-    status = serve.main(
+    status = serve_judge.main(
         [
             "--model",
             "models/tiny-judge",
@@ -242,7 +243,7 @@ def test_command_gets_the_overrides_its_status_is_returned_and_servers_are_stopp
 
 def test_an_engine_that_exits_early_is_reported_with_its_log_tail(fake_vllm, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_ENGINE", "fail")
-    status = serve.main(
+    status = serve_judge.main(
         [
             "--model",
             "m",
@@ -267,7 +268,7 @@ def test_a_server_never_ready_fails_after_wait_s_saying_what_it_waited_for(fake_
     monkeypatch.setenv("FAKE_ENGINE", "hang")
     monkeypatch.setattr(serve, "PROGRESS_EVERY_S", 0.2)
     port = free_ports(1)
-    status = serve.main(
+    status = serve_judge.main(
         [
             "--model",
             "m",
@@ -293,7 +294,7 @@ def test_without_a_command_it_serves_until_sigterm_then_stops_the_servers(fake_v
         [
             sys.executable,
             "-c",
-            "import sys; from tsrl.judging.serve import main; sys.exit(main())",
+            "import sys; from tsrl.commands.serve_judge import main; sys.exit(main())",
             "--model",
             "m",
             "--python",
@@ -322,18 +323,18 @@ def test_bad_input_is_one_sentence_and_status_2(fake_vllm, tmp_path, monkeypatch
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert serve.main(["--model", "m", "--python", sys.executable, "--port", str(port)]) == 2
+        assert serve_judge.main(["--model", "m", "--python", sys.executable, "--port", str(port)]) == 2
         assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
-    assert serve.main(["--model", "m", "--python", str(tmp_path / "nope"), "--port", str(port)]) == 2
+    assert serve_judge.main(["--model", "m", "--python", str(tmp_path / "nope"), "--port", str(port)]) == 2
     assert "is not an executable interpreter" in capsys.readouterr().err
     sglang = ["--model", "m", "--engine", "sglang", "--python", sys.executable, "--port", str(port)]
-    assert serve.main(sglang) == 2
+    assert serve_judge.main(sglang) == 2
     assert f"{sys.executable} cannot import sglang" in capsys.readouterr().err
     monkeypatch.delenv("PYTHONPATH")  # no fake vllm: the test environment has none
-    assert serve.main(["--model", "m", "--python", sys.executable, "--port", str(port)]) == 2
+    assert serve_judge.main(["--model", "m", "--python", sys.executable, "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert f"{sys.executable} cannot import vllm" in err and "`make test-vllm` builds .venv-vllm" in err
-    assert serve.main(["--model", "m", "--gpus", "0,1,2", "--replicas", "2"]) == 2
+    assert serve_judge.main(["--model", "m", "--gpus", "0,1,2", "--replicas", "2"]) == 2
     assert "cannot share evenly" in capsys.readouterr().err
-    assert serve.main(["--model", "m", "--", "no-such-command-here"]) == 2
+    assert serve_judge.main(["--model", "m", "--", "no-such-command-here"]) == 2
     assert "no-such-command-here after -- is not found" in capsys.readouterr().err

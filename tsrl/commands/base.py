@@ -1,8 +1,9 @@
-"""Command-line entry points, Hydra apps over the configs shipped in the package: `tsrl-train`,
-`tsrl-judge-check`, `tsrl-eval` and `tsrl-ladder`.
+"""What the Hydra commands (tsrl-train, tsrl-judge-check, tsrl-eval, tsrl-ladder) share: registering the components
+and a command's root schema, checking `recipes=<name>` before Hydra composes, converting the composed config once
+to typed dataclasses, and turning a UserError into one sentence and exit status 2.
 
 configs/ and recipes/ sit at the repository root and are installed as the packages tsrl.configs and
-tsrl.configs.recipes (pyproject.toml maps the folders), so both commands find them from any directory, in an
+tsrl.configs.recipes (pyproject.toml maps the folders), so every command finds them from any directory, in an
 editable install and from a wheel alike. A folder of your own joins the search path with `--config-dir DIR`
 (its recipes/ folder adds recipes).
 """
@@ -15,13 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tsrl.config import register_configs
+from tsrl.config import CONFIG_PACKAGE, register_configs
 from tsrl.errors import UserError
 
-CONFIG_PACKAGE = "tsrl.configs"
+CONFIG_PATH = f"pkg://{CONFIG_PACKAGE}"  # each command's @hydra.main config_path
 
 
 def requested_recipes(args: Any) -> list[str]:
@@ -82,24 +82,6 @@ def run_or_exit(job: Callable[[Any], dict], cfg: DictConfig) -> dict:
         sys.exit(2)
 
 
-@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="config")
-def _train(cfg: DictConfig) -> None:
-    from tsrl.training.loop import train
-
-    summary = run_or_exit(train, cfg)
-    if not summary["main_process"]:
-        return
-    if summary.get("already_done"):
-        print(
-            f"{summary['run_dir']} already finished (done.json); nothing to train. Raise trainer.max_steps or "
-            "trainer.max_judge_calls to continue it, or set trainer.checkpoint.resume=never to train it again."
-        )
-    if summary["heldout_start"] is not None:
-        start, end = summary["heldout_start"], summary["heldout_end"]
-        print(f"{summary['headline']}: {start:.1f}% -> {end:.1f}% ({end - start:+.1f} points)")
-    print(f"run directory: {summary['run_dir']} (metrics.jsonl, eval.json, plot.png, checkpoints/)")
-
-
 def setup_or_exit() -> None:
     """Register every component (plugins included); a plugin that cannot load is one sentence, exit 2."""
     try:
@@ -109,78 +91,11 @@ def setup_or_exit() -> None:
         sys.exit(2)
 
 
-def train_main() -> None:
-    setup_or_exit()
-    check_recipes(sys.argv[1:])
-    _train()
-
-
-@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="judge_check")
-def _judge_check(cfg: DictConfig) -> None:
-    from tsrl.judging.check import format_report, run_check
-
-    report = run_or_exit(run_check, cfg)
-    print(format_report(report))
-    print(f"report: {Path(cfg.run_dir) / 'judge_check.json'}")
-    if report["answered"] == 0:
-        print(
-            f"tsrl: judge check failed: the judge answered none of the {report['questions']} questions (errors above).",
-            file=sys.stderr,
-        )
-        sys.exit(1)
-    if report["accuracy"] < cfg.check.min_accuracy:
-        print(
-            f"tsrl: judge check failed: accuracy {100 * report['accuracy']:.1f}% is below check.min_accuracy="
-            f"{cfg.check.min_accuracy}.",
-            file=sys.stderr,
-        )
-        sys.exit(1)
-
-
 def start(app: Callable[[], None], schema_name: str, schema: type) -> None:
-    """Register the components and a tool's typed config (its YAML's first default), then run its Hydra app."""
+    """Register the components and a command's typed root config (its YAML's first default), then run its Hydra
+    app."""
     from hydra.core.config_store import ConfigStore
 
     setup_or_exit()
     ConfigStore.instance().store(name=schema_name, node=schema)
     app()
-
-
-def judge_check_main() -> None:
-    from tsrl.judging.check import JudgeCheckRunConfig
-
-    start(_judge_check, "check_schema", JudgeCheckRunConfig)  # configs/judge_check.yaml
-
-
-@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
-def _eval(cfg: DictConfig) -> None:
-    from tsrl.evaluation.report import evaluate_policies, markdown
-
-    report = run_or_exit(evaluate_policies, cfg)
-    print(markdown(report), end="")
-    print(f"report: {Path(cfg.run_dir) / 'eval_report.json'} (and eval_report.md)")
-
-
-def eval_main() -> None:
-    from tsrl.evaluation.report import EvalRunConfig
-
-    start(_eval, "eval_run_schema", EvalRunConfig)  # configs/eval.yaml
-
-
-@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="ladder")
-def _ladder(cfg: DictConfig) -> None:
-    from tsrl.rewards.ladder_tool import build_ladders, format_report
-
-    report = run_or_exit(build_ladders, cfg)
-    print(format_report(report))
-    print(f"ladders: {report['ladder_file']}; report: {Path(cfg.run_dir) / 'ladder_report.json'}")
-
-
-def ladder_main() -> None:
-    from tsrl.rewards.ladder_tool import LadderRunConfig
-
-    start(_ladder, "ladder_run_schema", LadderRunConfig)  # configs/ladder.yaml
-
-
-if __name__ == "__main__":
-    train_main()

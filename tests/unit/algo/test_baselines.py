@@ -113,6 +113,22 @@ def test_offline_groups_take_targets_from_the_ranked_ladder() -> None:
     rank = {r.anchor.text: i for i, r in enumerate(ladders["p"])}
     ranks = [rank[r.text] for r in few.rollouts]
     assert len(ranks) == 4 and ranks[0] < ranks[1] and ranks[2] < ranks[3]  # two pairs, better first
+    pairs = [(ranks[0], ranks[1]), (ranks[2], ranks[3])]
+    assert pairs[0] != pairs[1] and dpo_pairs(4, "all").index(pairs[0]) < dpo_pairs(4, "all").index(pairs[1])
+    (every,) = offline_groups(DPOConfig(max_pairs=6), [prompt], ladders, WordTokenizer(), rng)  # no more than there are
+    assert [rank[r.text] for r in every.rollouts] == [i for pair in dpo_pairs(4, "all") for i in pair]
+
+
+def test_an_anchor_becomes_a_finished_rollout_of_its_tokens_and_eos() -> None:
+    (sft,) = offline_groups(
+        SFTConfig(top_fraction=0.25),
+        [Prompt("p", "write it")],
+        {"p": ladder(["a bc"])},
+        WordTokenizer(),
+        np.random.default_rng(0),
+    )
+    assert sft.prompt_ids == [5, 2]  # the prompt as the policy sees it (no chat template: its text)
+    assert sft.rollouts == [Rollout("a bc", [1, 2, 0], [0.0, 0.0, 0.0], False)]
 
 
 def ranked_only(ladders: dict, selected: dict) -> LadderRegime:

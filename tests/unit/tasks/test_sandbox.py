@@ -103,7 +103,7 @@ def test_private_files_and_the_shipped_tests_cannot_be_read(tmp_path):
     secret = tmp_path / "key.txt"
     secret.write_text("sk-secret")
     home = run_test(f"print(open({str(secret)!r}).read())\n", "", "", FAST)
-    data = Path(__file__).resolve().parents[2] / "tsrl" / "tasks" / "data" / "code" / "eval.jsonl"
+    data = Path(__file__).resolve().parents[3] / "tsrl" / "tasks" / "data" / "code" / "eval.jsonl"
     shipped = run_test(f"print(open({str(data)!r}).read())\n", "", "", FAST)  # tests and reference solutions
     assert home.status == shipped.status == "runtime_error" and "sk-secret" not in home.stdout
     assert "reading" in shipped.stderr_tail and "not allowed" in shipped.stderr_tail

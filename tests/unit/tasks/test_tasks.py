@@ -77,7 +77,7 @@ def test_verified_tasks_accept_their_reference_solutions_and_reject_others(name:
         assert task.quality(prompt, reference.text) > task.quality(prompt, "I am not sure.")
 
 
-DATA_CHECKS = Path(__file__).resolve().parents[1] / "data_checks"  # kept out of the wheel
+DATA_CHECKS = Path(__file__).resolve().parents[2] / "data_checks"  # kept out of the wheel
 
 
 @pytest.mark.parametrize("name", ["aime", "gpqa"])

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from tsrl.commands.human_study import export, import_sheets
 from tsrl.evaluation.human_study import (
     ANCHOR,
     STUDY_FILE,
     StudyError,
     StudyRun,
     build_study,
-    import_sheets,
     item_ids,
     read_sheet,
     summarise,
@@ -224,8 +224,6 @@ def test_summary_mean_ranks_agreement_and_the_judge_by_hand(tmp_path):
 
 
 def test_export_refuses_a_folder_with_imported_rankings(tmp_path):
-    from tsrl.evaluation.human_study import export
-
     (tmp_path / "rankings").mkdir()
     (tmp_path / "rankings" / "annotator_01.json").write_text("{}")
     with pytest.raises(StudyError, match="already holds imported rankings"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tsrl.tasks.answers import Extracted, extract_choice, extract_integer, verify_choice, verify_integer
+from tsrl.tasks.answers import Extracted, extract_choice, extract_integer, integer_span, verify_choice, verify_integer
 
 # (text, value, reason) — reason is the exact phrase for refusals, "" for a found answer.
 INTEGER_CASES = [
@@ -183,3 +183,24 @@ def test_verify_refuses_a_reference_that_nothing_could_match() -> None:
         verify_integer(r"\boxed{1000}", 1000)
     with pytest.raises(ValueError, match="not one of ABCD"):
         verify_choice("Answer: E", "E")
+
+
+@pytest.mark.parametrize(
+    "tail, span",
+    [
+        ("$42$ is it", "42"),
+        ("$$42$$ done", "42"),  # display math: the extra $ are stripped
+        ("\\(7\\) so", "7"),
+        ("$x$", None),  # math without a digit is no number
+        ("\\(x\\)", None),
+        ("$12", "12"),  # an unclosed $: the rest
+        ("**42**", "42"),  # markdown emphasis before the number
+        ("_ 5", "5"),
+        ("-3.", "-3"),
+        ("2^{10} apples", "2^{10}"),  # a number and its operators are one expression
+        ("3 \\times 4 = 12", "3 \\times 4"),
+        ("none", None),
+    ],
+)
+def test_integer_span_takes_the_number_after_answer_is(tail, span):
+    assert integer_span(tail) == span

@@ -1,0 +1,88 @@
+"""Exact pins of the held-out win-rate: the sums per reference set, tier and in all, on a case worked out by hand
+(two completions against three tiered anchors, one verdict missing), and the percentages made from them.
+
+Written against the mutants `make mutate` found alive: the broader tests in test_heldout_reference.py check the
+headline of whole tasks, not every sum and key."""
+
+from __future__ import annotations
+
+import pytest
+
+from tsrl.evaluation.winrate import EVERY_ANCHOR, ReferenceSet, percent, winrate_summary, winrate_sums
+from tsrl.testing.fakes import ScriptedJudge
+from tsrl.types import Anchor, Group, Prompt, Rollout
+
+PROMPT = Prompt("p", "write", anchors=(Anchor("q=3 top", "top"), Anchor("q=1 mid", "mid"), Anchor("q=0 low", "low")))
+TOP_ONLY = ReferenceSet(("top",), "the top tier", "—", "the top anchor")
+
+
+class TwoCompletions:
+    """Two completions of quality 2 (3 and 5 tokens): each loses to the top anchor and beats the other two."""
+
+    def generate(self, prompts, n):
+        rollouts = [Rollout("q=2 a", [1, 2, 3], [0.0] * 3, False), Rollout("q=2 b", [1, 2, 3, 4, 5], [0.0] * 5, False)]
+        return [Group(p, [1], rollouts) for p in prompts]
+
+
+def sums(reference: ReferenceSet = TOP_ONLY, groups_out: list | None = None) -> dict[str, float]:
+    judge = ScriptedJudge({("q=2 a", "q=0 low"): None})  # this verdict fails: counted missing, in no sum
+    return winrate_sums(TwoCompletions(), judge, [PROMPT], 2, reference, groups_out)
+
+
+def test_sums_count_wins_per_tier_in_all_and_against_the_reference_set() -> None:
+    kept: list[Group] = []
+    assert sums(groups_out=kept) == {
+        "n/reference": 2.0,
+        "wins/reference": 0.0,
+        "wins/all": 3.0,
+        "n/all": 5.0,
+        "wins/top": 0.0,
+        "n/top": 2.0,
+        "wins/mid": 2.0,
+        "n/mid": 2.0,
+        "wins/low": 1.0,
+        "n/low": 1.0,
+        "missing": 1.0,
+        "length_sum": 8.0,
+        "samples": 2.0,
+    }
+    assert [g.prompt for g in kept] == [PROMPT]  # heldout.jsonl receives the generated groups
+
+
+def test_every_anchor_is_the_reference_set_by_default_and_untiered_anchors_count_as_untiered() -> None:
+    prompt = Prompt("u", "write", anchors=(Anchor("q=1 real", ""),))
+    result = winrate_sums(TwoCompletions(), ScriptedJudge(), [prompt], 2, EVERY_ANCHOR)
+    assert result["wins/reference"] == result["wins/untiered"] == result["wins/all"] == 2.0
+    assert result["n/reference"] == result["n/untiered"] == 2.0 and "missing" not in result
+
+
+def test_summary_percentages_by_hand() -> None:
+    assert winrate_summary(sums()) == {
+        "winrate": 0.0,  # against the top tier alone
+        "winrate_all": 60.0,  # 3 of 5 answered verdicts
+        "winrate_top": 0.0,
+        "winrate/top": 0.0,
+        "winrate/mid": 100.0,
+        "winrate/low": 100.0,
+        "mean_length": 4.0,
+        "missing_verdicts": 1.0,
+    }
+
+
+def test_summary_without_a_reference_count_or_a_top_tier_heads_with_all_tiers() -> None:
+    plain = {"wins/all": 1.5, "n/all": 2.0, "wins/mid": 1.5, "n/mid": 2.0}
+    assert winrate_summary(plain) == {
+        "winrate": 75.0,
+        "winrate_all": 75.0,
+        "winrate/mid": 75.0,
+        "mean_length": 0.0,
+        "missing_verdicts": 0.0,
+    }
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [({"wins/x": 1.0, "n/x": 4.0}, 25.0), ({"wins/x": 0.5, "n/x": 0.5}, 50.0), ({}, 0.0), ({"wins/x": 2.0}, 200.0)],
+)
+def test_percent_divides_by_the_count_or_by_one_when_there_is_none(given, expected) -> None:
+    assert percent(given, "x") == expected

@@ -1,0 +1,18 @@
+"""The command-line programs, one module each: its `main()` (the entry point in pyproject.toml's
+[project.scripts]), its options, what it prints and its exit status. The work itself is library code elsewhere:
+
+| command | module | library code |
+|---|---|---|
+| tsrl-train | `train.py` | tsrl.training.loop.train (a run: tsrl.training) |
+| tsrl-judge-check | `judge_check.py` | tsrl.judging.check.run_check |
+| tsrl-eval | `evaluate.py` | tsrl.evaluation.report.evaluate_policies |
+| tsrl-ladder | `ladder.py` | tsrl.rewards.ladder_tool.build_ladders |
+| tsrl-reproduce | `reproduce.py` | tsrl.reproduce (the grid, its multiruns, the tables) and tsrl.reproduce_tables |
+| tsrl-human-study | `human_study.py` | tsrl.evaluation.human_study, tsrl.evaluation.study_sheets |
+| tsrl-serve-judge | `serve_judge.py` | tsrl.judging.serve |
+
+The four Hydra commands share `base.py`: the components and the command's root schema registered, `recipes=<name>`
+checked, the composed config converted once to typed dataclasses (roots extend tsrl.config.CommandConfig), a
+UserError turned into one sentence and exit status 2. This package is the top layer: nothing else in tsrl imports
+it (tests/unit/test_layers.py).
+"""

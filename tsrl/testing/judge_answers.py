@@ -1,0 +1,221 @@
+"""Test and benchmark support: the model behind the loopback judge server (judge_server.py), i.e. what a chat
+request is answered. Pure functions of the request: no sockets, no faults, no randomness.
+
+Verdict rule (deterministic, so tests can check alignment): the fenced response with more words wins;
+equal word counts → TIE. A pointwise question (only a RESPONSE A fence) is graded min(10, words of the
+response).
+
+Constrained answers, as real servers give them: `dialect` names the request fields the server obeys —
+`structured_outputs` (vLLM ≥ 0.10: `structured_outputs: {choice|regex|json}`), `guided` (older vLLM: top-level
+`guided_choice|guided_regex|guided_json`), `sglang` (a top-level `regex`), `response_format` (only OpenAI's
+`response_format` JSON schema) or `none` (the default: nothing). All but `none` also obey `response_format`; any
+other field is ignored silently, as servers do. A constrained answer always conforms. The candidates, in order:
+the reasoning form (one line of reasoning, then `VERDICT: X` or `SCORE: n`; a shorter line where the first is too
+long), the direct form (`X` or `n` alone), the JSON objects {"reasoning": …, "verdict": "X"} and {"verdict": "X"}
+(grades: "score": n). A regex takes the first candidate it matches in full, else the regex itself if it is a
+literal (a probe); a choice list the scripted value if listed, else its first choice; a JSON schema the object
+with exactly the schema's properties, filled by name (reasoning, verdict, score) or, for an enum or const, with a
+value it allows. Where nothing conforms there is no answer (the server turns that into an HTTP 400). With
+log-probs the token that holds the value carries the alternatives over the allowed values: the first token of a
+direct answer (answer 0.9, the others sharing 0.1, as after a grammar mask), the value's token in JSON, the last
+token (" A") of a reasoning answer as always. Unconstrained, the model follows the template: the reasoning form,
+or the direct form when the closing instruction asks for the answer and "nothing else". With `free_text` it is a
+weak model instead and, unconstrained, rambles without a verdict line until max_tokens (finish_reason "length").
+usage.completion_tokens is max(1, len(answer) // 4), or the request's max_tokens for a rambling answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+FENCE = re.compile(r"\[\[RESPONSE ([AB]) ([0-9a-f]+)\]\]\n(.*?)\n\[\[END RESPONSE \1 \2\]\]", re.DOTALL)
+DIALECTS = ("structured_outputs", "guided", "sglang", "response_format", "none")
+CONSTRAINTS = ("choice", "regex", "json")
+VALUES = {"verdict": ("A", "B", "TIE"), "score": tuple(str(g) for g in range(11))}
+LINE = {"verdict": "VERDICT", "score": "SCORE"}
+REASONING = {
+    "verdict": "Response A and response B were compared on the criteria.",
+    "score": "The response was graded on the criteria.",
+}
+SHORT_REASONING = "Compared."  # fits the shortest reasoning line a judge allows (16 characters)
+RAMBLE = "The first joke is about cats. The second joke is about a dog who wants to be a cat, and then the dog"
+ASKS_DIRECT = re.compile(r"nothing else", re.IGNORECASE)
+VERDICT_P = {"A": [0.9, 0.08, 0.02], "B": [0.08, 0.9, 0.02], "TIE": [0.1, 0.1, 0.8]}  # over " A", " B", " T"
+
+
+def scripted_verdict(user_text: str) -> str:
+    """'A' | 'B' | 'TIE' by word count of the fenced responses ('?' when fences are missing)."""
+    found = {label: body for label, _, body in FENCE.findall(user_text)}
+    if set(found) != {"A", "B"}:
+        return "?"
+    a, b = (len(found[k].split()) for k in "AB")
+    return "A" if a > b else "B" if b > a else "TIE"
+
+
+def scripted(user_text: str) -> tuple[str, str]:
+    """('score', '0'…'10') for one fenced response (its words, at most 10), else ('verdict', scripted_verdict)."""
+    found = {label: body for label, _, body in FENCE.findall(user_text)}
+    if set(found) == {"A"}:
+        return "score", str(min(10, len(found["A"].split())))
+    return "verdict", scripted_verdict(user_text)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer: its text, its layout (reasoning | direct | json | plain), the scripted value it holds at
+    character `at`, and the values the decoder could have put there (the log-prob alternatives)."""
+
+    text: str
+    shape: str
+    value: str = ""
+    allowed: tuple[str, ...] = ()
+    at: int = 0
+    finish: str = "stop"
+
+
+def reasoning_answer(kind: str, value: str, line: str) -> Answer:
+    text = f"{line}\n{LINE[kind]}: {value}"
+    return Answer(text, "reasoning", value, VALUES[kind], len(text) - len(value))
+
+
+def json_answer(kind: str, value: str, schema: Any) -> Answer | None:
+    """The object with exactly the schema's properties (reasoning and `kind` without a schema), filled from the
+    script by name, an enum or const with a value it allows; None when a property is left without a value."""
+    schema = json.loads(schema) if isinstance(schema, str) else schema or {}
+    properties = schema.get("properties") or {"reasoning": {}, kind: {}}
+    script = {"reasoning": REASONING[kind], kind: int(value) if kind == "score" else value}
+    answer = {}
+    for name, prop in properties.items():
+        allows = prop["enum"] if "enum" in prop else [prop["const"]] if "const" in prop else None
+        filled = script.get(name)
+        if allows is not None and filled not in allows:
+            filled = allows[0] if allows else None
+        if filled is None:
+            return None
+        answer[name] = filled[: prop["maxLength"]] if isinstance(filled, str) and "maxLength" in prop else filled
+    if not set(schema.get("required", [])) <= set(answer):
+        return None
+    text = json.dumps(answer)
+    if kind not in answer:
+        return Answer(text, "json")
+    allowed = tuple(map(str, properties[kind].get("enum", VALUES[kind])))
+    at = text.index(f'"{kind}": ') + len(kind) + 4 + isinstance(answer[kind], str)
+    return Answer(text, "json", str(answer[kind]), allowed, at)
+
+
+def regex_answer(kind: str, value: str, pattern: str) -> Answer | None:
+    """The first candidate the regex matches in full, else the regex itself when it is a literal."""
+    regex = re.compile(pattern)
+    direct = tuple(v for v in VALUES[kind] if regex.fullmatch(v))
+    candidates = [
+        reasoning_answer(kind, value, REASONING[kind]),
+        reasoning_answer(kind, value, SHORT_REASONING),
+        Answer(value, "direct", value, direct),
+        json_answer(kind, value, None),
+        json_answer(kind, value, {"properties": {kind: {}}}),
+    ]
+    for candidate in candidates:
+        if candidate is not None and regex.fullmatch(candidate.text):
+            return candidate
+    literal = re.sub(r"\\(.)", r"\1", pattern)  # the regex with its escapes undone: 'zqx\-probe' → 'zqx-probe'
+    return Answer(literal, "plain") if regex.fullmatch(literal) else None
+
+
+def constrained_answer(kind: str, value: str, constraint: str, spec: Any) -> Answer | None:
+    """The scripted answer that obeys `constraint` (choice | regex | json) = `spec`; None when none can."""
+    if constraint == "choice":
+        choices = tuple(map(str, spec))
+        pick = value if value in choices else choices[0] if choices else None
+        return Answer(pick, "direct", pick, choices) if pick is not None else None
+    if constraint == "regex":
+        return regex_answer(kind, value, spec)
+    return json_answer(kind, value, spec)
+
+
+def requested_constraint(body: dict, dialect: str) -> tuple[str, Any] | None:
+    """The (constraint, spec) of `body` that a `dialect` server obeys; None when it obeys none of its fields."""
+    if dialect == "none":
+        return None
+    spelled = {
+        "structured_outputs": body.get("structured_outputs") or {},
+        "guided": {c: body.get(f"guided_{c}") for c in CONSTRAINTS},
+        "sglang": {"regex": body.get("regex")},
+    }.get(dialect, {})
+    found = [(c, spelled[c]) for c in CONSTRAINTS if spelled.get(c) is not None]
+    response_format = body.get("response_format") or {}
+    if response_format.get("type") == "json_schema":
+        found.append(("json", (response_format.get("json_schema") or {}).get("schema")))
+    elif response_format.get("type") == "json_object":
+        found.append(("json", None))
+    return found[0] if found else None
+
+
+def alternative(token: str, p: float) -> dict:
+    return {"token": token, "logprob": math.log(p), "bytes": None}
+
+
+def generated(token: str, logprob: float = 0.0, alternatives: list | None = None) -> dict:
+    return {"token": token, "logprob": logprob, "bytes": None, "top_logprobs": alternatives or []}
+
+
+def logprob_tokens(answer: Answer, top_n: Any) -> list[dict] | None:
+    """Per-token log-probs, the alternatives at the value's first token (TIE is 'T' + 'IE'); None without a value.
+    A reasoning answer keeps the shape it always had: 'VERDICT', ':', then ' A' with ' A', ' B', ' T'."""
+    if answer.value not in answer.allowed:
+        return None
+    first = {v: "T" if v == "TIE" else v for v in answer.allowed}
+    n = len(answer.allowed)
+    probs = [1.0] if n == 1 else [0.9 if v == answer.value else 0.1 / (n - 1) for v in answer.allowed]
+    space = " " if answer.shape == "reasoning" else ""
+    if answer.shape == "reasoning" and answer.allowed == VALUES["verdict"]:
+        probs = VERDICT_P[answer.value]
+    alternatives = [alternative(space + first[v], p) for v, p in zip(answer.allowed, probs)]
+    if isinstance(top_n, int) and 0 < top_n < len(alternatives):
+        alternatives = sorted(alternatives, key=lambda alt: -alt["logprob"])[:top_n]
+    if answer.shape == "reasoning":
+        label = answer.text.rsplit("\n", 1)[-1].partition(":")[0]
+        return [generated(label), generated(":"), generated(space + first[answer.value], -0.1, alternatives)]
+    head, tail = answer.text[: answer.at], answer.text[answer.at + len(answer.value) :]
+    p = probs[answer.allowed.index(answer.value)]
+    tokens = [generated(head)] if head else []
+    tokens.append(generated(first[answer.value], math.log(p), alternatives))
+    tokens += [generated(piece) for piece in (answer.value[len(first[answer.value]) :], tail) if piece]
+    return tokens
+
+
+def unconstrained_answer(kind: str, value: str, user: str, free_text: bool) -> Answer:
+    """What the model writes when nothing constrains it: rambling (free_text), the value alone when the closing
+    instruction asks for nothing else, else the reasoning form."""
+    if free_text:
+        return Answer(RAMBLE, "plain", finish="length")
+    if ASKS_DIRECT.search(user.rsplit("[[END RESPONSE", 1)[-1]):
+        return Answer(value, "direct", value, VALUES[kind])
+    return reasoning_answer(kind, value, REASONING[kind])
+
+
+def completion_body(body: dict, user: str, answer: Answer, logprobs: bool) -> dict:
+    """The chat-completion JSON body of `answer` to the request `body` (whose user turn is `user`); with
+    per-token log-probs when `logprobs` and the request asks for them."""
+    choice: dict = {
+        "index": 0,
+        "finish_reason": answer.finish,
+        "message": {"role": "assistant", "content": answer.text},
+    }
+    tokens = logprob_tokens(answer, body.get("top_logprobs")) if body.get("logprobs") and logprobs else None
+    if tokens:
+        choice["logprobs"] = {"content": tokens}
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    out = limit if answer.finish == "length" and limit else max(1, len(answer.text) // 4)
+    return {
+        "id": "cmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body["model"],
+        "choices": [choice],
+        "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": out, "total_tokens": len(user) // 4 + out},
+    }
