@@ -30,6 +30,14 @@ def sequence_normalizer(mask: torch.Tensor) -> torch.Tensor:
     return lengths * (lengths > 0).sum()
 
 
+def test_dpo_needs_a_reference_and_whole_pairs() -> None:
+    logp, mask = torch.zeros(4, 3), torch.ones(4, 3)
+    with pytest.raises(ValueError, match="reference log-probs and whole"):
+        policy_loss(inputs(logp, None, mask, 12.0), DPOConfig())  # an even batch without a reference
+    with pytest.raises(ValueError, match="reference log-probs and whole"):
+        policy_loss(inputs(logp[:3], logp[:3], mask[:3], 9.0), DPOConfig())  # a reference, but half a pair
+
+
 def test_dpo_loss_is_log2_when_the_policy_is_the_reference() -> None:
     logp = torch.randn(4, 5)
     mask = torch.ones(4, 5)
@@ -151,6 +159,11 @@ def test_offline_baselines_refuse_what_they_cannot_run() -> None:
         DPOConfig(minibatches=2)
     with pytest.raises(ConfigError, match="top_fraction"):
         SFTConfig(top_fraction=0.0)
+    with pytest.raises(ConfigError, match="top_fraction"):
+        SFTConfig(top_fraction=1.5)
+    SFTConfig(top_fraction=1.0)  # every rung
+    with pytest.raises(ConfigError, match="beta"):
+        DPOConfig(beta=0.0)
     with pytest.raises(ConfigError, match="algo.anchors='top' is unknown"):
         DPOConfig(anchors="top")
     one = ranked_only({"p": ladder(["a", "b"])}, {"p": ladder(["a"])})
