@@ -181,7 +181,8 @@ class PageRenderer:
 
     def render_many(self, pages: Sequence[str]) -> list[Rendering]:
         """Every page's rendering, in order; a batch that takes long says what it does and how far it got."""
-        fresh = sum(not self._target(html)[1].is_file() for html in pages)
+        targets = [self._target(html) for html in pages]  # inlined and hashed once per page
+        fresh = sum(not target.is_file() for _, target in targets)
         if fresh and not self.warm:
             self.warm = True
             log.info(
@@ -195,7 +196,7 @@ class PageRenderer:
                 self.cache_dir,
                 PROGRESS_EVERY_S,
             )
-        futures = [self.pool.submit(self.render, html) for html in pages]
+        futures = [self.pool.submit(self._render_at, html, target) for html, target in targets]
         start = time.monotonic()
         while pending := wait(futures, timeout=PROGRESS_EVERY_S).not_done:
             done = len(futures) - len(pending)
@@ -209,8 +210,11 @@ class PageRenderer:
         return html, self.cache_dir / f"{key}.png"
 
     def render(self, html: str) -> Rendering:
+        return self._render_at(*self._target(html))
+
+    def _render_at(self, html: str, target: Path) -> Rendering:
+        """The screenshot of an inlined page at its cache path (taken unless it is there)."""
         start = time.monotonic()
-        html, target = self._target(html)
         if target.is_file():
             return Rendering(str(target), None, time.monotonic() - start, cached=True)
         error = self._refusal(html) or self._shoot(html, target)
