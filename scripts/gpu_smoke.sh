@@ -21,10 +21,14 @@ PY="${PYTHON:-python3}"
 
 if [[ "$MODE" == "prepare" ]]; then
   mkdir -p "$WHEELS"
-  # DeepSpeed ships as a source archive; build a pure-Python wheel (its ops compile at run time if needed).
-  DS_BUILD_OPS=0 "$PY" -m pip wheel -q --no-deps -w "$WHEELS" deepspeed==0.19.8
-  "$PY" -m pip download -q --no-deps -d "$WHEELS" hjson==3.1.0 ninja==1.13.2 py-cpuinfo==9.0.0 msgpack==1.2.4 \
-    hydra-core==1.3.8 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3 einops==0.8.2
+  # DeepSpeed ships as a source archive; build a pure-Python wheel (its ops compile at run time if needed). The GPU
+  # machine's image (Python 3.12) has torch, transformers, accelerate, peft, numpy, psutil, msgpack, ninja, einops
+  # and py-cpuinfo; it lacks DeepSpeed's pydantic and Hydra with its parser runtime (a source archive: built here).
+  DS_BUILD_OPS=0 "$PY" -m pip wheel -q --no-deps -w "$WHEELS" deepspeed==0.19.8 antlr4-python3-runtime==4.9.3
+  "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$WHEELS" \
+    pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 hjson==3.1.0 \
+    hydra-core==1.3.8 omegaconf==2.3.1
   ls -la "$WHEELS"
   exit 0
 fi

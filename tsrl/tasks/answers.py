@@ -45,8 +45,9 @@ INT_TAIL = re.compile(
 )
 # what continues a number into an expression after "answer is X": a power, product, sum or difference (a minus
 # only before a digit: "7 - that is all" is prose); the candidate then holds several numbers and is refused
+# operands may hold a decimal point, not end in one: the full stop of "the answer is 10^2." stays outside
 OPERATOR_TAIL = re.compile(
-    r"(?:\s*(?:\^|\*\*?|\\times|\\cdot|\u00d7|\u00b7|\+|[-\u2212](?=\s*\d))\s*(?:\{[^{}]*\}|\\circ|[\w.]+))+"
+    r"(?:\s*(?:\^|\*\*?|\\times|\\cdot|\u00d7|\u00b7|\+|[-\u2212](?=\s*\d))\s*(?:\{[^{}]*\}|\\circ|\w+(?:\.\w+)*))+"
 )
 LETTER_LIST = re.compile(r"\(?[A-Za-z]\)?(?:\s*(?:,|/|&|\band\b|\bor\b)\s*\(?[A-Za-z]\)?)+")
 STANDALONE_LETTER = re.compile(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])")

@@ -199,6 +199,8 @@ def test_verify_refuses_a_reference_that_nothing_could_match() -> None:
         ("-3.", "-3"),
         ("2^{10} apples", "2^{10}"),  # a number and its operators are one expression
         ("3 \\times 4 = 12", "3 \\times 4"),
+        ("10^2.", "10^2"),  # the sentence's full stop is not part of the last operand
+        ("10^2.5 then", "10^2.5"),  # a decimal operand is
         ("none", None),
     ],
 )
