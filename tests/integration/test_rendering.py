@@ -2,8 +2,10 @@
 
 The pure tests (page extraction, the network check, failures before launch, the process-group kill, how
 RenderingJudge routes pairs) run anywhere: they use a stand-in browser (a shell script) or a fake renderer.
-Tests marked `chromium` render real pages in headless Chromium; they are skipped where it is missing, unless
-TSRL_REQUIRE_CHROMIUM=1, which turns a missing Chromium into a failure.
+Tests marked `chromium` render real pages in headless Chromium, on both paths (a long-lived browser over the
+DevTools pipe, and a fresh browser per page: the `real_cfg` fixture is parametrized); they are skipped where it is
+missing, unless TSRL_REQUIRE_CHROMIUM=1, which turns a missing Chromium into a failure. The stand-in browser
+speaks no DevTools, so the tests that use it run the per-page path (reuse_browser=false).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import threading
 import time
 import zlib
 from collections.abc import Sequence
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -214,8 +217,9 @@ def test_missing_chromium_fails_at_construction(tmp_path, monkeypatch) -> None:
         ('<html><body><img src="https://example.com/a.png"></body></html>', "network"),
     ],
 )
-def test_refused_pages_fail_before_launching(tmp_path, launches, page: str, kind: str) -> None:
-    cfg = RenderConfig(chromium=shooting_browser(tmp_path), max_bytes=300, cache_dir=str(tmp_path))
+@pytest.mark.parametrize("reuse", [True, False], ids=["long-lived", "per-page"])
+def test_refused_pages_fail_before_launching(tmp_path, launches, page: str, kind: str, reuse: bool) -> None:
+    cfg = RenderConfig(chromium=shooting_browser(tmp_path), max_bytes=300, cache_dir=str(tmp_path), reuse_browser=reuse)
     renderer = PageRenderer(cfg)
     result = renderer.render(page)
     renderer.close()
@@ -224,10 +228,10 @@ def test_refused_pages_fail_before_launching(tmp_path, launches, page: str, kind
 
 
 def test_screenshots_are_cached_by_content(tmp_path, launches) -> None:
-    cfg = RenderConfig(chromium=shooting_browser(tmp_path), cache_dir=str(tmp_path / "shots"))
+    cfg = RenderConfig(chromium=shooting_browser(tmp_path), cache_dir=str(tmp_path / "shots"), reuse_browser=False)
     renderer = PageRenderer(cfg)
     first, again = renderer.render(PAGE_A), renderer.render(PAGE_A)
-    wider = PageRenderer(RenderConfig(chromium=cfg.chromium, width=800, cache_dir=cfg.cache_dir))
+    wider = PageRenderer(RenderConfig(chromium=cfg.chromium, width=800, cache_dir=cfg.cache_dir, reuse_browser=False))
     other_size = wider.render(PAGE_A)
     renderer.close()
     assert first.error is None and not first.cached and png_size(first.path) == (8, 6)
@@ -240,7 +244,9 @@ def test_a_first_batch_of_fresh_pages_says_what_and_where_then_reports_progress(
     monkeypatch.setattr(rendering, "PROGRESS_EVERY_S", 0.05)
     browser = fake_browser(tmp_path, f'sleep 0.3; cp {tmp_path / "grey.png"} "$SHOT"')
     (tmp_path / "grey.png").write_bytes(png(8, 6))
-    renderer = PageRenderer(RenderConfig(chromium=browser, workers=1, cache_dir=str(tmp_path / "shots")))
+    renderer = PageRenderer(
+        RenderConfig(chromium=browser, workers=1, cache_dir=str(tmp_path / "shots"), reuse_browser=False)
+    )
     with caplog.at_level(logging.INFO, logger="tsrl"):
         first = renderer.render_many([PAGE_A, PAGE_B])
         again = renderer.render_many([PAGE_A, PAGE_B])  # cached: nothing to say
@@ -248,14 +254,14 @@ def test_a_first_batch_of_fresh_pages_says_what_and_where_then_reports_progress(
     lines = [r.getMessage() for r in caplog.records if r.name == "tsrl"]
     assert lines[0].startswith(f"rendering 2 web pages for the judge: a headless Chromium ({browser}) per page")
     assert str(tmp_path / "shots") in lines[0]
-    assert any(line.startswith("rendering: 1 of 2 pages after") for line in lines[1:])
+    assert any(line.startswith("rendering: 1 of 2 pages after") and "(a Chromium per page)" in line for line in lines)
     assert not [line for line in lines if line.startswith("rendering 2 web pages")][1:]
     assert [r.error for r in first] == [None, None] and all(r.cached for r in again)
 
 
 def test_browser_without_screenshot_is_a_crash(tmp_path) -> None:
     browser = fake_browser(tmp_path, "echo segfault in renderer >&2; exit 3")
-    renderer = PageRenderer(RenderConfig(chromium=browser, cache_dir=str(tmp_path)))
+    renderer = PageRenderer(RenderConfig(chromium=browser, cache_dir=str(tmp_path), reuse_browser=False))
     result = renderer.render(PAGE_A)
     assert result.path is None and result.error.startswith("crash: chromium exited with code 3")
     assert "segfault in renderer" in result.error
@@ -265,7 +271,7 @@ def test_browser_without_screenshot_is_a_crash(tmp_path) -> None:
 def test_timeout_kills_the_whole_process_group(tmp_path, launches) -> None:
     """The stand-in browser leaves a child behind (as Chromium's renderer would): both must die."""
     browser = fake_browser(tmp_path, "sleep 300 &\nsleep 300")
-    renderer = PageRenderer(RenderConfig(chromium=browser, timeout_s=1.0, cache_dir=str(tmp_path)))
+    renderer = PageRenderer(RenderConfig(chromium=browser, timeout_s=1.0, cache_dir=str(tmp_path), reuse_browser=False))
     result = renderer.render(PAGE_A)
     assert error_kind(result.error) == "timeout" and 1.0 <= result.seconds < 5.0
     assert len(launches) == 1 and wait_group_gone(launches[0])
@@ -395,17 +401,23 @@ def test_score_grades_the_extracted_page_and_close_reaches_both() -> None:
 # --- real Chromium ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def real_cfg(tmp_path) -> RenderConfig:
-    """A small viewport, screenshots under tmp_path; skips (or, with TSRL_REQUIRE_CHROMIUM=1, fails) without
-    Chromium."""
+@pytest.fixture(params=[True, False], ids=["long-lived", "per-page"])
+def real_cfg(request, tmp_path) -> RenderConfig:
+    """A small viewport, screenshots under tmp_path, on either path (reuse_browser); skips (or, with
+    TSRL_REQUIRE_CHROMIUM=1, fails) without Chromium."""
+    return small_real_cfg(tmp_path, reuse_browser=request.param)
+
+
+def small_real_cfg(tmp_path: Path, reuse_browser: bool) -> RenderConfig:
     try:
         find_chromium("")
     except ConfigError as missing:
         if os.environ.get("TSRL_REQUIRE_CHROMIUM") == "1":
             pytest.fail(f"TSRL_REQUIRE_CHROMIUM=1 but {missing}", pytrace=False)
         pytest.skip("needs headless Chromium: apt-get install chromium (TSRL_REQUIRE_CHROMIUM=1 fails instead)")
-    return RenderConfig(width=640, height=400, timeout_s=30.0, cache_dir=str(tmp_path / "shots"))
+    return RenderConfig(
+        width=640, height=400, timeout_s=30.0, cache_dir=str(tmp_path / "shots"), reuse_browser=reuse_browser
+    )
 
 
 @chromium
@@ -431,7 +443,9 @@ def test_real_page_renders_at_the_configured_size_and_is_cached(real_cfg) -> Non
 )
 def test_endless_page_times_out_and_leaves_no_process(real_cfg, launches, endless: str) -> None:
     real_cfg.timeout_s = 4.0
-    result = PageRenderer(real_cfg).render(endless)
+    renderer = PageRenderer(real_cfg)
+    result = renderer.render(endless)
+    renderer.close()
     assert error_kind(result.error) == "timeout" and result.path is None
     assert 4.0 <= result.seconds < 15.0
     assert len(launches) == 1 and wait_group_gone(launches[0])
@@ -470,7 +484,9 @@ def test_the_browser_cannot_reach_the_network_either(real_cfg) -> None:
         "new Image().src = u + 'pixel.png'; fetch(u + 'api').catch(() => 0);</script></body></html>"
     )
     assert network_reference(page) is None
-    result = PageRenderer(real_cfg).render(page)
+    renderer = PageRenderer(real_cfg)
+    result = renderer.render(page)
+    renderer.close()
     server.shutdown()
     assert result.error is None and Counting.hits == []
 
@@ -527,3 +543,91 @@ def test_every_kind_of_broken_page_loses_its_match_within_the_time_limit(real_cf
     assert [v.raw.split(": ")[2] for v in verdicts] == list(broken)  # "render failed: first: <kind>: …"
     assert all(metrics[f"render/failures/{kind}"] == 1 for kind in broken)
     assert elapsed < real_cfg.timeout_s + 20.0
+
+
+# --- the long-lived browser (judge.render.reuse_browser=true) -----------------------------------------------
+
+ENDLESS = "<html><body><h1>spin</h1><script>while (true) {}</script></body></html>"
+
+
+@pytest.fixture
+def live_cfg(tmp_path) -> RenderConfig:
+    """real_cfg on the long-lived path with one worker: the pages of a test go through the same browser."""
+    return replace(small_real_cfg(tmp_path, reuse_browser=True), workers=1)
+
+
+def test_a_browser_that_does_not_speak_devtools_names_the_switch(tmp_path) -> None:
+    renderer = PageRenderer(RenderConfig(chromium=fake_browser(tmp_path, "exit 1"), cache_dir=str(tmp_path)))
+    with pytest.raises(ConfigError, match=r"--remote-debugging-pipe .*judge\.render\.reuse_browser=false"):
+        renderer.render(PAGE_A)
+    renderer.close()
+
+
+@chromium
+def test_after_a_timeout_the_next_page_renders(live_cfg, launches, caplog, monkeypatch) -> None:
+    monkeypatch.setattr(rendering, "PROGRESS_EVERY_S", 1.0)
+    live_cfg.timeout_s = 3.0
+    renderer = PageRenderer(live_cfg)
+    with caplog.at_level(logging.INFO, logger="tsrl"):
+        stuck, good = renderer.render_many([ENDLESS, PAGE_A])
+    renderer.close()
+    assert error_kind(stuck.error) == "timeout" and 3.0 <= stuck.seconds < 3.0 + 5.0
+    assert good.error is None and png_size(good.path) == (640, 400)
+    lines = [r.getMessage() for r in caplog.records if r.name == "tsrl"]
+    assert "per worker over the DevTools pipe" in lines[0]
+    assert any(line.endswith("(1 long-lived Chromium started)") for line in lines[1:])
+    assert all(wait_group_gone(pid) for pid in launches)  # the stuck tab's browser (closed or restarted) too
+
+
+@chromium
+def test_a_browser_killed_between_pages_is_restarted(live_cfg, launches) -> None:
+    renderer = PageRenderer(live_cfg)
+    first = renderer.render(PAGE_A)
+    os.killpg(launches[0], 9)
+    assert wait_group_gone(launches[0])
+    second = renderer.render(PAGE_B)
+    renderer.close()
+    assert first.error is None and second.error is None and len(launches) == 2
+    assert all(wait_group_gone(pid) for pid in launches)
+
+
+@chromium
+def test_a_browser_that_dies_mid_page_fails_it_as_a_crash_and_the_next_page_renders(live_cfg, launches) -> None:
+    renderer = PageRenderer(live_cfg)
+    assert renderer.render("<p>warm</p>").error is None  # the browser is up
+    killer = threading.Timer(1.0, os.killpg, (launches[0], 9))
+    killer.start()
+    crashed = renderer.render(ENDLESS)  # would time out after 30 s
+    killer.join()
+    after = renderer.render(PAGE_A)
+    renderer.close()
+    assert error_kind(crashed.error) == "crash" and crashed.seconds < 5.0
+    assert after.error is None and len(launches) == 2
+
+
+@chromium
+def test_close_leaves_no_browser_process(live_cfg, launches) -> None:
+    live_cfg.workers = 2
+    renderer = PageRenderer(live_cfg)
+    assert [r.error for r in renderer.render_many([PAGE_A, PAGE_B, "<p>c</p>", "<p>d</p>"])] == [None] * 4
+    assert 1 <= len(launches) <= 2 and all(group_alive(pid) for pid in launches)  # alive between pages
+    renderer.close()
+    assert all(wait_group_gone(pid) for pid in launches)
+
+
+@chromium
+def test_both_paths_give_the_same_pixels(live_cfg, tmp_path) -> None:
+    """Checked: pixel-identical for a plain page taller than the viewport (scrollbars hidden on both paths, same
+    viewport, device scale 1, same fonts). The PNG bytes may still differ (encoder settings), so pixels are
+    compared."""
+    image = pytest.importorskip("PIL.Image")
+    page = PAGE_A.replace("</body>", "<p>line</p>" * 40 + "</body>")  # taller than the viewport: a scrollbar
+    shots = {}
+    for reuse in (True, False):
+        cache = str(tmp_path / f"shots-{reuse}")
+        renderer = PageRenderer(replace(live_cfg, reuse_browser=reuse, cache_dir=cache))
+        shots[reuse] = renderer.render(page)
+        renderer.close()
+    live, fresh = (image.open(shots[reuse].path).convert("RGB") for reuse in (True, False))
+    assert live.size == fresh.size == (640, 400)
+    assert live.tobytes() == fresh.tobytes()

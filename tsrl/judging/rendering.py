@@ -19,8 +19,10 @@ and a verdict of the same page see the same thing: each graded page is rendered 
 page that fails to render gets the lowest grade, 0, without a judge call (the reason in the grade's raw text,
 counted alike), and the others are asked with the extracted page and its screenshot.
 
-Each page gets a fresh Chromium (own process group, throwaway profile, the group killed on timeout): slower
-than a long-lived browser (~2 s a page on 2 cores) but a hung or crashed page cannot poison the next one.
+Each worker drives one long-lived Chromium over the DevTools pipe (tsrl/judging/devtools.py), a fresh tab per
+page; a page that hangs past timeout_s or kills the browser costs a browser restart, so it cannot poison the
+next page. reuse_browser=false starts a fresh Chromium per page (own process group, throwaway profile, the
+group killed on timeout) as before: ~1.7 s a page on 2 cores, mostly browser start-up.
 Screenshots are cached as PNG by sha256(width, height, html), so the frozen anchor pages render once.
 """
 
@@ -31,7 +33,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -43,6 +44,7 @@ from typing import ClassVar, Protocol
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, error_kind, merge_metrics
+from tsrl.judging.devtools import BrowserPool, kill_group, log_tail
 from tsrl.progress import PROGRESS_EVERY_S, duration
 from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
 
@@ -69,7 +71,7 @@ UNFETCHED_RELS = {"canonical", "alternate", "author", "license", "help", "next",
 class RenderConfig:
     """`judge.render`: screenshots of web pages for the judge (tasks with page(text), i.e. task=web)."""
 
-    OPERATIONAL: ClassVar[tuple[str, ...]] = ("chromium", "timeout_s", "workers", "cache_dir")
+    OPERATIONAL: ClassVar[tuple[str, ...]] = ("chromium", "timeout_s", "workers", "cache_dir", "reuse_browser")
     """Settings that do not change what the judge sees (left out of the judge's fingerprint)."""
 
     enabled: bool = True
@@ -86,6 +88,9 @@ class RenderConfig:
     """Pages larger than this (UTF-8 bytes) fail as too_large without rendering."""
     workers: int = 2
     """Pages rendered at once (one Chromium each)."""
+    reuse_browser: bool = True
+    """One long-lived Chromium per worker driven over the DevTools pipe; false: a fresh Chromium per page, as
+    before."""
     cache_dir: str = ""
     """Screenshot cache (one PNG per page hash); empty = tsrl-render under the system temp folder."""
     assets: dict[str, str] = field(default_factory=dict)
@@ -168,7 +173,9 @@ def find_chromium(setting: str) -> str:
 
 
 class PageRenderer:
-    """Screenshots of HTML pages, one fresh headless Chromium per page, cached by content hash."""
+    """Screenshots of HTML pages, cached by content hash: in one long-lived headless Chromium per worker (a
+    browser per worker rather than a tab per worker, so a stuck or crashing page restarts only its own worker's
+    browser), or in a fresh Chromium per page (reuse_browser=false)."""
 
     def __init__(self, cfg: RenderConfig) -> None:
         self.cfg = cfg
@@ -178,6 +185,9 @@ class PageRenderer:
         self.pool = ThreadPoolExecutor(cfg.workers, thread_name_prefix="tsrl-render")
         self.assets = {url: read_asset(url, path) for url, path in cfg.assets.items()}
         self.warm = False  # the first batch that starts browsers says so
+        self.browsers = (
+            BrowserPool(self._live_flags, cfg.workers, self.cache_dir) if cfg.reuse_browser else None
+        )  # started on first use
 
     def render_many(self, pages: Sequence[str]) -> list[Rendering]:
         """Every page's rendering, in order; a batch that takes long says what it does and how far it got."""
@@ -185,12 +195,18 @@ class PageRenderer:
         fresh = sum(not target.is_file() for _, target in targets)
         if fresh and not self.warm:
             self.warm = True
+            how = (
+                f"one long-lived headless Chromium ({self.chromium}) per worker over the DevTools pipe, a fresh tab "
+                "per page (restarted after a timeout or crash)"
+                if self.browsers
+                else f"a headless Chromium ({self.chromium}) per page"
+            )
             log.info(
-                "rendering %d web pages for the judge: a headless Chromium (%s) per page, %d at a time "
-                "(judge.render.workers), at most %g s a page; screenshots are cached by content in %s, so each page "
-                "renders once; a cold browser's first pages take longest (progress every %.0f s)",
+                "rendering %d web pages for the judge: %s, %d at a time (judge.render.workers), at most %g s a "
+                "page; screenshots are cached by content in %s, so each page renders once; a cold browser's first "
+                "pages take longest (progress every %.0f s)",
                 fresh,
-                self.chromium,
+                how,
                 self.cfg.workers,
                 self.cfg.timeout_s,
                 self.cache_dir,
@@ -200,7 +216,16 @@ class PageRenderer:
         start = time.monotonic()
         while pending := wait(futures, timeout=PROGRESS_EVERY_S).not_done:
             done = len(futures) - len(pending)
-            log.info("rendering: %d of %d pages after %s", done, len(futures), duration(time.monotonic() - start))
+            browsers = (
+                f"{self.browsers.started} long-lived Chromium started" if self.browsers else "a Chromium per page"
+            )
+            log.info(
+                "rendering: %d of %d pages after %s (%s)",
+                done,
+                len(futures),
+                duration(time.monotonic() - start),
+                browsers,
+            )
         return [future.result() for future in futures]
 
     def _target(self, html: str) -> tuple[str, Path]:
@@ -222,6 +247,8 @@ class PageRenderer:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.browsers:
+            self.browsers.close()
 
     def _refusal(self, html: str) -> str | None:
         """Why a page fails before any browser starts (None: render it)."""
@@ -234,28 +261,52 @@ class PageRenderer:
         return f"network: the page fetches from the network ({reference})" if reference else None
 
     def _shoot(self, html: str, target: Path) -> str | None:
-        """Run Chromium on the page and move its screenshot to `target`; the error string when it fails."""
+        """Screenshot the page and move it to `target`; the error string when it fails."""
         with tempfile.TemporaryDirectory(prefix="work-", dir=self.cache_dir, ignore_cleanup_errors=True) as d:
             work = Path(d)
-            page, shot, log = work / "page.html", work / "shot.png", work / "chromium.log"
+            page, shot = work / "page.html", work / "shot.png"
             page.write_text(html, encoding="utf-8")
-            command = [self.chromium, *self._flags(work / "profile", shot), page.as_uri()]
-            with log.open("wb") as stderr:  # a file, not a pipe: a chatty browser must never block on it
-                process = subprocess.Popen(
-                    command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
-                )  # its own process group
-                try:
-                    code = process.wait(timeout=self.cfg.timeout_s)
-                except subprocess.TimeoutExpired:
-                    return f"timeout: no screenshot after {self.cfg.timeout_s:g} s (judge.render.timeout_s)"
-                finally:
-                    kill_group(process)
-            if code != 0 or not shot.is_file() or shot.stat().st_size == 0:
-                return f"crash: chromium exited with code {code} and no screenshot: {log_tail(log)}"
+            if self.browsers:
+                viewport = (self.cfg.width, self.cfg.height)
+                error = self.browsers.shoot(page.as_uri(), shot, viewport, VIRTUAL_TIME_MS, self.cfg.timeout_s)
+            else:
+                error = self._shoot_fresh(page, shot)
+            if error:
+                return error
             os.replace(shot, target)  # atomic: a concurrent reader sees the whole PNG or none
         return None
 
-    def _flags(self, profile: Path, shot: Path) -> list[str]:
+    def _shoot_fresh(self, page: Path, shot: Path) -> str | None:
+        """Run a fresh Chromium on the page, its screenshot to `shot`."""
+        log = page.parent / "chromium.log"
+        flags = [
+            *self._flags(page.parent / "profile"),
+            f"--screenshot={shot}",
+            f"--virtual-time-budget={VIRTUAL_TIME_MS}",
+        ]
+        with log.open("wb") as stderr:  # a file, not a pipe: a chatty browser must never block on it
+            process = subprocess.Popen(
+                [self.chromium, *flags, page.as_uri()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,  # its own process group
+            )
+            try:
+                code = process.wait(timeout=self.cfg.timeout_s)
+            except subprocess.TimeoutExpired:
+                return f"timeout: no screenshot after {self.cfg.timeout_s:g} s (judge.render.timeout_s)"
+            finally:
+                kill_group(process)
+        if code != 0 or not shot.is_file() or shot.stat().st_size == 0:
+            return f"crash: chromium exited with code {code} and no screenshot: {log_tail(log)}"
+        return None
+
+    def _live_flags(self, profile: Path) -> list[str]:
+        return [self.chromium, *self._flags(profile), "--remote-debugging-pipe"]
+
+    def _flags(self, profile: Path) -> list[str]:
+        """The browser-wide flags of both paths: headless, no GPU, the network blocked, a throwaway profile."""
         return [
             "--headless=new",
             "--disable-gpu",
@@ -271,8 +322,6 @@ class PageRenderer:
             "--disable-dev-shm-usage",
             f"--user-data-dir={profile}",
             f"--window-size={self.cfg.width},{self.cfg.height}",
-            f"--screenshot={shot}",
-            f"--virtual-time-budget={VIRTUAL_TIME_MS}",
             "--proxy-server=127.0.0.1:9",
             "--proxy-bypass-list=<-loopback>",  # all traffic to a dead port
             "--host-resolver-rules=MAP * ~NOTFOUND",
@@ -297,21 +346,6 @@ def inline_assets(html: str, assets: dict[str, str]) -> str:
             rf"<script\b[^>]*src\s*=\s*{quoted}[^>]*>\s*</script\s*>", lambda _, s=script: s, html, flags=NOCASE
         )
     return html
-
-
-def kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL the browser's process group (its renderer, GPU and zygote children too), then reap it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # the browser and all its children already exited
-    process.wait()
-
-
-def log_tail(log: Path) -> str:
-    """Chromium's last stderr line that is not D-Bus noise (containers have no system bus)."""
-    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip() and "dbus" not in line]
-    return lines[-1][-300:] if lines else "(no output)"
 
 
 class RenderingJudge:
