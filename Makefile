@@ -25,14 +25,16 @@ $(STAMP): pyproject.toml constraints.txt
 train: $(STAMP)
 	$(BIN)/tsrl-train recipes=cpu_demo $(ARGS)
 
-# Each stage's time is printed at the end, and pytest's 25 slowest tests after the main stage. The vLLM stage's
-# environment (.venv-vllm: mostly unpacking wheels) is built in the background while lint, docs and the main stage
-# run; its log is .venv-vllm.log, printed if the build fails.
+# Each stage's time is printed at the end, and pytest's 25 slowest tests after the main stage. The main stage runs
+# on both cores (pytest-xdist, -n 2, one test file per worker at a time so module fixtures are built once), each
+# worker's torch on one thread. The vLLM stage's environment (.venv-vllm: mostly unpacking wheels) is built in the
+# background while lint, docs and the main stage run; its log is .venv-vllm.log, printed if the build fails.
 test: $(STAMP) chromium
 	@set -e; t0=$$(date +%s); \
 	( $(MAKE) --no-print-directory $(VLLM_STAMP) > $(VLLM_VENV).log 2>&1 ) & vllm_build=$$!; \
 	$(MAKE) --no-print-directory lint docs; t1=$$(date +%s); \
-	TSRL_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q --durations=25 -m "not vllm and not judge_server" tests; \
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TSRL_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile \
+		--durations=25 -m "not vllm and not judge_server" tests; \
 	t2=$$(date +%s); \
 	wait $$vllm_build || { cat $(VLLM_VENV).log; echo "make test: building $(VLLM_VENV) failed (log above)"; exit 1; }; \
 	t3=$$(date +%s); \

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 
 import pytest
 
@@ -11,7 +12,14 @@ from tsrl.testing.fakes import NumberTask, number_prompt
 
 
 def pytest_configure(config) -> None:
-    """TSRL_REQUIRE_VLLM=1 (`make test-vllm`) turns a missing vLLM into a failure instead of skipped tests."""
+    """TSRL_REQUIRE_VLLM=1 (`make test-vllm`) turns a missing vLLM into a failure instead of skipped tests.
+
+    An xdist worker (`make test` runs the main stage with `-n 2`) starts with SIGINT ignored, and an ignored signal
+    stays ignored in every process it starts: the tests that stop a run with Ctrl-C would see it ignore SIGINT. The
+    worker gets Python's own handler back, which its subprocesses then start with.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get("TSRL_REQUIRE_VLLM") == "1" and importlib.util.find_spec("vllm") is None:
         raise pytest.UsageError(
             "TSRL_REQUIRE_VLLM=1 but vllm cannot be imported: run the vLLM tests in the "

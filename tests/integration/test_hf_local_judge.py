@@ -36,13 +36,13 @@ EASY = [  # (prompt, clearly better, clearly worse)
 ]
 
 
-def judge_easy_pairs(method: str):
+def judge_easy_pairs(method: str, pairs: int = len(EASY)):
     pytest.importorskip("gguf")
     judge = build_judge(HFLocalJudgeConfig(order="both", batch_size=4, device="cpu", method=method), NumberTask())
-    requests = [PairRequest(Prompt(f"e{i}", q), good, bad) for i, (q, good, bad) in enumerate(EASY)]
+    requests = [PairRequest(Prompt(f"e{i}", q), good, bad) for i, (q, good, bad) in enumerate(EASY[:pairs])]
     verdicts = judge.compare(requests)
     correct = sum(v.p_first > 0.5 for v in verdicts)
-    print(f"hf_local SmolLM2 ({method}) easy-pair accuracy: {correct}/{len(EASY)}")
+    print(f"hf_local SmolLM2 ({method}) easy-pair accuracy: {correct}/{pairs}")
     return judge, requests, verdicts, correct
 
 
@@ -59,8 +59,9 @@ def test_smollm2_contrast_judge_agrees_with_the_obvious_answer():
 
 def test_smollm2_pairwise_judge_plumbing():
     """The pairwise A/B template is beyond SmolLM2-135M (measured: at chance, p_first within 0.49–0.52), so
-    this checks the plumbing — valid soft verdicts read from the verdict token, reproducible, text-dependent."""
-    judge, requests, verdicts, _ = judge_easy_pairs("pairwise")
-    assert all(0.0 <= v.p_first <= 1.0 for v in verdicts) and judge.drain_metrics()["calls"] == 2 * len(EASY)
+    this checks the plumbing on 4 of the pairs — valid soft verdicts read from the verdict token, reproducible,
+    text-dependent."""
+    judge, requests, verdicts, _ = judge_easy_pairs("pairwise", pairs=4)
+    assert all(0.0 <= v.p_first <= 1.0 for v in verdicts) and judge.drain_metrics()["calls"] == 2 * 4
     assert [v.p_first for v in judge.compare(requests)] == [v.p_first for v in verdicts]
     assert len({round(v.p_first, 6) for v in verdicts}) > 1  # the verdict depends on the texts

@@ -6,8 +6,9 @@ the end. SmolLM2 is a poor judge and does not end its answers with `VERDICT: A` 
 stage is for: with judge.constrain=auto every question is answered (the server constrains the answer), with
 judge.constrain=off the run stops within seconds naming unreadable verdicts; verdicts, soft probabilities and the
 token accounting are checked against the server's own counters; and a 2-step tsrl-train runs the ladder, rubric and
-adaptive regimes against it, and the perception model is fitted to it. Measured here: the server starts in
-~1.5 min, the module takes ~8 min.
+adaptive regimes against it, and the perception model is fitted to it. The server runs eagerly
+(--enforce-eager): on this CPU vLLM's graph compilation cost more than it saved. Measured here: the server starts in
+80 s, the module takes 8.3 min.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def served(tmp_path_factory):
             str(overrides_file),
             "--wait-s",
             "600",
+            "--engine-arg=--enforce-eager",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -199,9 +201,10 @@ def test_tokens_and_soft_probabilities_match_the_server(served):
         assert verdict.p_first >= 0.5 if answer == "A" else verdict.p_first <= 0.5 if answer == "B" else True
 
 
-REGIMES = {  # method overrides; humor keeps to 2 train prompts (the ladder's round-robin: 2 x 45 verdicts)
-    "ladder": ["method=tsrl", "task=humor", "task.max_prompts=2"],
-    "rubric": ["method=rubric", "task=humor", "task.max_prompts=2", "trainer.step_multiplier=1"],
+ONE_PROMPT = ["task=humor", "task.max_prompts=1", "trainer.prompts_per_step=1"]  # the ladder: 45 verdicts
+REGIMES = {  # method overrides
+    "ladder": ["method=tsrl", *ONE_PROMPT],
+    "rubric": ["method=rubric", *ONE_PROMPT, "trainer.step_multiplier=1"],
     "adaptive": ["method=reasoning_arena", "task=aime", "task.max_prompts=2", "judge.form=direct"],
 }
 

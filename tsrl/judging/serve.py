@@ -4,7 +4,7 @@ the run at it, and stop the servers when done.
     tsrl-serve-judge --model Qwen/Qwen3-8B --python .venv-vllm/bin/python --gpus 0,1,2,3 --replicas 2
     # judge=openai judge.model=Qwen3-8B 'judge.base_urls=[http://127.0.0.1:8000/v1,…:8001/v1]' …
     tsrl-serve-judge --model models/judge --python .venv-vllm/bin/python --gpus cpu --dtype float32 \
-        -- tsrl-train task=stories
+        --engine-arg=--enforce-eager -- tsrl-train task=stories
     # serves, runs tsrl-train with the overrides appended, stops the server, exits with tsrl-train's status
 
 Each of --replicas data-parallel copies gets an equal share of --gpus (its CUDA_VISIBLE_DEVICES, the model
