@@ -123,13 +123,13 @@ def server_tokens(url: str) -> float:
 @pytest.mark.parametrize("form, constraint", [("reasoning", "regex"), ("direct", "choice")])
 def test_constrained_verdicts_answer_every_question(served, tmp_path, form, constraint):
     _, judge = served
-    done, report, _ = judge_check(tmp_path, judge, f"judge.form={form}", "check.prompts=2")
+    done, report, _ = judge_check(tmp_path, judge, f"judge.form={form}", "check.prompts=1")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert report["answered"] == report["questions"] == 40  # 2 prompts x C(5, 2) anchor pairs x 2 orders
+    assert report["answered"] == report["questions"] == 20  # 1 prompt x C(5, 2) anchor pairs x 2 orders
     assert report["format_following"] == 1.0 and report["reask_share"] == 0.0
-    assert report["forms"] == {f"{form}/{constraint}+soft": 40}  # constrained, P(A) from the verdict token
+    assert report["forms"] == {f"{form}/{constraint}+soft": 20}  # constrained, P(A) from the verdict token
     assert 0.0 < report["position_bias_p_first"] < 1.0  # soft: not all-or-nothing
-    assert report["calibration"]["n"] == 40 and 0.0 <= report["calibration"]["ece"] <= 1.0
+    assert report["calibration"]["n"] == 20 and 0.0 <= report["calibration"]["ece"] <= 1.0
     assert "format following                   100.0% of answers readable" in done.stdout
 
 
@@ -141,10 +141,10 @@ def test_the_fit_of_smollm2_says_it_is_a_poor_judge(served, tmp_path):
     from tsrl.judging import RubricSimConfig
 
     _, judge = served
-    done, report, elapsed = judge_check(tmp_path, judge, "judge.form=direct", "check.prompts=8", "check.fit=true")
+    done, report, elapsed = judge_check(tmp_path, judge, "judge.form=direct", "check.prompts=4", "check.fit=true")
     assert done.returncode == 0, done.stderr[-3000:]
     fit = report["fit"]
-    assert fit["data"]["verdicts"] == 160 and fit["data"]["grades"] == 40 and fit["data"]["unanswered"] == 0
+    assert fit["data"]["verdicts"] == 80 and fit["data"]["grades"] == 20 and fit["data"]["unanswered"] == 0
     assert fit["signal_test"]["p_value"] > 0.01  # no evidence that its verdicts follow the ladder
     assert fit["estimates"]["p_first_if_equal"]["ci95"][0] > 0.7  # the first shown wins, whatever it is
     assert "perception model fit" in done.stdout

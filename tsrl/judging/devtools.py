@@ -42,6 +42,10 @@ class BrowserGone(Exception):
     """The browser exited or closed its end of the pipe."""
 
 
+class Stale(BrowserGone):
+    """The browser was gone before the page reached it (it died after its last page, or was killed meanwhile)."""
+
+
 class NoAnswer(Exception):
     """The awaited reply or event did not come before the deadline."""
 
@@ -120,7 +124,10 @@ class Browser:
         """The PNG of `url` in a fresh tab, closed afterwards; NoAnswer at the deadline (the tab closed, or
         BrowserGone when the browser does not close it within CLOSE_GRACE_S), BrowserGone when it dies."""
         self.events.clear()
-        target = self.call("Target.createTarget", {"url": "about:blank"}, deadline=deadline)["targetId"]
+        try:
+            target = self.call("Target.createTarget", {"url": "about:blank"}, deadline=deadline)["targetId"]
+        except BrowserGone as gone:  # before the page: a death that poll() had not seen yet (exit still under way)
+            raise Stale(str(gone)) from gone
         try:
             png = self._shoot_target(target, url, viewport, virtual_ms, deadline)
         except NoAnswer:
@@ -171,10 +178,12 @@ class BrowserPool:
         """Write the screenshot of `url` to `shot`; the error string ("timeout: …", "crash: …") when it fails."""
         browser = self.idle.get()
         try:
-            if browser is not None and browser[0].process.poll() is not None:  # killed or crashed between pages
-                browser = self._stop(browser)
-            browser = browser or self._start(timeout_s)
-            png = browser[0].capture(url, viewport, virtual_ms, time.monotonic() + timeout_s)
+            try:
+                browser = self._live(browser, timeout_s)
+                png = browser[0].capture(url, viewport, virtual_ms, time.monotonic() + timeout_s)
+            except Stale:  # it died between pages: this page gets a fresh browser, once
+                browser = self._live(self._stop(browser), timeout_s)
+                png = browser[0].capture(url, viewport, virtual_ms, time.monotonic() + timeout_s)
         except NoAnswer:
             return f"timeout: no screenshot after {timeout_s:g} s (judge.render.timeout_s)"
         except BrowserGone as gone:
@@ -184,6 +193,12 @@ class BrowserPool:
             self.idle.put(browser)
         shot.write_bytes(png)
         return None
+
+    def _live(self, browser: tuple[Browser, Path] | None, timeout_s: float) -> tuple[Browser, Path]:
+        """`browser` if its process still runs, else a fresh one (started on first use, or after a crash)."""
+        if browser is not None and browser[0].process.poll() is not None:  # killed or crashed between pages
+            browser = self._stop(browser)
+        return browser or self._start(timeout_s)
 
     def _start(self, timeout_s: float) -> tuple[Browser, Path]:
         """A fresh browser in a throwaway folder (profile, stderr log); ConfigError if the first one fails."""
