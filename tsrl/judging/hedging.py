@@ -142,14 +142,17 @@ class Hedger:
             if not (attempt.interrupted and consume_interruption(attempt.task)):
                 raise  # a cancellation from outside (Ctrl-C, the judge closing) goes on
             return self._outcome(attempt, timeout_s)
-        except AttemptError:
-            if attempt.interrupted:  # the transport turned the interruption into an error of its own
+        except AttemptError as error:
+            interrupted = attempt.interrupted
+            if interrupted:  # the transport turned the interruption into an error of its own
                 consume_interruption(attempt.task)
             elif attempt.hedges:
                 attempt.waiter = loop.create_future()  # the hedges may still answer
                 await attempt.waiter
             if attempt.won is None:
                 raise
+            if not interrupted:  # its own failure, not the outcome (a hedge answered): counted like a hedge's
+                attempt.errors.append((error, index))
             return attempt.won
         finally:
             self.in_flight.discard(attempt)

@@ -110,7 +110,7 @@ def integer_from(candidate: str, low: int, high: int) -> Extracted:
     whole, _, decimals = number.partition(".")
     if decimals.strip("0"):
         return Extracted(None, f"not an integer: {number}")
-    value = int(whole or "0")
+    value = int(whole) if whole not in ("", "-") else 0  # ".0", "-.0": no digits before the point
     if not low <= value <= high:
         return Extracted(None, f"outside {low}-{high}: {value}")
     return Extracted(value, "")

@@ -258,3 +258,58 @@ def test_rlaif_is_the_judge_grade_even_where_a_verifier_exists() -> None:
     judge = GradingJudge()
     batch = RubricRegime(RLAIFConfig(), RegimeContext(Checked(), judge, "j", None)).score([group("yes", "no no")])
     assert batch.rewards.tolist() == [[0.1, 0.2]] and len(judge.requests) == 2
+
+
+def bos_tokenizer():
+    """A real Hugging Face fast tokenizer, built in memory: one id per known word, and (as Llama's) a BOS
+    prepended whenever special tokens are asked for, which the default add_special_tokens=True does."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<s>": 0, "</s>": 1, "[UNK]": 2, "write": 3, "it": 4, "a": 5, "bc": 6}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", unk_token="[UNK]")
+
+
+def test_anchors_and_prompt_are_tokenised_as_generated_without_a_bos() -> None:
+    """A generated completion never starts with BOS, nor does the chat prompt's text get a second one: both are
+    tokenised with add_special_tokens=False (a fast tokenizer refuses anything but a bool there)."""
+    prompt = Prompt("p", "write it")
+    (sft,) = offline_groups(SFTConfig(), [prompt], {"p": ladder(["a bc"])}, bos_tokenizer(), np.random.default_rng(0))
+    assert sft.prompt is prompt
+    assert sft.prompt_ids == [3, 4]  # "write it", no <s> (id 0)
+    assert sft.rollouts == [Rollout("a bc", [5, 6, 1], [0.0, 0.0, 0.0], False)]  # then </s> (id 1)
+
+
+def test_dpo_pairs_capped_by_max_pairs_are_drawn_without_repeats_in_the_rules_order() -> None:
+    ladders = {"p": ladder([f"r{i}" for i in range(10)])}  # 45 pairs; 44 drawn with replacement would repeat one
+    rank = {r.anchor.text: i for i, r in enumerate(ladders["p"])}
+    rng = np.random.default_rng(0)
+    (few,) = offline_groups(DPOConfig(max_pairs=44), [Prompt("p", "write")], ladders, WordTokenizer(), rng)
+    ranks = [rank[r.text] for r in few.rollouts]
+    pairs = list(zip(ranks[::2], ranks[1::2]))
+    assert len(pairs) == 44 and len(set(pairs)) == 44
+    everything = dpo_pairs(10, "all")
+    assert sorted(pairs, key=everything.index) == pairs  # in the rule's order, better first
+
+
+def test_a_cap_that_admits_every_pair_spends_no_random_draw() -> None:
+    """max_pairs = the rule's count keeps every pair without sampling, so the run's rng is left as it was (and the
+    next prompt's draw is the one it would have been)."""
+    ladders = {"p": ladder(["a", "b", "c", "d"])}  # 6 pairs
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    (every,) = offline_groups(DPOConfig(max_pairs=6), [Prompt("p", "write")], ladders, WordTokenizer(), rng)
+    assert every.size == 12 and rng.bit_generator.state == before
+
+
+def test_dpo_counts_a_pair_as_wrongly_ordered_exactly_when_its_margin_is_not_positive() -> None:
+    """clip_frac of DPO = share of tokens in pairs with z ≤ 0. Three one-token pairs, reference 0, β = 0.5:
+    z = 0.5·(0 − 0) = 0 (a tie: wrong), 0.5·(−1 − (−2)) = 0.5 (right), 0.5·(−2 − (−1)) = −0.5 (wrong) → 4 of 6."""
+    logp = torch.tensor([[0.0], [0.0], [-1.0], [-2.0], [-2.0], [-1.0]])
+    mask = torch.ones(6, 1)
+    out = policy_loss(inputs(logp, torch.zeros(6, 1), mask, sequence_normalizer(mask)), DPOConfig(beta=0.5))
+    assert out.metrics["clip_frac"] == pytest.approx(4 / 6)
+    assert out.metrics["dpo/accuracy"] == pytest.approx(1 / 3)

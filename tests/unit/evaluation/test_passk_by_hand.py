@@ -87,3 +87,48 @@ def test_reported_ks_are_powers_of_two_below_n_then_n_then_the_tasks_own_that_fi
     assert ks_for(8) == [1, 2, 4, 8]
     assert ks_for(5, (3, 9, 0)) == [1, 2, 3, 4, 5]
     assert ks_for(2, (2,)) == [1, 2]
+
+
+class RightOrWrong:
+    """A bare verifiable task: nothing but `verify` (no `extract`, no `report_k`); "= 7" is right."""
+
+    name = "bare"
+
+    def verify(self, prompt: Prompt, text: str) -> float:
+        return float(text == "= 7")
+
+
+class AsManyAsAsked:
+    """Samples as many completions as it is asked for: the first right, the rest wrong (two tokens each)."""
+
+    def generate(self, prompts, n):
+        texts = ["= 7"] + ["= 1"] * (n - 1)
+        return [Group(p, [1], [Rollout(t, [1, 2], [0.0, 0.0], False) for t in texts]) for p in prompts]
+
+
+def test_pass_sums_ask_for_the_samples_and_need_neither_extract_nor_report_k() -> None:
+    sums = pass_sums(AsManyAsAsked(), RightOrWrong(), [Prompt("a", "x + 2 = 9")], 3)
+    # by hand: 3 samples, 1 right; pass@2 = 1 - C(2,2)/C(3,2) = 2/3; no "answered" share without extract
+    assert sums == pytest.approx(
+        {
+            "problems": 1.0,
+            "accuracy": 1 / 3,
+            "pass@1": 1 / 3,
+            "pass@2": 2 / 3,
+            "pass@3": 1.0,
+            "length_sum": 6.0,
+            "samples": 3.0,
+        }
+    )
+
+
+def test_mean_length_of_a_single_sample_is_its_own_length() -> None:
+    # one problem, one sample of 5 tokens: 5 / 1
+    summary = pass_summary({"problems": 1.0, "accuracy": 1.0, "pass@1": 1.0, "length_sum": 5.0, "samples": 1.0}, 1)
+    assert summary == {
+        "pass_ratio": 100.0,
+        "samples_per_problem": 1.0,
+        "pass@1": 100.0,
+        "mean_length": 5.0,
+        "problems": 1.0,
+    }

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from tsrl.evaluation.winrate import EVERY_ANCHOR, ReferenceSet, percent, winrate_summary, winrate_sums
+from tsrl.errors import ConfigError
+from tsrl.evaluation.winrate import (
+    EVERY_ANCHOR,
+    REFERENCE_SETS,
+    ReferenceSet,
+    check_references,
+    percent,
+    reference_set,
+    winrate_summary,
+    winrate_sums,
+)
 from tsrl.testing.fakes import ScriptedJudge
 from tsrl.types import Anchor, Group, Prompt, Rollout
 
@@ -86,3 +96,34 @@ def test_summary_without_a_reference_count_or_a_top_tier_heads_with_all_tiers() 
 )
 def test_percent_divides_by_the_count_or_by_one_when_there_is_none(given, expected) -> None:
     assert percent(given, "x") == expected
+
+
+def test_the_judge_is_shown_the_prompt_and_every_missing_verdict_is_counted() -> None:
+    judge = ScriptedJudge({("q=2 a", "q=0 low"): None, ("q=2 b", "q=0 low"): None})  # both verdicts vs low fail
+    result = winrate_sums(TwoCompletions(), judge, [PROMPT], 2, TOP_ONLY)
+    assert [r.prompt for r in judge.requests] == [PROMPT] * 6  # 2 completions x 3 anchors, each with its prompt
+    assert result["missing"] == 2.0 and "n/low" not in result and result["n/all"] == 4.0
+
+
+def test_summary_reports_the_top_tier_from_a_single_verdict() -> None:
+    # one verdict against a top anchor, won: 1 / 1; one sample of 3 tokens: mean length 3 / 1
+    one = {"wins/all": 1.0, "n/all": 1.0, "wins/top": 1.0, "n/top": 1.0, "length_sum": 3.0, "samples": 1.0}
+    assert winrate_summary(one) == {
+        "winrate": 100.0,
+        "winrate_all": 100.0,
+        "winrate_top": 100.0,
+        "winrate/top": 100.0,
+        "mean_length": 3.0,
+        "missing_verdicts": 0.0,
+    }
+
+
+def test_a_task_without_a_listed_reference_set_is_measured_against_every_anchor() -> None:
+    assert reference_set("code") is EVERY_ANCHOR
+    assert reference_set("stories") is REFERENCE_SETS["stories"]
+
+
+def test_a_prompt_without_anchors_is_refused_asking_for_a_reference_anchor() -> None:
+    bare = Prompt("b", "write")  # no anchor at all: even "every anchor" leaves its headline undefined
+    with pytest.raises(ConfigError, match=r"prompt 'b' \(1 of 2\).*give every held-out prompt a reference anchor \("):
+        check_references("code", [PROMPT, bare], EVERY_ANCHOR)

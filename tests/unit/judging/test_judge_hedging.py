@@ -11,7 +11,7 @@ import pytest
 from tsrl.errors import ConfigError
 from tsrl.judging import HedgeConfig, OpenAIJudgeConfig, RetryConfig
 from tsrl.judging.base import JudgeCounters
-from tsrl.judging.hedging import REFRESH, Hedger, LatencyWindow
+from tsrl.judging.hedging import REFRESH, WINDOW, Hedger, LatencyWindow
 from tsrl.judging.preflight import served_models, url_problem
 from tsrl.judging.transport import AttemptError, Endpoints
 
@@ -53,14 +53,28 @@ def warmed(cfg: HedgeConfig, latency: float = 0.01) -> tuple[Hedger, JudgeCounte
 
 
 def send(hedger: Hedger, posts: ScriptedPosts, timeout_s: float = 5.0, endpoints: int = 1) -> tuple[dict, int, list]:
+    """One hedged attempt; a callback that raises (asyncio reports it to the loop, not to the caller) fails it."""
     failures: list = []
+    loop_errors: list = []
 
     async def attempt() -> tuple[dict, int]:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: loop_errors.append(context))
         other = Endpoints(endpoints, 1.0, 1.0).other
         return await hedger.send(posts.post, 0, other, timeout_s, lambda err, at: failures.append((err.kind, at)))
 
-    answer, index = asyncio.run(attempt())
+    try:
+        answer, index = asyncio.run(attempt())
+    finally:
+        assert loop_errors == []
     return answer, index, failures
+
+
+async def until(condition, limit_s: float = 2.0) -> None:
+    """Wait for `condition()` to hold, checking every 10 ms (a hang fails after `limit_s`)."""
+    give_up = asyncio.get_running_loop().time() + limit_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < give_up, "the awaited event never came"
+        await asyncio.sleep(0.01)
 
 
 def test_a_silent_attempt_is_answered_by_its_hedge_and_the_silent_copy_is_cancelled():
@@ -190,6 +204,244 @@ def test_a_hedge_goes_to_another_endpoint_when_there_is_one():
     single = Endpoints(1, 1.0, 60.0)
     single.failed(0, wait=30.0)  # a Retry-After pause: no hedge goes out until it is over
     assert single.other(0) is None
+
+
+def test_a_hedged_attempt_the_primary_wins_reports_zero_hedge_wins_and_drops_the_hedge_quietly():
+    """The hedge_wins count exists (as 0) once a hedge went out, so the metric is logged; the losing hedge is
+    cancelled without any error reaching the event loop."""
+    hedger, counters = warmed(HedgeConfig(floor_s=0.05))
+    posts = ScriptedPosts([0.3, NEVER])
+    assert send(hedger, posts)[0] == {"turn": 0, "index": 0} and posts.cancelled == 1
+    assert counters.drain() == {
+        "calls": 0,
+        "errors": 0,
+        "tokens": 0,
+        "cache_hits": 0,
+        "ties": 0,
+        "tie_rate": 0.0,
+        "hedges": 1,
+        "hedge_wins": 0,
+    }
+
+
+def test_answered_attempts_feed_the_running_p95_with_their_latency():
+    hedger = Hedger(HedgeConfig(floor_s=0.05), JudgeCounters())
+    send(hedger, ScriptedPosts([0.1]))
+    assert 0.05 < hedger.latency.p95 < 30.0
+
+
+def test_a_hedge_that_wins_feeds_the_running_p95_with_its_own_latency():
+    hedger = Hedger(HedgeConfig(floor_s=0.05), JudgeCounters())
+    hedger.latency.add(0.01)
+    answer, index, _ = send(hedger, ScriptedPosts([1.0, 0.1]), endpoints=2)
+    assert answer == {"turn": 1, "index": 1} and index == 1
+    assert 0.05 < hedger.latency.p95 < 30.0  # the hedge's ~100 ms, counted from when it was sent
+
+
+def test_the_deadline_timeout_names_the_time_limit():
+    hedger, _ = warmed(HedgeConfig(floor_s=0.05))
+    with pytest.raises(AttemptError, match=re.escape("no answer within 0.3 s")):
+        send(hedger, ScriptedPosts([NEVER] * 10), timeout_s=0.3)
+
+
+def test_a_hedge_win_leaves_the_attempts_task_with_no_cancellation():
+    hedger, _ = warmed(HedgeConfig(floor_s=0.05))
+    posts = ScriptedPosts([NEVER, 0.0])
+
+    async def attempt() -> tuple[tuple[dict, int], int]:
+        answer = await hedger.send(posts.post, 0, lambda i: i, 5.0, lambda *_: None)
+        return answer, getattr(asyncio.current_task(), "cancelling", lambda: 0)()  # Python >= 3.11 counts them
+
+    (answer, _), cancelling = asyncio.run(asyncio.wait_for(attempt(), 2.0))
+    assert answer == {"turn": 1, "index": 0} and cancelling == 0
+
+
+@pytest.mark.parametrize("when", ["while the primary is out", "as the hedge wins"])
+def test_a_cancellation_from_outside_goes_on(when):
+    """Ctrl-C or the judge closing cancels the attempt's task: that cancellation is raised, never turned into
+    a timeout or the hedge's answer, even when it comes at the moment the hedge interrupts the primary."""
+    if when == "as the hedge wins":
+        hedger, _ = warmed(HedgeConfig(floor_s=0.05))
+    else:
+        hedger = Hedger(HedgeConfig(floor_s=0.05), JudgeCounters())  # no latency observed: no hedge goes out
+    sent: list = []
+
+    async def post(index: int) -> dict:
+        sent.append(index)
+        if len(sent) == 1:
+            await asyncio.sleep(NEVER)
+        asyncio.get_running_loop().call_soon(outer.cancel)  # lands before the hedger's interruption
+        return {"hedge": index}
+
+    async def attempt() -> tuple[dict, int]:
+        return await hedger.send(post, 0, lambda i: i, 5.0, lambda *_: None)
+
+    async def main() -> None:
+        nonlocal outer
+        outer = asyncio.create_task(attempt())
+        if when == "while the primary is out":
+            await until(lambda: len(sent) == 1)
+            outer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(outer, 2.0)
+
+    outer = None
+    asyncio.run(main())
+    assert sent == ([0] if when == "while the primary is out" else [0, 0])
+
+
+def failing_after_the_hedge(sent: list, hedge) -> object:
+    """A post whose primary fails once its hedge is out (server_error on endpoint 0); the hedge does `hedge`."""
+
+    async def post(index: int) -> dict:
+        sent.append(index)
+        if len(sent) == 1:
+            await until(lambda: len(sent) == 2)
+            await asyncio.sleep(0.01)
+            raise AttemptError("server_error", "HTTP 500", True)
+        return await hedge(index)
+
+    return post
+
+
+def test_a_primary_that_fails_while_its_hedge_is_out_takes_the_hedges_answer_and_reports_its_own_failure():
+    """The hedge's answer is the outcome; the primary's server_error is not, so it goes to `failed` (the judge
+    then rests endpoint 0 and counts the error) instead of being dropped."""
+    hedger, counters = warmed(HedgeConfig(floor_s=0.05))
+    sent: list = []
+    failures: list = []
+
+    async def hedge(index: int) -> dict:
+        await asyncio.sleep(0.1)
+        return {"hedge": index}
+
+    async def attempt() -> tuple[dict, int]:
+        other = Endpoints(2, 1.0, 1.0).other
+        post = failing_after_the_hedge(sent, hedge)
+        return await hedger.send(post, 0, other, 5.0, lambda err, at: failures.append((err.kind, at)))
+
+    assert asyncio.run(asyncio.wait_for(attempt(), 2.0)) == ({"hedge": 1}, 1)
+    assert sent == [0, 1] and counters.counts["hedge_wins"] == 1
+    assert failures == [("server_error", 0)]
+
+
+def test_when_the_primary_and_its_hedge_both_fail_the_primarys_error_is_raised_and_the_hedges_reported():
+    hedger, _ = warmed(HedgeConfig(floor_s=0.05))
+    sent: list = []
+    failures: list = []
+
+    async def hedge(index: int) -> dict:
+        await asyncio.sleep(0.1)
+        raise AttemptError("bad_request", "HTTP 400", False)
+
+    async def attempt() -> tuple[dict, int]:
+        other = Endpoints(2, 1.0, 1.0).other
+        post = failing_after_the_hedge(sent, hedge)
+        return await hedger.send(post, 0, other, 5.0, lambda err, at: failures.append((err.kind, at)))
+
+    with pytest.raises(AttemptError) as err:
+        asyncio.run(asyncio.wait_for(attempt(), 2.0))
+    assert err.value.kind == "server_error" and failures == [("bad_request", 1)]
+
+
+def test_of_two_hedges_answering_together_only_the_first_wins():
+    hedger, counters = warmed(HedgeConfig(floor_s=0.05, max_extra=1.0))  # credit for two hedges
+    sent: list = []
+    gate = asyncio.Event()
+
+    async def post(index: int) -> dict:
+        turn = len(sent)
+        sent.append(index)
+        if turn == 0:
+            await asyncio.sleep(NEVER)
+        await gate.wait()
+        return {"turn": turn}
+
+    async def main() -> tuple[dict, int]:
+        outer = asyncio.create_task(hedger.send(post, 0, lambda i: i, 5.0, lambda *_: None))
+        await until(lambda: len(sent) == 3)  # the primary and both hedges are out
+        gate.set()  # both hedges answer in the same turn of the loop
+        return await asyncio.wait_for(outer, 2.0)
+
+    assert asyncio.run(main()) == ({"turn": 1}, 0)
+    assert counters.counts["hedges"] == 2 and counters.counts["hedge_wins"] == 1
+
+
+def test_a_client_slow_to_abort_at_the_deadline_still_ends_with_the_timeout():
+    """The deadline interrupts the primary once: a client that takes a while to abort (closing its connection)
+    is not interrupted again, and the attempt raises its timeout."""
+    hedger, _ = warmed(HedgeConfig(floor_s=0.05, max_extra=0.0))  # credit for one hedge
+    sent: list = []
+
+    async def post(index: int) -> dict:
+        sent.append(index)
+        try:
+            await asyncio.sleep(NEVER)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.2)  # cleanup before the cancellation goes on
+            raise
+        return {}
+
+    async def attempt() -> tuple[dict, int]:
+        return await hedger.send(post, 0, lambda i: i, 0.3, lambda *_: None)
+
+    with pytest.raises(AttemptError) as err:
+        asyncio.run(asyncio.wait_for(attempt(), 3.0))
+    assert err.value.kind == "timeout" and sent == [0, 0]
+
+
+def test_a_finished_attempt_is_never_hedged_afterwards():
+    hedger, counters = warmed(HedgeConfig(floor_s=0.05))
+    posts = ScriptedPosts([0.0])
+
+    async def worker() -> None:
+        await hedger.send(posts.post, 0, lambda i: i, 5.0, lambda *_: None)
+        await asyncio.sleep(0.3)  # the worker goes on with other things, long past the hedge delay
+
+    asyncio.run(worker())
+    assert posts.sent == [0] and not counters.counts
+
+
+def test_the_banked_hedge_credit_is_capped_at_the_burst():
+    """At max_extra = 1/512 the burst is one credit: however many quick attempts came before, two slow
+    attempts at once get one hedge between them."""
+    hedger, counters = warmed(HedgeConfig(floor_s=0.05, max_extra=1 / WINDOW))
+    hedger.latency.add = lambda seconds: None  # keep the p95 at 10 ms whatever is answered
+    sent: list = []
+    gate = asyncio.Event()
+    quick = WINDOW + 8
+
+    async def post(index: int) -> dict:
+        sent.append(index)
+        if len(sent) > quick:
+            await gate.wait()
+        return {}
+
+    async def main() -> None:
+        for _ in range(quick):
+            await hedger.send(post, 0, lambda i: i, 5.0, lambda *_: None)
+        slow = [asyncio.create_task(hedger.send(post, 0, lambda i: i, 5.0, lambda *_: None)) for _ in range(2)]
+        await until(lambda: counters.counts["hedges"] >= 1)
+        await asyncio.sleep(0.1)  # several checks of the watchdog
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(*slow), 2.0)
+
+    asyncio.run(main())
+    assert counters.counts["hedges"] == 1
+
+
+def test_settings_at_the_edges_of_their_ranges_are_accepted():
+    for after_p95 in (1.0, 1.5):
+        assert HedgeConfig(after_p95=after_p95).after_p95 == after_p95
+    for max_extra in (0.0, 1.0):
+        assert HedgeConfig(max_extra=max_extra).max_extra == max_extra
+
+
+def test_the_running_p95_covers_only_the_last_window_of_answers():
+    window = LatencyWindow()
+    for seconds in [1.0] * WINDOW + [0.001] * WINDOW:
+        window.add(seconds)
+    assert len(window.samples) == WINDOW and window.p95 == 0.001
 
 
 @pytest.mark.parametrize(
