@@ -91,7 +91,9 @@ def test_hedges_go_to_the_other_endpoint():
 
 def test_the_hedge_budget_holds_when_many_requests_are_never_answered():
     """A third of all requests (hedges included) are blackholed: hedges are capped at 1 + 5 % of the attempts
-    and the rest wait out the 0.4 s timeout and are retried; every verdict still arrives."""
+    and the rest wait out the 0.4 s timeout and are retried; every verdict still arrives. A primary that timed
+    out just as its hedge answered is counted as a timeout but not retried, so timeouts exceed retries by at
+    most the hedges that won."""
     with JudgeServer(latency_s=0.01, fault_rate=0.3, fault_kinds=("blackhole",), seed=5) as server:
         judge = judge_for(
             server,
@@ -102,10 +104,10 @@ def test_the_hedge_budget_holds_when_many_requests_are_never_answered():
         verdicts = judge.compare(word_pairs(200))
         metrics = judge.drain_metrics()
         sent = server.stats["requests"]
-    attempts = sent - metrics["hedges"]
-    assert attempts == 200 + metrics["retries"]
+    attempts = 200 + metrics["retries"]  # each reached the server; a hedge cancelled as it left may not have
+    assert attempts <= sent <= attempts + metrics["hedges"]
     assert 5 <= metrics["hedges"] <= 1 + 0.05 * attempts
-    assert metrics["attempt_errors/timeout"] == metrics["retries"] > 0
+    assert 0 < metrics["retries"] <= metrics["attempt_errors/timeout"] <= metrics["retries"] + metrics["hedge_wins"]
     assert all(v.p_first is not None for v in verdicts)
 
 
