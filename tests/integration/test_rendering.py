@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 import zlib
@@ -441,14 +443,23 @@ def test_real_page_renders_at_the_configured_size_and_is_cached(real_cfg) -> Non
     ],
     ids=["script-loop", "refresh-loop"],
 )
-def test_endless_page_times_out_and_leaves_no_process(real_cfg, launches, endless: str) -> None:
-    real_cfg.timeout_s = 4.0
-    renderer = PageRenderer(real_cfg)
-    result = renderer.render(endless)
-    renderer.close()
+def test_endless_page_times_out_and_leaves_no_process(real_cfg, launches, endless: str, monkeypatch) -> None:
+    """Killed on both paths, the browser leaves no process and none of its temporary folders (Chromium's
+    org.chromium.Chromium.* singleton folders, left in the system temp dir for good by a killed browser)."""
+    system_temp = Path(tempfile.mkdtemp(prefix="t"))  # short: the socket's path must fit in 108 bytes
+    monkeypatch.setenv("TMPDIR", str(system_temp))
+    try:
+        real_cfg.timeout_s = 4.0
+        renderer = PageRenderer(real_cfg)
+        result = renderer.render(endless)
+        renderer.close()
+        left = [path.name for path in system_temp.iterdir()]
+    finally:
+        shutil.rmtree(system_temp)
     assert error_kind(result.error) == "timeout" and result.path is None
     assert 4.0 <= result.seconds < 15.0
     assert len(launches) == 1 and wait_group_gone(launches[0])
+    assert left == []
 
 
 @chromium

@@ -219,6 +219,7 @@ class BrowserPool:
     def _stop(self, browser: tuple[Browser, Path] | None) -> None:
         if browser is not None:
             browser[0].close()
+            remove_singleton(browser[1] / "profile")
             shutil.rmtree(browser[1], ignore_errors=True)
 
     def close(self) -> None:
@@ -235,6 +236,17 @@ def kill_group(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass  # the browser and all its children already exited
     process.wait()
+
+
+def remove_singleton(profile: Path) -> None:
+    """Remove the folder of a killed browser's singleton socket. Chromium makes it in the system temp dir
+    (org.chromium.Chromium.*, linked from the profile) and removes it only on a clean exit."""
+    try:
+        socket = Path(os.readlink(profile / "SingletonSocket"))
+    except OSError:
+        return  # never made (the browser died first) or gone with a clean exit
+    if socket.parent.name.startswith("org.chromium.Chromium."):
+        shutil.rmtree(socket.parent, ignore_errors=True)
 
 
 def log_tail(log: Path) -> str:

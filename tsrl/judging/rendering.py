@@ -44,7 +44,7 @@ from typing import ClassVar, Protocol
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, error_kind, merge_metrics
-from tsrl.judging.devtools import BrowserPool, kill_group, log_tail
+from tsrl.judging.devtools import BrowserPool, kill_group, log_tail, remove_singleton
 from tsrl.progress import PROGRESS_EVERY_S, duration
 from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
 
@@ -298,6 +298,7 @@ class PageRenderer:
                 return f"timeout: no screenshot after {self.cfg.timeout_s:g} s (judge.render.timeout_s)"
             finally:
                 kill_group(process)
+                remove_singleton(page.parent / "profile")
         if code != 0 or not shot.is_file() or shot.stat().st_size == 0:
             return f"crash: chromium exited with code {code} and no screenshot: {log_tail(log)}"
         return None
