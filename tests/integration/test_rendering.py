@@ -444,10 +444,12 @@ def test_real_page_renders_at_the_configured_size_and_is_cached(real_cfg) -> Non
     ids=["script-loop", "refresh-loop"],
 )
 def test_endless_page_times_out_and_leaves_no_process(real_cfg, launches, endless: str, monkeypatch) -> None:
-    """Killed on both paths, the browser leaves no process and none of its temporary folders (Chromium's
-    org.chromium.Chromium.* singleton folders, left in the system temp dir for good by a killed browser)."""
+    """Killed on both paths, the browser leaves no process and none of its temporary files (Chromium's
+    org.chromium.Chromium.* singleton folder and .org.chromium.Chromium.* shared memory, which a killed browser
+    leaves in the temp dir for good)."""
     system_temp = Path(tempfile.mkdtemp(prefix="t"))  # short: the socket's path must fit in 108 bytes
     monkeypatch.setenv("TMPDIR", str(system_temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(system_temp))
     try:
         real_cfg.timeout_s = 4.0
         renderer = PageRenderer(real_cfg)

@@ -56,6 +56,7 @@ class Browser:
     def __init__(self, command: list[str], log: Path, start_limit_s: float) -> None:
         command_read, self.command_fd = os.pipe()  # both non-inheritable: no other browser holds our ends
         self.reply_fd, reply_write = os.pipe()
+        self.scratch = chromium_temp()
         with log.open("ab") as stderr:  # a file, not a pipe: a chatty browser must never block on it
             self.process = subprocess.Popen(
                 ["/bin/sh", "-c", SHIM, "sh", *command],
@@ -63,6 +64,7 @@ class Browser:
                 stdout=reply_write,
                 stderr=stderr,
                 start_new_session=True,  # its own process group
+                env={**os.environ, "TMPDIR": self.scratch},
             )
         os.close(command_read)
         os.close(reply_write)
@@ -161,6 +163,7 @@ class Browser:
         kill_group(self.process)
         for fd in (self.command_fd, self.reply_fd):
             os.close(fd)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class BrowserPool:
@@ -219,7 +222,6 @@ class BrowserPool:
     def _stop(self, browser: tuple[Browser, Path] | None) -> None:
         if browser is not None:
             browser[0].close()
-            remove_singleton(browser[1] / "profile")
             shutil.rmtree(browser[1], ignore_errors=True)
 
     def close(self) -> None:
@@ -238,15 +240,11 @@ def kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def remove_singleton(profile: Path) -> None:
-    """Remove the folder of a killed browser's singleton socket. Chromium makes it in the system temp dir
-    (org.chromium.Chromium.*, linked from the profile) and removes it only on a clean exit."""
-    try:
-        socket = Path(os.readlink(profile / "SingletonSocket"))
-    except OSError:
-        return  # never made (the browser died first) or gone with a clean exit
-    if socket.parent.name.startswith("org.chromium.Chromium."):
-        shutil.rmtree(socket.parent, ignore_errors=True)
+def chromium_temp() -> str:
+    """A private temp folder for one browser (its TMPDIR), removed with it: a killed Chromium leaves its files in
+    the temp dir for good (the profile's singleton socket folder, shared-memory files caught mid-creation). Made
+    in the system temp dir, not under the cache: the socket's whole path must fit in 108 bytes."""
+    return tempfile.mkdtemp(prefix="tsrl-chromium-")
 
 
 def log_tail(log: Path) -> str:

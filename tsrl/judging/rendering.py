@@ -44,7 +44,7 @@ from typing import ClassVar, Protocol
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, error_kind, merge_metrics
-from tsrl.judging.devtools import BrowserPool, kill_group, log_tail, remove_singleton
+from tsrl.judging.devtools import BrowserPool, chromium_temp, kill_group, log_tail
 from tsrl.progress import PROGRESS_EVERY_S, duration
 from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
 
@@ -284,6 +284,7 @@ class PageRenderer:
             f"--screenshot={shot}",
             f"--virtual-time-budget={VIRTUAL_TIME_MS}",
         ]
+        scratch = chromium_temp()
         with log.open("wb") as stderr:  # a file, not a pipe: a chatty browser must never block on it
             process = subprocess.Popen(
                 [self.chromium, *flags, page.as_uri()],
@@ -291,6 +292,7 @@ class PageRenderer:
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 start_new_session=True,  # its own process group
+                env={**os.environ, "TMPDIR": scratch},
             )
             try:
                 code = process.wait(timeout=self.cfg.timeout_s)
@@ -298,7 +300,7 @@ class PageRenderer:
                 return f"timeout: no screenshot after {self.cfg.timeout_s:g} s (judge.render.timeout_s)"
             finally:
                 kill_group(process)
-                remove_singleton(page.parent / "profile")
+                shutil.rmtree(scratch, ignore_errors=True)
         if code != 0 or not shot.is_file() or shot.stat().st_size == 0:
             return f"crash: chromium exited with code {code} and no screenshot: {log_tail(log)}"
         return None
