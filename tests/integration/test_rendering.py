@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tsrl.errors import ConfigError
-from tsrl.judging import rendering
+from tsrl.judging import devtools, rendering
 from tsrl.judging.base import close_judge, error_kind
 from tsrl.judging.rendering import (
     PageRenderer,
@@ -116,6 +116,29 @@ def fake_browser(tmp_path: Path, body: str) -> str:
     )
     script.chmod(0o755)
     return str(script)
+
+
+LONGEST_TEMP = 39  # bytes: Chromium 150 starts with TMPDIR=<a 39-byte folder>/tsrl-chromium-XXXXXXXX, aborts at 40
+
+
+@pytest.fixture
+def temp_dir_of(monkeypatch) -> Iterator[Callable[[int], Path]]:
+    """Makes the system temp dir a fresh folder whose path is exactly `length` bytes (removed after the test)."""
+    bases: list[Path] = []
+    system = tempfile.gettempdir()
+
+    def make(length: int) -> Path:
+        bases.append(Path(tempfile.mkdtemp(prefix="t", dir=system)))
+        folder = bases[-1] / ("x" * (length - len(str(bases[-1])) - 1))
+        folder.mkdir()
+        assert len(os.fsencode(folder)) == length
+        monkeypatch.setenv("TMPDIR", str(folder))
+        monkeypatch.setattr(tempfile, "tempdir", str(folder))
+        return folder
+
+    yield make
+    for base in bases:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def shooting_browser(tmp_path: Path) -> str:
@@ -209,6 +232,30 @@ def test_missing_chromium_fails_at_construction(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
     with pytest.raises(ConfigError, match="no Chromium on PATH.*dnf install chromium"):
         PageRenderer(RenderConfig(cache_dir=str(tmp_path)))
+
+
+def test_a_temp_dir_too_long_for_chromium_fails_at_construction(tmp_path, temp_dir_of) -> None:
+    cfg = RenderConfig(chromium=shooting_browser(tmp_path), cache_dir=str(tmp_path / "shots"))
+    temp_dir_of(LONGEST_TEMP)
+    PageRenderer(cfg).close()
+    long = temp_dir_of(LONGEST_TEMP + 1)
+    refusal = rf"temp dir {long}: .* 108 bytes, over the 107 .*at most {LONGEST_TEMP} bytes .*TMPDIR=/tmp"
+    with pytest.raises(ConfigError, match=refusal):
+        PageRenderer(cfg)
+
+
+def test_a_browser_log_is_read_for_its_fatal_line(tmp_path) -> None:
+    log = tmp_path / "chromium.log"
+    log.write_text(
+        "[1:1:FATAL:process_singleton_posix.cc:313] Socket path too long: /tmp/x/SingletonSocket.\n"
+        "[ERROR:file_io_posix.cc:145] open /sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq: No such file\n"
+        "[ERROR:bus.cc:408] Failed to connect to the bus: dbus\n"
+    )
+    assert devtools.log_tail(log).startswith("[1:1:FATAL:process_singleton_posix.cc:313] Socket path too long")
+    log.write_text("first\nlast\n[ERROR:bus.cc:408] no dbus\n\n")
+    assert devtools.log_tail(log) == "last"
+    log.write_text("")
+    assert devtools.log_tail(log) == "(no output)"
 
 
 @pytest.mark.parametrize(
@@ -462,6 +509,30 @@ def test_endless_page_times_out_and_leaves_no_process(real_cfg, launches, endles
     assert 4.0 <= result.seconds < 15.0
     assert len(launches) == 1 and wait_group_gone(launches[0])
     assert left == []
+
+
+@chromium
+def test_chromium_starts_in_the_longest_temp_dir_allowed_and_aborts_past_it(real_cfg, temp_dir_of, monkeypatch) -> None:
+    """LONGEST_TEMP is Chromium's own limit: a page renders under it; one byte more is refused at construction,
+    and a renderer that skipped the check would see Chromium abort with the cause in its error."""
+    temp_dir_of(LONGEST_TEMP)
+    renderer = PageRenderer(real_cfg)
+    fits = renderer.render(PAGE_A)
+    renderer.close()
+    assert fits.error is None
+    temp_dir_of(LONGEST_TEMP + 1)
+    with pytest.raises(ConfigError, match="TMPDIR"):
+        PageRenderer(real_cfg)
+    monkeypatch.setattr(rendering, "check_temp_dir", lambda: None)
+    renderer = PageRenderer(real_cfg)
+    try:
+        if real_cfg.reuse_browser:
+            with pytest.raises(ConfigError, match="Socket path too long"):
+                renderer.render(PAGE_B)
+        else:
+            assert "Socket path too long" in renderer.render(PAGE_B).error
+    finally:
+        renderer.close()
 
 
 @chromium

@@ -36,6 +36,8 @@ from tsrl.errors import ConfigError
 SHIM = 'exec "$@" 3<&0 4>&1 0</dev/null 1>/dev/null'  # our pipe ends become the browser's fds 3 and 4
 CLOSE_GRACE_S = 2.0  # a stuck target that the browser does not close within this is ended with the browser
 START_LIMIT_S = 10.0  # at least this long for a browser's first answer (cold start on a busy machine)
+SCRATCH_PREFIX = "tsrl-chromium-"  # each browser's private TMPDIR: this, then mkdtemp's 8 random characters
+SOCKET_PATH_MAX = 107  # a Unix socket's path, in bytes: sun_path holds 108 with the closing NUL
 
 
 class BrowserGone(Exception):
@@ -243,11 +245,29 @@ def kill_group(process: subprocess.Popen) -> None:
 def chromium_temp() -> str:
     """A private temp folder for one browser (its TMPDIR), removed with it: a killed Chromium leaves its files in
     the temp dir for good (the profile's singleton socket folder, shared-memory files caught mid-creation). Made
-    in the system temp dir, not under the cache: the socket's whole path must fit in 108 bytes."""
-    return tempfile.mkdtemp(prefix="tsrl-chromium-")
+    in the system temp dir, not under the cache: the socket's whole path must fit (check_temp_dir)."""
+    return tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+
+
+def check_temp_dir() -> None:
+    """A ConfigError when the system temp dir is too long for Chromium to start in it: every browser's singleton
+    socket is <temp>/tsrl-chromium-XXXXXXXX/org.chromium.Chromium.XXXXXX/SingletonSocket, and Chromium aborts at
+    start when that path passes SOCKET_PATH_MAX bytes."""
+    temp = tempfile.gettempdir()
+    socket = os.path.join(temp, SCRATCH_PREFIX + "X" * 8, "org.chromium.Chromium.XXXXXX", "SingletonSocket")
+    length = len(os.fsencode(socket))
+    if length > SOCKET_PATH_MAX:
+        room = SOCKET_PATH_MAX - (length - len(os.fsencode(temp)))
+        raise ConfigError(
+            f"Chromium cannot start under the temp dir {temp}: its socket path there would be {length} bytes, over "
+            f"the {SOCKET_PATH_MAX} a Unix socket allows; set TMPDIR to a folder of at most {room} bytes (e.g. "
+            "TMPDIR=/tmp), or judge.render.enabled=false to judge the HTML source."
+        )
 
 
 def log_tail(log: Path) -> str:
-    """Chromium's last stderr line that is not D-Bus noise (containers have no system bus)."""
+    """Chromium's last FATAL line (why it aborted), else its last stderr line that is not D-Bus noise
+    (containers have no system bus)."""
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip() and "dbus" not in line]
-    return lines[-1][-300:] if lines else "(no output)"
+    fatal = [line for line in lines if ":FATAL:" in line]
+    return (fatal or lines)[-1][-300:] if lines else "(no output)"

@@ -44,7 +44,7 @@ from typing import ClassVar, Protocol
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import Judge, error_kind, merge_metrics
-from tsrl.judging.devtools import BrowserPool, chromium_temp, kill_group, log_tail
+from tsrl.judging.devtools import BrowserPool, check_temp_dir, chromium_temp, kill_group, log_tail
 from tsrl.progress import PROGRESS_EVERY_S, duration
 from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
 
@@ -180,6 +180,7 @@ class PageRenderer:
     def __init__(self, cfg: RenderConfig) -> None:
         self.cfg = cfg
         self.chromium = find_chromium(cfg.chromium)
+        check_temp_dir()
         self.cache_dir = Path(cfg.cache_dir or Path(tempfile.gettempdir()) / "tsrl-render").expanduser()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.pool = ThreadPoolExecutor(cfg.workers, thread_name_prefix="tsrl-render")
