@@ -27,6 +27,11 @@ from tsrl.types import Prompt
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """P(at least one of k samples drawn without replacement from n, c of them correct, is correct)."""
+    if not 1 <= k <= n or not 0 <= c <= n:
+        raise ValueError(
+            f"pass_at_k: needs 1 <= k <= n and 0 <= c <= n, got n={n}, c={c}, k={k}; n samples "
+            "estimate pass@k only for k up to n (ks_for lists those)."
+        )
     if n - c < k:
         return 1.0
     return 1.0 - comb(n - c, k) / comb(n, k)

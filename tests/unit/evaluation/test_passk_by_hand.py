@@ -82,6 +82,12 @@ def test_pass_at_k_by_hand(n: int, c: int, k: int, expected: float) -> None:
     assert pass_at_k(n, c, k) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("n, c, k", [(3, 0, 5), (3, 3, 4), (4, 1, 0), (4, 5, 2), (4, -1, 2), (0, 0, 1)])
+def test_pass_at_k_refuses_what_n_samples_cannot_estimate(n: int, c: int, k: int) -> None:
+    with pytest.raises(ValueError, match=rf"n={n}, c={c}, k={k}; .*k up to n"):
+        pass_at_k(n, c, k)
+
+
 def test_reported_ks_are_powers_of_two_below_n_then_n_then_the_tasks_own_that_fit() -> None:
     assert ks_for(5) == [1, 2, 4, 5]
     assert ks_for(8) == [1, 2, 4, 8]
