@@ -51,6 +51,8 @@ def test_training_run_writes_metrics_eval_plot_and_checkpoint(tsrl, tmp_path):
     policy = run / "checkpoints" / "step_000003" / "policy"
     assert (policy / "config.json").is_file() and (policy / "tokenizer.json").is_file()
     assert "held-out win-rate vs reference anchors" in result.stdout
+    start, end = (evals["history"][i]["repeated_bigrams"] for i in (0, -1))
+    assert f"held-out samples' repeated word bigrams: {start:.1f}% -> {end:.1f}%" in result.stdout
 
 
 @pytest.mark.parametrize("algo", ["dr_grpo", "cispo"])

@@ -11,6 +11,8 @@ from omegaconf import DictConfig
 
 from tsrl.commands.base import CONFIG_PATH, check_recipes, run_or_exit, setup_or_exit
 
+LOOPING = 10.0  # repeated word bigrams (%) past which the end line flags a policy stuck in loops
+
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")
 def app(cfg: DictConfig) -> None:
@@ -19,15 +21,28 @@ def app(cfg: DictConfig) -> None:
     summary = run_or_exit(train, cfg)
     if not summary["main_process"]:
         return
+    for line in end_lines(summary):
+        print(line)
+
+
+def end_lines(summary: dict) -> list[str]:
+    """What a finished run says: already done, how the held-out headline and the samples' repetition moved, where
+    the run is."""
+    lines = []
     if summary.get("already_done"):
-        print(
+        lines.append(
             f"{summary['run_dir']} already finished (done.json); nothing to train. Raise trainer.max_steps or "
             "trainer.max_judge_calls to continue it, or set trainer.checkpoint.resume=never to train it again."
         )
     if summary["heldout_start"] is not None:
         start, end = summary["heldout_start"], summary["heldout_end"]
-        print(f"{summary['headline']}: {start:.1f}% -> {end:.1f}% ({end - start:+.1f} points)")
-    print(f"run directory: {summary['run_dir']} (metrics.jsonl, eval.json, plot.png, checkpoints/)")
+        lines.append(f"{summary['headline']}: {start:.1f}% -> {end:.1f}% ({end - start:+.1f} points)")
+    if summary.get("repeated_end") is not None:
+        start, end = summary["repeated_start"], summary["repeated_end"]
+        looping = f" (over {LOOPING:g}%: samples repeat themselves; read heldout.jsonl)" if end > LOOPING else ""
+        lines.append(f"held-out samples' repeated word bigrams: {start:.1f}% -> {end:.1f}%{looping}")
+    lines.append(f"run directory: {summary['run_dir']} (metrics.jsonl, eval.json, plot.png, checkpoints/)")
+    return lines
 
 
 def main() -> None:

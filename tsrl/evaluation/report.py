@@ -141,7 +141,7 @@ def markdown(report: dict[str, Any]) -> str:
     first = report["policies"][0]["summary"]
     columns = [report["headline"]] + [k for k in ("winrate_all", "winrate_top") if k in first]
     columns += sorted(k for k in first if k.startswith(("winrate/", "pass@")))
-    columns += [k for k in ("answered", "mean_length", "judge_calls") if k in first]
+    columns += [k for k in ("answered", "mean_length", "repeated_bigrams", "judge_calls") if k in first]
     lines = [
         f"{report['headline_label']} — task {report['task']} ({report['split']}, {report['prompts']} prompts × "
         f"{report['samples']} samples, {len(report['seeds'])} run(s)); judge: {report['judge']['kind']} "

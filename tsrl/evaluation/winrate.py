@@ -12,6 +12,10 @@ Three numbers, always side by side (plus one per anchor tier, `winrate/<tier>`):
 - `winrate_top` — against the top-tier anchors only (absent where the anchors carry no tiers, e.g. a real
   dataset's references).
 
+Beside them, `repeated_bigrams` (ours, no paper's): the mean over held-out samples of the share of a sample's word
+bigrams that repeat an earlier one of the same sample, in percent. A policy that collapses into a loop ("he he
+he he …") scores near 100 while a judge may still rate it; ordinary text scores near 0.
+
 Which responses form the set decides the level: human-written stories put TSRL's base model at 13.5 on
 stories, a low-to-top quality spectrum at 54.0 on humor. An anchor belongs to the reference set when its tier
 is one the task's set names (every anchor for a set without tiers); a held-out prompt with no anchor in the set
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from tsrl.errors import ConfigError
 from tsrl.generation import Generator
 from tsrl.judging import Judge
+from tsrl.rewards.diversity import words
 from tsrl.types import Anchor, Group, PairRequest, Prompt
 
 TOP_TIER = "top"
@@ -85,6 +90,13 @@ def reference_set(task_name: str) -> ReferenceSet:
     return REFERENCE_SETS.get(task_name, EVERY_ANCHOR)
 
 
+def repeated_share(text: str) -> float:
+    """The share of a text's word bigrams that repeat an earlier bigram of the same text (0 under two words)."""
+    ws = words(text)
+    grams = list(zip(ws, ws[1:]))
+    return 1.0 - len(set(grams)) / len(grams) if grams else 0.0
+
+
 def check_references(task_name: str, prompts: Sequence[Prompt], reference: ReferenceSet) -> None:
     """Refuse held-out prompts that have no anchor in the task's reference set (their headline is undefined)."""
     bare = [p.id for p in prompts if not any(reference.holds(a) for a in p.anchors)]
@@ -125,6 +137,7 @@ def winrate_sums(
             sums[f"n/{key}"] += 1
     rollouts = [r for g in groups for r in g.rollouts]
     sums["length_sum"] = float(sum(len(r.token_ids) for r in rollouts))
+    sums["repeated_sum"] = float(sum(repeated_share(r.text) for r in rollouts))
     sums["samples"] = float(len(rollouts))
     return dict(sums)
 
@@ -146,5 +159,6 @@ def winrate_summary(sums: dict[str, float]) -> dict[str, float]:
         if key.startswith("n/") and key not in ("n/all", "n/reference"):
             result[f"winrate/{key[2:]}"] = percent(sums, key[2:])
     result["mean_length"] = sums.get("length_sum", 0.0) / max(sums.get("samples", 0.0), 1.0)
+    result["repeated_bigrams"] = 100.0 * sums.get("repeated_sum", 0.0) / max(sums.get("samples", 0.0), 1.0)
     result["missing_verdicts"] = sums.get("missing", 0.0)
     return result

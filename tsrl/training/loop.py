@@ -298,6 +298,8 @@ def train(cfg: RunConfig) -> dict[str, Any]:
             "headline": label,
             "heldout_start": done["start"].get(key),
             "heldout_end": done["latest"].get(key),
+            "repeated_start": done["start"].get("repeated_bigrams"),
+            "repeated_end": done["latest"].get("repeated_bigrams"),
             "already_done": True,
         }
     judge, eval_judge = open_judges(cfg, task)  # first: an unusable judge stops the run before any model is built
@@ -320,6 +322,8 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         "headline": label,
         "heldout_start": evals[0][key] if evals else None,
         "heldout_end": evals[-1][key] if evals else None,
+        "repeated_start": evals[0].get("repeated_bigrams") if evals else None,
+        "repeated_end": evals[-1].get("repeated_bigrams") if evals else None,
     }
 
 

@@ -16,6 +16,7 @@ from tsrl.evaluation.winrate import (
     check_references,
     percent,
     reference_set,
+    repeated_share,
     winrate_summary,
     winrate_sums,
 )
@@ -54,6 +55,7 @@ def test_sums_count_wins_per_tier_in_all_and_against_the_reference_set() -> None
         "n/low": 1.0,
         "missing": 1.0,
         "length_sum": 8.0,
+        "repeated_sum": 0.0,
         "samples": 2.0,
     }
     assert [g.prompt for g in kept] == [PROMPT]  # heldout.jsonl receives the generated groups
@@ -75,6 +77,7 @@ def test_summary_percentages_by_hand() -> None:
         "winrate/mid": 100.0,
         "winrate/low": 100.0,
         "mean_length": 4.0,
+        "repeated_bigrams": 0.0,
         "missing_verdicts": 1.0,
     }
 
@@ -86,6 +89,7 @@ def test_summary_without_a_reference_count_or_a_top_tier_heads_with_all_tiers() 
         "winrate_all": 75.0,
         "winrate/mid": 75.0,
         "mean_length": 0.0,
+        "repeated_bigrams": 0.0,
         "missing_verdicts": 0.0,
     }
 
@@ -108,12 +112,14 @@ def test_the_judge_is_shown_the_prompt_and_every_missing_verdict_is_counted() ->
 def test_summary_reports_the_top_tier_from_a_single_verdict() -> None:
     # one verdict against a top anchor, won: 1 / 1; one sample of 3 tokens: mean length 3 / 1
     one = {"wins/all": 1.0, "n/all": 1.0, "wins/top": 1.0, "n/top": 1.0, "length_sum": 3.0, "samples": 1.0}
+    one["repeated_sum"] = 0.25
     assert winrate_summary(one) == {
         "winrate": 100.0,
         "winrate_all": 100.0,
         "winrate_top": 100.0,
         "winrate/top": 100.0,
         "mean_length": 3.0,
+        "repeated_bigrams": 25.0,
         "missing_verdicts": 0.0,
     }
 
@@ -127,3 +133,33 @@ def test_a_prompt_without_anchors_is_refused_asking_for_a_reference_anchor() -> 
     bare = Prompt("b", "write")  # no anchor at all: even "every anchor" leaves its headline undefined
     with pytest.raises(ConfigError, match=r"prompt 'b' \(1 of 2\).*give every held-out prompt a reference anchor \("):
         check_references("code", [PROMPT, bare], EVERY_ANCHOR)
+
+
+@pytest.mark.parametrize(
+    "text, share",
+    [
+        ("", 0.0),
+        ("one", 0.0),
+        ("a fine joke about a llama", 0.0),
+        ("he he he he", 2 / 3),  # bigrams (he he) x3: two repeat the first
+        ("He. he, HE he", 2 / 3),  # words, not punctuation or case
+        ("the cat and the cat and the cat", 4 / 7),  # 7 bigrams, 3 distinct
+    ],
+)
+def test_repeated_share_by_hand(text: str, share: float) -> None:
+    assert repeated_share(text) == pytest.approx(share)
+
+
+class LoopingAndFine:
+    """One sample stuck in a loop, one fine: the evaluation's repeated_bigrams is their mean share."""
+
+    def generate(self, prompts, n):
+        loop = Rollout("q=2 he he he he", [1] * 4, [0.0] * 4, True)
+        fine = Rollout("q=2 a b c", [1] * 4, [0.0] * 4, False)
+        return [Group(p, [1], [loop, fine]) for p in prompts]
+
+
+def test_a_looping_sample_shows_in_repeated_bigrams() -> None:
+    result = winrate_sums(LoopingAndFine(), ScriptedJudge(), [PROMPT], 2, EVERY_ANCHOR)
+    assert result["repeated_sum"] == pytest.approx(2 / 5)  # "q 2 he he he he": 5 bigrams, 2 repeat (he he)
+    assert winrate_summary(result)["repeated_bigrams"] == pytest.approx(20.0)  # (0.4 + 0) / 2 samples
