@@ -54,7 +54,8 @@ from tsrl.reproduce_tables import (
 
 METHOD = "method"
 # --cpu: the CPU stand-ins for a GPU recipe (the tiny policy, the simulated judge, HF generation) at the sizes of
-# `make train` (recipes/cpu_demo); --smoke: the same stand-ins for a few steps.
+# `make train` (recipes/cpu_demo) but its earlier lr, 5e-4, at which the CPU study (docs/results.md) was measured;
+# --smoke: the same stand-ins for a few steps.
 CPU = [
     "model=tiny",
     "judge=rubric_sim",
