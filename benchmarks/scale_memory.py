@@ -26,9 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def build_model(folder: Path, hidden: int, layers: int, positions: int = 512) -> int:
-    """A Llama from config (random weights) with the tiny policy's tokenizer, saved to `folder`; its parameter
-    count. Also used by scripts/gpu_smoke.sh."""
+def build_model(
+    folder: Path, hidden: int, layers: int, positions: int = 512, dtype: str = "float32", device: str = "cpu"
+) -> int:
+    """A Llama from config (random weights, initialised on `device`, stored in `dtype`) with the tiny policy's
+    tokenizer, saved to `folder`; its parameter count. Also used by benchmarks/gpu_smoke.py."""
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from tsrl.models import TinyModelConfig, policy_source
@@ -52,7 +55,8 @@ def build_model(folder: Path, hidden: int, layers: int, positions: int = 512) ->
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
     )
-    model = LlamaForCausalLM(config)
+    with torch.device(device):
+        model = LlamaForCausalLM(config).to(getattr(torch, dtype))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return sum(p.numel() for p in model.parameters())

@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
-# Real ZeRO-3 and LoRA steps of tsrl on one GPU, with timings and peak memory: the one prepared check for a
-# single-GPU machine with no internet (torch, transformers, accelerate and peft installed; vLLM absent).
+# The one prepared check of tsrl on a GPU: real bf16 training steps (one process, DeepSpeed ZeRO-3, ZeRO-3 + LoRA),
+# the weight sync into engine-shaped buffers, and a 128k-vocabulary log-prob step, each job under its own timeout,
+# in about 8 minutes on one H100, for a machine with no internet (torch, transformers, accelerate and peft
+# installed; vLLM absent: its wheel is too big to carry).
 #
-#   scripts/gpu_smoke.sh prepare     # here, with the package index: wheels for what the GPU machine lacks
-#   scripts/gpu_smoke.sh run         # there: installs the wheels offline, builds a model, runs 3 jobs
-#   SMOKE_CPU=1 scripts/gpu_smoke.sh run   # the same jobs on CPU (2 processes, small model): checks the script
+#   scripts/gpu_smoke.sh prepare           # here, with the package index: wheels for what the GPU machine lacks
+#   scripts/gpu_smoke.sh run               # there: installs the wheels offline, then runs every job
+#   SMOKE_CPU=1 scripts/gpu_smoke.sh run   # the same jobs and report on CPU: tiny sizes, ZeRO-3 on 2 processes (gloo)
 #
-# Jobs (each `trainer.max_steps` steps of B 8 prompts × G 8 completions, generator=hf, judge=rubric_sim):
-#   ddp    accelerate, one process, no DeepSpeed            (the baseline)
-#   zero3  DeepSpeed ZeRO-3 (configs/accelerate/gpu1_zero3.yaml, bf16)
-#   lora   ZeRO-3 + LoRA r=16 on every linear layer
-# Prints per job: median step time (first step left out), its split (generate / score / update / sync),
-# completion tokens per second and peak memory (GPU: max allocated; CPU: max RSS), from metrics.jsonl.
-set -euo pipefail
+# Models and run folders stay in $SCRATCH (default /tmp/tsrl-gpu-smoke); $OUT (default $SCRATCH/out) receives
+# three small files: report.md (versions, nvidia-smi, the tables), numbers.json (every number) and tails.log (the
+# end of every job's log). A job that fails or times out is reported in its row and the next one runs; the exit
+# status is 1 unless every job ran ok. benchmarks/gpu_smoke.py holds the jobs, benchmarks/gpu_smoke_report.py
+# the report and what each number means (docs/scaling.md, "The GPU smoke check").
+#
+# Settings (environment): SMOKE_JOBS (a subset of the jobs below, by name), SMOKE_TIMEOUT_S (one timeout for
+# every job), SMOKE_PEAK_TFLOPS (the card's dense bf16 peak, when its name is not in the table), HIDDEN, LAYERS,
+# STEPS, PYTHON, WHEELS.
+set -uo pipefail  # no -e: a failing job is reported, and the next one runs
 cd "$(dirname "$0")/.."
 MODE="${1:-run}"
-WHEELS="${WHEELS:-wheels}"
-OUT="${OUT:-/tmp/tsrl_gpu_smoke}"
 PY="${PYTHON:-python3}"
+WHEELS="${WHEELS:-wheels}"
+SCRATCH="${SCRATCH:-/tmp/tsrl-gpu-smoke}"
+OUT="${OUT:-$SCRATCH/out}"
 
 if [[ "$MODE" == "prepare" ]]; then
+  set -e
   mkdir -p "$WHEELS"
   # DeepSpeed ships as a source archive; build a pure-Python wheel (its ops compile at run time if needed). The GPU
   # machine's image (Python 3.12) has torch, transformers, accelerate, peft, numpy, psutil, msgpack, ninja, einops
@@ -32,69 +39,104 @@ if [[ "$MODE" == "prepare" ]]; then
   ls -la "$WHEELS"
   exit 0
 fi
+[[ "$MODE" == "run" ]] || { echo "usage: scripts/gpu_smoke.sh prepare | run"; exit 2; }
 
+# Sizes and each job's timeout (s). GPU: a ~1.1B Llama (hidden 2048, 16 layers), 8 prompts × 8 completions of
+# 128 tokens per step; the timeouts add up to 7 min, the install and the versions take the rest of 8.
 if [[ -n "${SMOKE_CPU:-}" ]]; then
-  LAUNCH="configs/accelerate/cpu_zero3.yaml"; HIDDEN=64; LAYERS=2; TOKENS=16; STEPS="${STEPS:-3}"; EXTRA=()
+  PROCS=2; HIDDEN="${HIDDEN:-64}"; LAYERS="${LAYERS:-2}"; STEPS="${STEPS:-2}"; PROMPTS=2; GROUP=4; TOKENS=12; MICRO=4
+  LORA=4; LOGITS=(--hidden 64 --layers 1 --rows 2 --tokens 64); REPEATS=2
+  declare -A LIMIT=([model]=120 [train-bf16]=240 [train-zero3]=300 [train-lora]=300 [sync-zero3]=240
+                    [sync-lora]=240 [logits-128k]=120)
+  unset ACCELERATE_USE_CPU  # with it accelerate drops DeepSpeed
 else
-  LAUNCH="configs/accelerate/gpu1_zero3.yaml"; HIDDEN="${HIDDEN:-1024}"; LAYERS="${LAYERS:-16}"; TOKENS=128
-  STEPS="${STEPS:-6}"; EXTRA=()
-  if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  PROCS=1; HIDDEN="${HIDDEN:-2048}"; LAYERS="${LAYERS:-16}"; STEPS="${STEPS:-3}"; PROMPTS=8; GROUP=8; TOKENS=128
+  MICRO=16; LORA=16; LOGITS=(--hidden 2048 --layers 2 --rows 8 --tokens 1024); REPEATS=3
+  declare -A LIMIT=([model]=45 [train-bf16]=75 [train-zero3]=95 [train-lora]=85 [sync-zero3]=50 [sync-lora]=50
+                    [logits-128k]=40)
+fi
+JOBS=(train-bf16 train-zero3 train-lora sync-zero3 sync-lora logits-128k)
+read -r -a SELECTED <<< "${SMOKE_JOBS:-${JOBS[*]}}"
+MODEL="$SCRATCH/model-h$HIDDEN-l$LAYERS"
+JOB_DIR="$SCRATCH/jobs"
+rm -rf "$JOB_DIR"; mkdir -p "$JOB_DIR" "$OUT"; rm -f "$OUT/report.md" "$OUT/numbers.json" "$OUT/tails.log"
+GPU=""; command -v nvidia-smi > /dev/null && nvidia-smi > /dev/null 2>&1 && GPU=1
+
+if [[ -z "${SMOKE_CPU:-}" ]]; then
+  if ls "$WHEELS"/*.whl > /dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --find-links "$WHEELS" --no-deps "$WHEELS"/*.whl
   fi
   "$PY" -m pip install -q --no-deps --no-build-isolation -e . 2>/dev/null || "$PY" -m pip install -q --no-deps -e .
-  "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0))"
+  "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" || {
+    echo "gpu_smoke: torch sees no CUDA device; SMOKE_CPU=1 runs the CPU dry run instead."; exit 2; }
 fi
-mkdir -p "$OUT"
+"$PY" benchmarks/gpu_smoke.py versions "$SCRATCH"
+{ [[ -n "$GPU" ]] && nvidia-smi; } > "$SCRATCH/nvidia-smi.txt" 2>&1 || echo "nvidia-smi: no NVIDIA device" \
+  > "$SCRATCH/nvidia-smi.txt"
+cat "$SCRATCH/nvidia-smi.txt"
+printf '{"processes": %d, "steps": %d, "prompts per step": %d, "group": %d, "new tokens": %d, "micro-batch": %d}\n' \
+  "$PROCS" "$STEPS" "$PROMPTS" "$GROUP" "$TOKENS" "$MICRO" > "$SCRATCH/sizes.json"
 
-# A Llama from config (random weights: timing and memory only) with the tiny policy's locally trained tokenizer.
-MODEL="$OUT/model-h$HIDDEN-l$LAYERS"
-"$PY" - "$MODEL" "$HIDDEN" "$LAYERS" <<'EOF'
-import sys
-from pathlib import Path
+selected() { [[ " ${SELECTED[*]} " == *" $1 "* ]]; }
 
-sys.path.insert(0, "benchmarks")
-from scale_memory import build_model
-
-target = Path(sys.argv[1])
-if not (target / "config.json").is_file():
-    params = build_model(target, int(sys.argv[2]), int(sys.argv[3]), positions=1024)
-    print(f"model: {params / 1e6:.1f}M parameters at {target}")
-EOF
-
-COMMON=(model=hf "model.path=$MODEL" trainer.prompts_per_step=8 trainer.group_size=8 "trainer.max_steps=$STEPS"
-        trainer.micro_batch_size=16 "generator.max_new_tokens=$TOKENS" generator.prompts_per_call=8
-        trainer.eval.every=0 trainer.eval.max_prompts=8 trainer.eval.samples=1 trainer.checkpoint.every=0
-        "reward.ladder_dir=$OUT/ladders")
-
-run_job() {  # name, launcher config (or "none"), extra overrides...
-  local name="$1" config="$2"; shift 2
-  local dir="$OUT/$name"; rm -rf "$dir"
-  local start; start=$(date +%s)
-  if [[ "$config" == "none" ]]; then
-    "$PY" -m tsrl.commands.train "${COMMON[@]}" "run_dir=$dir" "$@" > "$OUT/$name.log" 2>&1
-  else
-    accelerate launch --config_file "$config" -m tsrl.commands.train "${COMMON[@]}" "run_dir=$dir" "$@" \
-        > "$OUT/$name.log" 2>&1
-  fi || { echo "job $name failed, log: $OUT/$name.log"; tail -30 "$OUT/$name.log"; return 1; }
-  echo "job $name: $(( $(date +%s) - start )) s wall"
+run_job() {  # name, processes, command...: under the job's timeout, its log and status in $JOB_DIR/name
+  local name="$1" procs="$2"; shift 2
+  local dir="$JOB_DIR/$name" limit="${SMOKE_TIMEOUT_S:-${LIMIT[$name]}}" rc=0 sampler="" start=$SECONDS
+  mkdir -p "$dir"
+  if [[ -n "$GPU" ]]; then  # the device's used memory (MiB) every 250 ms, while the job runs
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 250 > "$dir/nvsmi.csv" 2>/dev/null &
+    sampler=$!
+  fi
+  echo "== $name ($procs process(es), timeout $limit s)"
+  timeout -k 40 "$limit" "$@" > "$dir/log" 2>&1 || rc=$?
+  [[ -n "$sampler" ]] && kill "$sampler" 2>/dev/null
+  for pid_file in "$dir"/pid-*; do  # a worker a timeout left behind (launchers start them in sessions of their own)
+    local pid; pid="$(cat "$pid_file" 2>/dev/null)"
+    [[ -n "$pid" ]] && grep -qs gpu_smoke.py "/proc/$pid/cmdline" && kill -9 "$pid" 2>/dev/null
+  done
+  printf '{"rc": %d, "wall_s": %d, "timeout_s": %d, "processes": %d}\n' "$rc" $((SECONDS - start)) "$limit" \
+    "$procs" > "$dir/status.json"
+  rm -rf "$dir/run/checkpoints"  # gigabytes of optimizer state; the numbers are in metrics.jsonl
+  echo "   $name: exit $rc after $((SECONDS - start)) s"
+  return "$rc"
 }
 
-run_job ddp none
-run_job zero3 "$LAUNCH"
-run_job lora "$LAUNCH" model.lora.r=16 model.lora.alpha=32 trainer.lr=1e-4
+ONE=("$PY" benchmarks/gpu_smoke.py)
+ZERO3=("$PY" -m accelerate.commands.launch --config_file configs/accelerate/gpu1_zero3.yaml \
+       --num_processes "$PROCS" benchmarks/gpu_smoke.py)  # DeepSpeed ZeRO-3 in bf16 (configs/deepspeed/zero3_bf16.json)
+train() {  # name, launcher (ONE | ZERO3), extra tsrl-train overrides...
+  local name="$1" procs=1 launch=("${ONE[@]}")
+  [[ "$2" == ZERO3 ]] && procs=$PROCS && launch=("${ZERO3[@]}")
+  shift 2
+  run_job "$name" "$procs" "${launch[@]}" train "$JOB_DIR/$name" model=hf "model.path=$MODEL" model.dtype=bfloat16 \
+    "trainer.prompts_per_step=$PROMPTS" "trainer.group_size=$GROUP" "trainer.max_steps=$STEPS" \
+    "trainer.micro_batch_size=$MICRO" "generator.max_new_tokens=$TOKENS" "generator.prompts_per_call=$PROMPTS" \
+    trainer.eval.every=0 "trainer.eval.max_prompts=$PROMPTS" trainer.eval.samples=1 trainer.checkpoint.every=0 \
+    "reward.ladder_dir=$SCRATCH/ladders" "run_dir=$JOB_DIR/$name/run" "$@"
+}
 
-"$PY" - "$OUT" <<'EOF'
-import json, statistics, sys
-from pathlib import Path
+# A Llama from config (random weights: time and memory only), built once per size.
+needs_model=""
+for job in train-bf16 train-zero3 train-lora sync-zero3 sync-lora; do selected "$job" && needs_model=1; done
+model_ok=1
+if [[ -n "$needs_model" ]]; then
+  rm -rf "$MODEL"
+  run_job model 1 "${ONE[@]}" model "$JOB_DIR/model" "$MODEL" --hidden "$HIDDEN" --layers "$LAYERS" || model_ok=""
+fi
+if [[ -n "$model_ok" ]]; then
+  selected train-bf16 && train train-bf16 ONE  # no DeepSpeed: AdamW on bf16 weights
+  selected train-zero3 && train train-zero3 ZERO3
+  selected train-lora && train train-lora ZERO3 "model.lora.r=$LORA" "model.lora.alpha=$((2 * LORA))" trainer.lr=1e-4
+  selected sync-zero3 && run_job sync-zero3 "$PROCS" "${ZERO3[@]}" sync "$JOB_DIR/sync-zero3" --model "$MODEL" \
+    --repeats "$REPEATS"
+  selected sync-lora && run_job sync-lora "$PROCS" "${ZERO3[@]}" sync "$JOB_DIR/sync-lora" --model "$MODEL" \
+    --lora "$LORA" --repeats "$REPEATS"
+fi
+selected logits-128k && run_job logits-128k 1 "${ONE[@]}" logits "$JOB_DIR/logits-128k" "${LOGITS[@]}"
 
-out = Path(sys.argv[1])
-print(f"\n| job | s/step | generate | score | update | sync | tokens/s | peak GiB |\n|---|---|---|---|---|---|---|---|")
-for job in ("ddp", "zero3", "lora"):
-    rows = [json.loads(line) for line in (out / job / "metrics.jsonl").read_text().splitlines()][1:] or []
-    if not rows:
-        print(f"| {job} | (no steady-state steps) |"); continue
-    med = lambda key: statistics.median(r[key] for r in rows)
-    print(f"| {job} | {med('time/step_s'):.2f} | {med('time/generate_s'):.2f} | {med('time/score_s'):.2f} | "
-          f"{med('time/update_s'):.2f} | {med('time/sync_s'):.3f} | {med('throughput/tokens_per_s'):.0f} | "
-          f"{max(r['memory/peak_gib'] for r in rows):.2f} |")
-EOF
+for job in model "${JOBS[@]}"; do  # the end of every log, for the folder that comes back
+  [[ -d "$JOB_DIR/$job" ]] || continue
+  echo "===== $job: $(cat "$JOB_DIR/$job/status.json" 2>/dev/null)"
+  tail -n 40 "$JOB_DIR/$job/log" 2>/dev/null
+done > "$OUT/tails.log"
+"$PY" benchmarks/gpu_smoke_report.py "$SCRATCH" "$OUT"

@@ -117,6 +117,9 @@ class TrainerConfig:
     fill_max_batches: int = 8
     """With fill=resample: batches (of prompts_per_step prompts) a step may draw at most; a step that still lacks
     groups trains on those it has."""
+    memory_check: bool = True
+    """On a GPU, refuse at start a run whose memory plan (tsrl/training/memory.py, printed at start) exceeds the
+    device; false = print the plan and start anyway (the plan is an estimate)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
@@ -243,6 +246,14 @@ class RunConfig(CommandConfig):
     """The ladder step before training (a missing ladder's anchors written first)."""
     seed: int = 0
     """Seed of the policy's sampling, data order and initialisation."""
+
+    def __post_init__(self) -> None:
+        if isinstance(getattr(self.algo, "is_correction", None), str):  # a loss's config (None in some tests)
+            from tsrl.algo.losses import resolve_is_correction
+
+            # the generator decides: one that samples with the learner's own module has no mismatch to correct
+            shares = getattr(type(self.generator), "SHARES_POLICY_MODULE", False)
+            resolve_is_correction(self.algo, separate_sampler=self.generator is not None and not shares)
 
 
 def register_configs() -> None:

@@ -2,7 +2,7 @@
 write the losses and the final consolidated weights (tests/integration/test_scale_out.py compares 1 process,
 2-process DDP and 2-process ZeRO-3).
 
-    python dist_update.py OUT.json [lora]                   # one process
+    python dist_update.py OUT.json [lora] [checkpointing]   # one process; checkpointing: model.gradient_checkpointing
     accelerate launch --config_file configs/accelerate/cpu_zero3.yaml dist_update.py OUT.json
 
 The groups are random token ids with random advantages and lengths (seeded, identical on every process);
@@ -28,7 +28,7 @@ def main() -> None:
     from tsrl.config import RunConfig, TrainerConfig
     from tsrl.generation import HFGeneratorConfig
     from tsrl.models import TinyModelConfig
-    from tsrl.models.forward import collate
+    from tsrl.models.forward import collate, gradient_checkpointing_active
     from tsrl.models.lora import LoraSettings
     from tsrl.registry import load_components
     from tsrl.tasks.humor import HumorConfig
@@ -47,6 +47,7 @@ def main() -> None:
         vocab_size=600,
         cache_dir=os.environ["TSRL_TEST_CACHE"],
         lora=LoraSettings(r=4, alpha=8.0) if lora else LoraSettings(),
+        gradient_checkpointing="checkpointing" in sys.argv[2:],
     )
     cfg = RunConfig(
         task=HumorConfig(),
@@ -98,6 +99,7 @@ def main() -> None:
                 "distributed": str(acc.distributed_type),
                 "zero_stage": learner.zero_stage,
                 "partitioned_on_load": learner.partitioned_on_load,
+                "checkpointing": gradient_checkpointing_active(learner.model),
                 "weights": {k: v.flatten().tolist() for k, v in weights.items()},
             },
             open(out, "w"),

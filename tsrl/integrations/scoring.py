@@ -144,7 +144,7 @@ def build_scorer(
     judge_obj = build_judge(cfg.judge, base)
     fingerprint = judge_fingerprint(cfg.judge)
     model, tokenizer = policy if policy is not None else (None, None)
-    generator = build_generator(cfg.generator, model, tokenizer) if model is not None else None
+    generator = build_generator(cfg.generator, model, tokenizer, chosen) if model is not None else None
     ctx = RegimeContext(
         TaskView(base, chosen), judge_obj, fingerprint, run_dir, model=model, tokenizer=tokenizer, generator=generator
     )

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -51,7 +52,9 @@ class HFLocalJudgeConfig(JudgePolicyConfig):
     max_length: int = 2048
     """Prompts longer than this many tokens are cut from the left (the verdict prefix is kept)."""
     device: str = "auto"
-    """auto (cuda if available) | cpu | cuda | cuda:N."""
+    """auto (this process's GPU if there is one, else cpu) | cpu | cuda (this process's GPU) | cuda:N. A process's
+    GPU is the one accelerate gives it: LOCAL_RANK modulo the visible GPUs (the judge is built before the
+    accelerator, when every process's current GPU is still GPU 0)."""
     method: str = "contrast"
     """pairwise (A/B verdict token, the TSRL judge) | contrast (grade each response yes/no, compare; for small
     models)."""
@@ -80,8 +83,19 @@ def load_judge_model(cfg: HFLocalJudgeConfig) -> tuple[Any, Any, str]:
     kwargs = {"gguf_file": gguf} if gguf else {}
     tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    device = judge_device(cfg.device, os.environ, torch.cuda.device_count() if torch.cuda.is_available() else 0)
     return model.to(device).eval(), tokenizer, device
+
+
+def judge_device(setting: str, env: Mapping[str, str], gpus: int) -> str:
+    """Where the judge runs: judge.device, with auto and cuda meaning this process's own GPU — LOCAL_RANK (set by
+    accelerate and torchrun) modulo the `gpus` visible, as accelerate places the policy — and auto without a GPU
+    the CPU."""
+    if setting not in ("auto", "cuda"):
+        return setting
+    if gpus == 0:
+        return "cpu" if setting == "auto" else "cuda"  # cuda without a GPU: torch says so when the model moves
+    return f"cuda:{max(int(env.get('LOCAL_RANK', '0')), 0) % gpus}"
 
 
 class HFLocalJudge:

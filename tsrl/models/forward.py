@@ -9,19 +9,30 @@ distinct prompt of a micro-batch once (keeping its keys and values), repeats tha
 it, and runs only the completions on top. Log-probs and gradients are those of one full forward per sequence
 (the prompt's gradient arrives summed over its rows, as it would from G separate copies) up to float rounding;
 the prompt tokens cost 1/G of the FLOPs. One difference: with dropout on (LoRA dropout, say) the rows of a group
-share the prompt's dropout mask. `share_prompt=False` (trainer.share_prompt) runs one full forward per row."""
+share the prompt's dropout mask. `share_prompt=False` (trainer.share_prompt) runs one full forward per row.
+
+Gradient checkpointing (model.gradient_checkpointing): transformers' checkpointed layers keep no KV cache while
+the model is training (a cache written in the forward would be written again by the recompute), so a pass with
+gradient runs one full forward per row, and a pass without gradient (the "old" log-probs) pauses checkpointing,
+which would save nothing there anyway, and still shares its prompts."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from tsrl.errors import ConfigError
+from tsrl.models.logsoftmax import token_entropy, token_logprobs
 from tsrl.types import Group
+
+log = logging.getLogger("tsrl")
 
 
 @dataclass
@@ -114,23 +125,71 @@ def _shared_prompts(batch: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor, to
     return distinct[:, :P], distinct[:, P:], inverse
 
 
-def completion_logits(model: torch.nn.Module, batch: RolloutBatch, share_prompt: bool = True) -> torch.Tensor:
-    """The logits [N, T, V] that predict each completion token: position P−1 … P+T−2 of the sequence."""
+Piece = tuple[torch.Tensor, torch.Tensor, slice]
+"""Logits [N, W, V], the token each position predicts [N, W], and the columns of W that are completion tokens."""
+
+
+def enable_checkpointing(model: torch.nn.Module, notice: bool = False) -> None:
+    """transformers' gradient checkpointing on every decoder layer of a loaded model (before a peft adapter is
+    added), non-reentrant: it needs no input that requires grad (frozen embeddings under LoRA) and is the variant
+    DeepSpeed ZeRO-3 (>= 0.19.8) re-gathers frozen parameters for. The model is put in training mode, the only
+    mode in which transformers checkpoints (dropout, 0 in the shipped models, then acts too). `notice`: log what
+    checkpointing does to share_prompt."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(
+            f"model.gradient_checkpointing=true: {type(model).__name__} does not support gradient checkpointing in "
+            "transformers; set model.gradient_checkpointing=false."
+        )
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()  # from_pretrained returns eval mode, in which checkpointed layers do not checkpoint
+    if notice:
+        log.info(
+            "model.gradient_checkpointing: the update's forward runs every row in full, since checkpointed layers "
+            "keep no KV cache to share a prompt through (trainer.share_prompt still applies to the passes without "
+            "gradient)"
+        )
+
+
+def gradient_checkpointing_active(model: torch.nn.Module) -> bool:
+    """Whether transformers' gradient checkpointing acts on the model's next call: it is enabled and the model is
+    in training mode (checkpointed layers then drop any KV cache they are given)."""
+    inner = innermost(model)  # a peft wrapper is in training mode whatever its base's mode is
+    return inner.training and bool(getattr(inner, "is_gradient_checkpointing", False))
+
+
+@contextmanager
+def checkpointing_paused(model: torch.nn.Module) -> Iterator[None]:
+    """Gradient checkpointing off for one pass (without gradient it saves nothing, and it would drop the cache)."""
+    layers = [m for m in innermost(model).modules() if getattr(m, "gradient_checkpointing", False) is True]
+    for layer in layers:
+        layer.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.gradient_checkpointing = True
+
+
+def _completion_pieces(model: torch.nn.Module, batch: RolloutBatch, shared: tuple | None) -> list[Piece]:
+    """The logits that predict each completion token (positions P−1 … P+T−2), as the model returns them — no
+    slice or concatenation of [N, T, V] tensors, whose backward would allocate another logits-sized gradient:
+    positions that are not completion tokens get a placeholder target (0) and are dropped from the log-probs."""
     device = next(model.parameters()).device
     P, T = batch.prompt_width, batch.input_ids.shape[1] - batch.prompt_width
+    ids = batch.input_ids.to(device)  # [N, P+T]
     keep = keeps_logits(type(innermost(model)))
-    shared = _shared_prompts(batch) if share_prompt else None
-    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp_min(0)  # [N, P+T], matches generate()
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp_min(0).to(device)  # [N, P+T], matches generate()
+    after = torch.nn.functional.pad(ids[:, 1:], (0, 1))  # [N, P+T], the token each position predicts
     if shared is None:
-        extra = {"logits_to_keep": T + 1} if keep else {}
         logits = model(
-            input_ids=batch.input_ids.to(device),
+            input_ids=ids,
             attention_mask=batch.attention_mask.to(device),
-            position_ids=position_ids.to(device),
+            position_ids=position_ids,
             use_cache=False,
-            **extra,
-        ).logits
-        return logits[:, -(T + 1) : -1]  # [N, T, V]
+            **({"logits_to_keep": T + 1} if keep else {}),
+        ).logits  # [N, T+1, V], or [N, P+T, V] without logits_to_keep
+        width = logits.shape[1]
+        return [(logits, after[:, -width:], slice(width - T - 1, width - 1))]
     prompt_ids, prompt_mask, inverse = (t.to(device) for t in shared)
     prompt = model(
         input_ids=prompt_ids,
@@ -142,13 +201,25 @@ def completion_logits(model: torch.nn.Module, batch: RolloutBatch, share_prompt:
     cache = prompt.past_key_values
     cache.batch_select_indices(inverse)  # [U, …] → [N, …], differentiable: each row's gradient flows back
     rest = model(
-        input_ids=batch.input_ids[:, P:].to(device),
+        input_ids=ids[:, P:],
         attention_mask=batch.attention_mask.to(device),
-        position_ids=position_ids[:, P:].to(device),
+        position_ids=position_ids[:, P:],
         past_key_values=cache,
         use_cache=True,
     ).logits  # [N, T, V]
-    return torch.cat([prompt.logits[:, -1:][inverse], rest[:, :-1]], dim=1)  # [N, T, V]
+    first = prompt.logits[:, -1:][inverse]  # [N, 1, V]: position P−1 predicts the first completion token
+    return [(first, ids[:, P : P + 1], slice(0, 1)), (rest, after[:, P:], slice(0, T - 1))]
+
+
+def _sharing(model: torch.nn.Module, batch: RolloutBatch, share_prompt: bool) -> tuple[tuple | None, Any]:
+    """The batch's shared prompts (or None) and the context to run them in. Checkpointed layers drop the KV cache
+    while training, so a pass with gradient runs full rows then, and a pass without gradient pauses checkpointing."""
+    shared = _shared_prompts(batch) if share_prompt else None
+    if shared is None or not gradient_checkpointing_active(model):
+        return shared, nullcontext()
+    if torch.is_grad_enabled():
+        return None, nullcontext()
+    return shared, checkpointing_paused(model)
 
 
 def completion_logprobs(
@@ -159,15 +230,13 @@ def completion_logprobs(
     share_prompt: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(token) [N, T] of each completion token at the sampling temperature, and optionally the
-    per-token entropy [N, T] (no grad). `share_prompt`: run each distinct prompt once (module docstring)."""
-    P = batch.prompt_width
-    logits = completion_logits(model, batch, share_prompt).float() / temperature  # [N, T, V]
-    targets = batch.input_ids[:, P:].to(logits.device)  # [N, T]
-    log_norm = torch.logsumexp(logits, dim=-1)  # [N, T]
-    logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm  # [N, T]
+    per-token entropy [N, T] (no grad). `share_prompt`: run each distinct prompt once (module docstring). The
+    logits stay in the model's dtype; tsrl.models.logsoftmax reads them in float32 chunks."""
+    shared, context = _sharing(model, batch, share_prompt)
+    with context:
+        pieces = _completion_pieces(model, batch, shared)
+    logprobs = torch.cat([token_logprobs(z, y, temperature)[:, cols] for z, y, cols in pieces], dim=1)  # [N, T]
     entropy = None
     if with_entropy:
-        with torch.no_grad():
-            probs = torch.softmax(logits, dim=-1)  # [N, T, V]
-            entropy = log_norm - (probs * logits).sum(-1)  # [N, T]
+        entropy = torch.cat([token_entropy(z, temperature)[:, cols] for z, _, cols in pieces], dim=1)  # [N, T]
     return logprobs, entropy

@@ -26,6 +26,9 @@ class HFModelConfig:
     """Allow custom modelling code shipped with the checkpoint."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     """Train a LoRA adapter instead of every weight (model.lora.r > 0)."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward instead of keeping them (transformers'
+    gradient_checkpointing_enable, non-reentrant): ~one more forward of compute for activation memory."""
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:

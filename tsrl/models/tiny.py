@@ -79,6 +79,9 @@ class TinyModelConfig:
     """Seed of initialisation and warm start."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     """Train a LoRA adapter instead of every weight (model.lora.r > 0)."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward instead of keeping them (transformers'
+    gradient_checkpointing_enable, non-reentrant): ~one more forward of compute for activation memory."""
 
     def __post_init__(self) -> None:
         if min(self.warmstart_steps, self.warmstart_tokens, self.warmstart_batch_tokens) < 0:
@@ -90,7 +93,8 @@ class TinyModelConfig:
 
 
 def _fingerprint(cfg: TinyModelConfig, task: Task) -> str:
-    build = {k: v for k, v in asdict(cfg).items() if k != "lora"}  # the adapter is added after loading
+    # the adapter and checkpointing are applied after loading: they do not change the built folder
+    build = {k: v for k, v in asdict(cfg).items() if k not in ("lora", "gradient_checkpointing")}
     digest = hashlib.sha256(json.dumps({**build, "version": BUILD_VERSION, "task": task.name}).encode())
     for p in task.prompts("train"):
         digest.update((p.text + "".join(a.text for a in p.anchors)).encode())

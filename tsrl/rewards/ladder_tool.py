@@ -139,9 +139,12 @@ def from_policy(cfg: Any, build: BuildSettings, task: Any, prompts: Sequence[Pro
     from tsrl.models.source import load_source
 
     model, tokenizer = load_source(policy_source(cfg.model, cfg.task))
-    generator = build_generator(cfg.generator, model, tokenizer)
     asked = requests_for(prompts, build)
-    groups = generator.generate([p for _, _, p in asked], build.samples, build.max_new_tokens or None)
+    instructed = [p for _, _, p in asked]
+    # the anchors' length cap is the generator's for this build: an engine sizes its context by it and the prompts
+    generator_cfg = replace(cfg.generator, max_new_tokens=build.max_new_tokens or cfg.generator.max_new_tokens)
+    generator = build_generator(generator_cfg, model, tokenizer, instructed)
+    groups = generator.generate(instructed, build.samples)
     close = getattr(generator, "close", None)
     if close is not None:
         close()

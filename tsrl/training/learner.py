@@ -23,7 +23,7 @@ import copy
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +33,12 @@ import torch
 from tsrl.algo import AGGREGATES, LossInputs, policy_loss
 from tsrl.config import RunConfig
 from tsrl.models import policy_source
-from tsrl.models.forward import RolloutBatch, completion_logprobs
+from tsrl.models.forward import RolloutBatch, completion_logprobs, enable_checkpointing
 from tsrl.models.lora import add_adapter, is_adapted, lora_settings
 from tsrl.models.source import PolicySource, load_model, load_tokenizer
 from tsrl.models.view import PolicyView, element_count, gathered, is_partitioned, weights_fingerprint
 from tsrl.tasks.base import DatasetConfig
+from tsrl.training.precision import adamw
 
 SYNC_BUCKET_ELEMENTS = 50_000_000  # ~200 MB of float32 per gathered bucket
 
@@ -69,7 +70,7 @@ class Learner:
         tcfg = cfg.trainer
         if optimizer is None:
             trainable = [p for p in model.parameters() if p.requires_grad]
-            optimizer = torch.optim.AdamW(trainable, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+            optimizer = adamw(trainable, tcfg.lr, tcfg.weight_decay, deepspeed=self.deepspeed)  # masters if half
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lr_lambda(tcfg.lr_schedule, tcfg.warmup_steps, tcfg.max_steps)
         )
@@ -87,6 +88,8 @@ class Learner:
             source = policy_source(cfg.model, task_cfg or cfg.task)
         tokenizer = load_tokenizer(source)
         model = load_model(source)  # every process together: under ZeRO-3 the loading is collective
+        if getattr(cfg.model, "gradient_checkpointing", False):  # before the adapter: peft keeps it as it is
+            enable_checkpointing(model, cfg.trainer.share_prompt and accelerator.is_main_process)
         settings = lora_settings(cfg.model)
         if settings is not None:
             with torch.random.fork_rng(devices=[]):  # the same adapter on every process (their seeds differ)
@@ -111,6 +114,16 @@ class Learner:
     def module(self) -> torch.nn.Module:
         """The policy module (peft-wrapped under LoRA); its parameters are partitions under ZeRO-3."""
         return self.acc.unwrap_model(self.model)
+
+    def whole_model(self) -> AbstractContextManager[Any]:
+        """For generate() with the policy's own module (generator=hf): under ZeRO-3 every weight gathered once and
+        DeepSpeed's per-layer hooks off inside (its unwrap_model_for_generation), so decoding does not gather each
+        layer at every token; elsewhere nothing. Collective under ZeRO-3; inside, no backward pass."""
+        if self.zero_stage != 3:
+            return nullcontext()
+        from deepspeed.runtime.zero import unwrap_model_for_generation
+
+        return unwrap_model_for_generation(self.model)
 
     def named_parameters(self) -> Iterator[tuple[str, torch.nn.Parameter]]:
         return self.module.named_parameters()

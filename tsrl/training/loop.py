@@ -32,7 +32,8 @@ import torch
 from tsrl.algo import group_advantages
 from tsrl.config import RunConfig
 from tsrl.errors import UserError
-from tsrl.evaluation import evaluation_summary, evaluation_sums, headline, heldout_rows
+from tsrl.evaluation import evaluation_summary, headline, heldout_rows
+from tsrl.evaluation.chunks import ChunkPlan, chunk_size, chunked_sums, ordered_total
 from tsrl.judging import close_judge
 from tsrl.models.forward import collate
 from tsrl.rewards import SamplingRegime, StatefulRegime
@@ -46,7 +47,7 @@ from tsrl.training.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
-from tsrl.training.collective import gather, reduce_metrics, sum_dicts
+from tsrl.training.collective import gather, reduce_metrics
 from tsrl.training.offline import offline_groups, offline_ladders
 from tsrl.training.pipeline import encode_groups
 from tsrl.training.setup import Run, open_judges, quiet_libraries, setup
@@ -178,6 +179,8 @@ def learn(
         "time/sync_s": t4 - t3,
         "time/step_s": t4 - t0,
         "throughput/tokens_per_s": float(lengths.sum()) / (t4 - t0),
+        # the tokens (prompt and completion, padding left out) of the rows the update ran on: its FLOPs ≈ 6·params·this
+        "throughput/update_tokens": Count(float(batch.attention_mask.sum()) if kept_groups else 0.0),
         "memory/peak_gib": peak_memory_gib(),
     }
     if run.pipeline is not None:
@@ -252,37 +255,35 @@ def peak_memory_gib() -> float:
 
 
 def sync_weights(run: Run) -> None:
-    """A generator that slept through the update wakes (re-allocating what it freed), then gets the policy's new
-    weights (a no-op for the hf generator, which shares the module)."""
-    run.generator.wake_up()
+    """A generator that slept through the update takes back its weights' memory, gets the policy's new weights (a
+    no-op for the hf generator, which shares the module), then takes back its KV cache: the cache is allocated
+    only once the sync's own buffers are gone, as TRL and verl order it."""
+    run.generator.wake_up(("weights",))
     run.generator.load_weights(run.learner.weights_for_sync())
+    run.generator.wake_up(("kv_cache",))
 
 
 def evaluate(run: Run, step: int) -> tuple[dict[str, float], list[dict]]:
-    """The task's held-out metric (win-rate or pass ratio@n), with its own RNG so that evaluating never changes
-    the training trajectory; and every process's held-out generations as heldout.jsonl rows."""
+    """The task's held-out metric (win-rate or pass ratio@n) and every held-out generation as heldout.jsonl rows,
+    in prompt order. The prompts are generated in fixed chunks, each under a seed of its own and shared round-robin
+    between the processes (tsrl.evaluation.chunks): one process and several give the same samples and the same
+    number, and training's RNG does not move."""
     acc, cfg = run.accelerator, run.cfg.trainer.eval
     prompts = run.task.prompts("eval")
     prompts = prompts[: cfg.max_prompts] if cfg.max_prompts else prompts
-    groups: list[Group] = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed + acc.process_index)
-        sums = evaluation_sums(
-            run.task,
-            run.generator,
-            run.eval_judge,
-            prompts[acc.process_index :: acc.num_processes],
-            cfg.samples,
-            groups,
-        )
-    result = evaluation_summary(run.task, sum_dicts(gather(acc, sums)), cfg.samples)
-    result["judge_calls"] = sum(d["calls"] for d in gather(acc, run.eval_judge.drain_metrics()))
-    rows = heldout_rows(step, groups)
+    plan = ChunkPlan(cfg.samples, cfg.seed, chunk_size(run.cfg.generator), acc.process_index, acc.num_processes)
+    chunks = [
+        (c.index, c.sums, heldout_rows(step, c.groups))
+        for c in chunked_sums(run.task, run.generator, run.eval_judge, prompts, plan)
+    ]
     if acc.num_processes > 1:
         from accelerate.utils import gather_object
 
-        rows = gather_object(rows)
-    return result, rows
+        chunks = gather_object(chunks)
+    chunks.sort(key=lambda chunk: chunk[0])
+    result = evaluation_summary(run.task, ordered_total([(index, sums) for index, sums, _ in chunks]), cfg.samples)
+    result["judge_calls"] = sum(d["calls"] for d in gather(acc, run.eval_judge.drain_metrics()))
+    return result, [row for _, _, rows in chunks for row in rows]
 
 
 def train(cfg: RunConfig) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import torch
 
 from tsrl.algo import inert_clip_warning
 from tsrl.config import RunConfig
-from tsrl.generation import Generator, build_generator
+from tsrl.generation import Generator, HFGenerator, build_generator
 from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
 from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
@@ -26,6 +26,7 @@ from tsrl.training.checkpoint import find_resume, load_checkpoint
 from tsrl.training.collective import AccelerateCollective, gather
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
+from tsrl.training.memory import check_memory
 from tsrl.training.offline import check_offline
 from tsrl.training.pipeline import Overlap, Streamer, check_pipeline, decode_groups
 from tsrl.training.sampler import PromptSampler
@@ -82,6 +83,7 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         handlers.append(InitProcessGroupKwargs(backend="nccl" if torch.cuda.is_available() else "gloo"))
     acc = Accelerator(kwargs_handlers=handlers)
     set_seed(cfg.seed, device_specific=True)
+    check_memory(cfg, acc, task)  # on a GPU: print the memory plan, refuse a run that cannot fit
     configured = cfg.task  # the policy's data: the ladder step's anchors are the policy's own samples
     with acc.main_process_first():  # the ladder step: the main process writes missing anchors, the others read them
         cfg, task = prepare_ladder(cfg, task)
@@ -89,7 +91,11 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     run_dir = Path(cfg.run_dir)
     learner = Learner.build(cfg, acc, configured)
     fingerprint = judge_fingerprint(cfg.judge)
-    generator = build_generator(cfg.generator, learner.module, learner.tokenizer)
+    generator = build_generator(
+        cfg.generator, learner.module, learner.tokenizer, [*task.prompts("train"), *task.prompts("eval")]
+    )
+    if isinstance(generator, HFGenerator):  # it decodes with the policy's module: under ZeRO-3 gathered per call
+        generator.whole_model = learner.whole_model
     generator.load_weights(learner.weights_for_sync())  # an engine of its own starts from the policy's weights
     # Not under main_process_first: building a regime may run collective steps (a ZeRO-3 forward pass); the
     # regimes themselves let the main process judge and store ladders first (RegimeContext.collective).

@@ -205,7 +205,7 @@ def test_no_correction_leaves_the_loss_alone_and_still_reports_the_gap():
 def test_is_correction_settings_are_checked():
     from tsrl.errors import ConfigError
 
-    assert (GRPOConfig().is_correction, GRPOConfig().is_cap) == ("none", 2.0)
+    assert (GRPOConfig().is_correction, GRPOConfig().is_cap) == ("auto", 2.0)  # resolved with the generator
     with pytest.raises(ConfigError, match="algo.is_correction='clip' is unknown"):
         CISPOConfig(is_correction="clip")
     with pytest.raises(ConfigError, match="algo.is_cap must be >= 1"):

@@ -79,7 +79,7 @@ def test_vllm_generator_settings_are_checked_without_vllm():
     from tsrl.errors import ConfigError
     from tsrl.generation.vllm import VLLMGeneratorConfig
 
-    assert VLLMGeneratorConfig().sleep_level == 1
+    assert VLLMGeneratorConfig().sleep_level == 2  # the weights are replaced at every sync
     for bad, field in [
         ({"sleep_level": 3}, "sleep_level"),
         ({"dtype": "fp8"}, "dtype"),
