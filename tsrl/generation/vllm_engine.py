@@ -176,10 +176,13 @@ def engine_context_length(cfg: VLLMGeneratorConfig, tokenizer: Any, prompts: Seq
     applied) + PROMPT_MARGIN + generator.max_new_tokens, rounded up to a multiple of CONTEXT_STEP. The margin
     covers instructions appended to a prompt later (the self-bootstrapped ladder's tiers: one sentence each);
     a prompt that still does not fit is refused by generate, naming generator.max_model_len."""
-    if cfg.max_model_len:
-        return cfg.max_model_len
-    need = longest_prompt_tokens(tokenizer, prompts) + PROMPT_MARGIN + cfg.max_new_tokens
-    return -(-need // CONTEXT_STEP) * CONTEXT_STEP
+    return cfg.max_model_len or sized_context(cfg, longest_prompt_tokens(tokenizer, prompts))
+
+
+def sized_context(cfg: VLLMGeneratorConfig, prompt_tokens: int) -> int:
+    """The automatic context for a longest prompt of `prompt_tokens` tokens: + PROMPT_MARGIN + max_new_tokens,
+    rounded up to a multiple of CONTEXT_STEP (the memory plan sizes the engine with it too)."""
+    return -(-(prompt_tokens + PROMPT_MARGIN + cfg.max_new_tokens) // CONTEXT_STEP) * CONTEXT_STEP
 
 
 def context_length(cfg: VLLMGeneratorConfig, model: torch.nn.Module, tokenizer: Any, prompts: Sequence[Prompt]) -> int:

@@ -312,7 +312,7 @@ def run_shape(cfg: Any, processes: int, zero_stage: int, prompt_tokens: int) -> 
     """The plan's view of a run config whose longest prompt has `prompt_tokens` tokens. The vLLM engine's context is
     generator.max_model_len, else what the engine sizes itself to (tsrl.generation.vllm_engine.engine_context_length:
     the longest prompt + a margin + generator.max_new_tokens, rounded up)."""
-    from tsrl.generation.vllm_engine import CONTEXT_STEP, PROMPT_MARGIN
+    from tsrl.generation.vllm_engine import sized_context
     from tsrl.registry import GENERATORS
 
     model, gen, algo = cfg.model, cfg.generator, cfg.algo
@@ -322,8 +322,7 @@ def run_shape(cfg: Any, processes: int, zero_stage: int, prompt_tokens: int) -> 
     if GENERATORS.of(gen).name == "vllm":
         engine = Engine(
             utilization=gen.gpu_memory_utilization,
-            context_tokens=gen.max_model_len
-            or -(-(prompt_tokens + PROMPT_MARGIN + gen.max_new_tokens) // CONTEXT_STEP) * CONTEXT_STEP,
+            context_tokens=gen.max_model_len or sized_context(gen, prompt_tokens),
             dtype_bytes=e if gen.dtype == "auto" else DTYPE_BYTES[gen.dtype],
             sleeps=gen.enable_sleep_mode,
             graphs=not gen.enforce_eager,
