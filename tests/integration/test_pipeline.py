@@ -17,6 +17,7 @@ KEYS = (
     "train/grad_norm",
     "completion/length_mean",
     "judge/calls",
+    "judge/noise_flips",
     "pipeline/staleness",
     "train/clip_frac",
 )
@@ -34,9 +35,11 @@ def test_overlapped_samples_are_at_most_one_version_stale_and_the_ratio_sees_it(
 
 def test_a_killed_overlapped_run_resumes_onto_the_same_trajectory(tsrl, tmp_path):
     """4 overlapped steps with a checkpoint at step 2; a second run directory that holds only that checkpoint
-    (as if the run had been killed during step 3) resumes: steps 3 and 4 equal the uninterrupted run's."""
+    (as if the run had been killed during step 3) resumes: steps 3 and 4 equal the uninterrupted run's, with
+    judge noise injected (the groups in flight draw from the stream of the step they are trained at)."""
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     done = tsrl(
+        "judge.flip_prob=0.3",
         "trainer.pipeline=overlap",
         "trainer.max_steps=4",
         "trainer.checkpoint.every=2",
@@ -47,7 +50,13 @@ def test_a_killed_overlapped_run_resumes_onto_the_same_trajectory(tsrl, tmp_path
     state = json.loads((whole / "checkpoints" / "step_000002" / "trainer_state.json").read_text())
     assert state["pending"]["version"] == 1 and len(state["pending"]["groups"]) == 2  # step 3's groups in flight
     shutil.copytree(whole / "checkpoints" / "step_000002", killed / "checkpoints" / "step_000002")
-    resumed = tsrl("trainer.pipeline=overlap", "trainer.max_steps=4", "trainer.checkpoint.resume=auto", run_dir=killed)
+    resumed = tsrl(
+        "judge.flip_prob=0.3",
+        "trainer.pipeline=overlap",
+        "trainer.max_steps=4",
+        "trainer.checkpoint.resume=auto",
+        run_dir=killed,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     a, b = read_metrics(whole)[2:], read_metrics(killed)
     assert [r["step"] for r in b] == [3, 4]

@@ -64,15 +64,18 @@ def test_other_losses_train(tsrl, algo, tmp_path):
 
 
 def test_resumed_run_continues_the_same_trajectory(tsrl, tmp_path):
-    """4 steps in one go vs 2 steps, stop, resume=auto for the other 2: identical metrics."""
+    """4 steps in one go vs 2 steps, stop, resume=auto for the other 2: identical metrics, with judge noise
+    injected (a fresh draw per judgment, from streams the resumed steps name again)."""
     whole, split = tmp_path / "whole", tmp_path / "split"
-    assert tsrl("trainer.max_steps=4", "trainer.checkpoint.every=2", run_dir=whole).returncode == 0
-    assert tsrl("trainer.max_steps=2", run_dir=split).returncode == 0
-    resumed = tsrl("trainer.max_steps=4", "trainer.checkpoint.resume=auto", run_dir=split)
+    noise = "judge.flip_prob=0.3"
+    assert tsrl(noise, "trainer.max_steps=4", "trainer.checkpoint.every=2", run_dir=whole).returncode == 0
+    assert tsrl(noise, "trainer.max_steps=2", run_dir=split).returncode == 0
+    resumed = tsrl(noise, "trainer.max_steps=4", "trainer.checkpoint.resume=auto", run_dir=split)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     a, b = read_metrics(whole), read_metrics(split)
     assert [r["step"] for r in b] == [1, 2, 3, 4]
-    for key in ("reward/mean", "train/loss", "completion/length_mean", "train/grad_norm", "judge/calls"):
+    assert all(r["judge/noise_flips"] > 0 for r in a)
+    for key in ("reward/mean", "train/loss", "completion/length_mean", "train/grad_norm", "judge/noise_flips"):
         assert [r[key] for r in a] == pytest.approx([r[key] for r in b], rel=1e-6), key
     final = [json.loads((d / "eval.json").read_text())["latest"] for d in (whole, split)]
     assert final[0]["step"] == final[1]["step"] == 4

@@ -30,6 +30,7 @@ from tsrl.judging.wrappers import (
     JudgePolicyConfig,
     Noise,
     RandomOrder,
+    set_noise_stream,
 )
 from tsrl.registry import JUDGES
 
@@ -49,13 +50,13 @@ def order_and_noise(judge: Judge, order: str, flip_prob: float, scope: str, seed
     """The order wrapper, with noise inside it (scope "call": each request flipped on its own) or outside it
     (scope "comparison": the combined verdict of the comparison flipped once, the TSRL paper's injection)."""
     if flip_prob > 0 and scope == "call":
-        judge = Noise(judge, flip_prob, seed, canonical=False)
+        judge = Noise(judge, flip_prob, seed)
     if order == "both":
         judge = BothOrders(judge)
     elif order == "random":
         judge = RandomOrder(judge, seed)
     if flip_prob > 0 and scope == "comparison":
-        judge = Noise(judge, flip_prob, seed, canonical=True)
+        judge = Noise(judge, flip_prob, seed)
     return judge
 
 
@@ -119,6 +120,7 @@ __all__ = [
     "BothOrders",
     "RandomOrder",
     "Noise",
+    "set_noise_stream",
     "Fallback",
     "Budget",
     "BudgetConfig",

@@ -16,8 +16,9 @@ response (for humor: both words present, length band, repetition, punchline shap
 optional first-position advantage, plus a fixed per-text "taste" offset in [−taste, +taste]. Identical
 qualities give a tie (½). Verdict flips with probability flip_prob (the TSRL paper's §4.5 noise injection)
 are applied by the Noise wrapper that `build_judge` puts around this judge, per comparison by default
-(`noise_scope`). All randomness is a hash of (seed, prompt id, first, second), so a repeated question gets
-the same answer — like a temperature-0 LLM judge — and runs are reproducible without judge state.
+(`noise_scope`), with a fresh draw for every judgment asked. The judge's own randomness is a hash of (seed,
+prompt id, first, second), so a repeated question gets the same unnoised answer — like a temperature-0 LLM judge
+behind a cache — and runs are reproducible without judge state.
 
 Pointwise scores (the Rubrics baseline) follow TSRL §2.1's model of a rubric score, q(c) + ε with
 ε ~ N(0, σ²_rub): the grade is 10·σ((q + ε − score_centre)/score_scale), rounded to an integer like a
@@ -27,7 +28,7 @@ choice: the paper's premise is that a pointwise grade is *noisier* than a pairwi
 latent unit apart are then ordered correctly by their grades with probability Φ(1/(1.5·√2)) ≈ 0.68 (less
 after rounding ties), against σ(1) ≈ 0.73 for one pairwise verdict at τ = 1; with σ_rub = 0 the simulated
 rubric would be the less noisy of the two. flip_prob's grade noise (a grade replaced by a uniformly random one)
-is the Noise wrapper's, as for every judge (tsrl/judging/wrappers.py), with the draws this judge used to make.
+is the Noise wrapper's, as for every judge (tsrl/judging/wrappers.py), drawn per judgment.
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ class JudgePolicyConfig:
     render: RenderConfig = field(default_factory=RenderConfig)
     """Screenshots for tasks whose responses are web pages (task=web): see tsrl/judging/rendering.py."""
     seed: int = 0
-    """Seed of random order, noise and random fallback (stable hashes, no state)."""
+    """Seed of random order, noise and random fallback (stable hashes; the noise's draws also count the
+    judgments of each step, see Noise)."""
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -168,32 +169,47 @@ GRADES = tuple(float(g) for g in range(11))
 
 class Noise:
     """Flips each real verdict with probability flip_prob, replaces each real grade by a uniformly random one of
-    GRADES with the same probability, and counts both (`noise_flips`). A verdict's draw is a stable hash of the
-    question: of the shown order (`canonical=False`, one draw per request) or of the unordered pair
-    (`canonical=True`, one draw per comparison whichever side is shown first). A grade's draw is a hash of
-    (seed, prompt, response), the keys judge=rubric_sim used when it replaced grades itself: its grades are
-    unchanged by the move."""
+    GRADES with the same probability, and counts both (`noise_flips`).
 
-    def __init__(self, inner: Judge, flip_prob: float, seed: int, canonical: bool = True) -> None:
-        self.inner, self.flip_prob, self.seed, self.canonical = inner, flip_prob, seed, canonical
+    A fresh draw for every judgment, as TSRL §4.5 injects it ("flip each pairwise judgment independently"): the
+    n-th request of a stream draws stable_uniform(seed, "flip", *stream, n), so the same question asked again — in
+    another slot of a group, at another step — is flipped or not on its own. The training loop names the stream
+    before each step's judging (`set_noise_stream(judge, "train", step, process)`); a resumed run's steps name the
+    same streams and ask their questions in the same order, so it draws what the uninterrupted run drew, with no
+    state in the checkpoint. Outside the order wrapper (noise_scope=comparison) one request is one comparison,
+    whatever the order wrapper asks beneath it; inside (noise_scope=call) each shown order draws on its own."""
+
+    def __init__(self, inner: Judge, flip_prob: float, seed: int) -> None:
+        self.inner, self.flip_prob, self.seed = inner, flip_prob, seed
         self.counters = JudgeCounters()
+        self.stream: tuple[object, ...] = ("setup",)
+        self.drawn = 0
+
+    def set_stream(self, *key: object) -> None:
+        """Start the stream `key` (e.g. ("train", step, process)): its judgments draw from 0 again."""
+        self.stream, self.drawn = key, 0
+
+    def _next(self) -> tuple[object, ...]:
+        key = (self.seed, *self.stream, self.drawn)
+        self.drawn += 1
+        return key
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         answers = self.inner.compare(requests)
         out = []
-        for r, v in zip(requests, answers):
-            pair = sorted((r.first, r.second)) if self.canonical else (r.first, r.second)
-            flip = v.p_first is not None and stable_uniform(self.seed, "flip", r.prompt.id, *pair) < self.flip_prob
+        for v in answers:
+            key = self._next()
+            flip = v.p_first is not None and stable_uniform(*key, "flip") < self.flip_prob
             self.counters.add("noise_flips", flip)
             out.append(mirrored(v) if flip else v)
         return out
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         answers = self.inner.score(requests)
-        return [self._noisy_grade(r, s) for r, s in zip(requests, answers)]
+        return [self._noisy_grade(s) for s in answers]
 
-    def _noisy_grade(self, request: ScoreRequest, score: Score) -> Score:
-        key = (self.seed, request.prompt.id, request.response)
+    def _noisy_grade(self, score: Score) -> Score:
+        key = self._next()
         replace_it = score.value is not None and stable_uniform(*key, "flip") < self.flip_prob
         self.counters.add("noise_flips", replace_it)
         if not replace_it:
@@ -203,6 +219,18 @@ class Noise:
 
     def drain_metrics(self) -> dict[str, float]:
         return merge_metrics(self.counters.drain(), self.inner.drain_metrics())
+
+
+def set_noise_stream(judge: object, *key: object) -> int:
+    """Name the stream the injected noise of `judge`'s chain draws from next (every Noise wrapper in it, found
+    through `.inner`); returns how many there were (0: the judge injects no noise)."""
+    found, node = 0, judge
+    while node is not None:
+        if isinstance(node, Noise):
+            node.set_stream(*key)
+            found += 1
+        node = getattr(node, "inner", None)
+    return found
 
 
 class Fallback:

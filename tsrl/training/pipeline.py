@@ -57,20 +57,28 @@ class Scored:
 class Overlap:
     """One scoring worker; at most one batch in flight."""
 
-    def __init__(self, score: Callable[[list[Group]], RewardBatch], drain: Callable[[], dict[str, float]]) -> None:
-        self._score, self._drain = score, drain
+    def __init__(
+        self,
+        score: Callable[[list[Group]], RewardBatch],
+        drain: Callable[[], dict[str, float]],
+        begin: Callable[[tuple[object, ...]], None] = lambda noise: None,
+    ) -> None:
+        self._score, self._drain, self._begin = score, drain, begin
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tsrl-score")
         self._future: Future | None = None
         self.in_flight: tuple[list[Group], int] | None = None
 
-    def submit(self, groups: list[Group], version: int) -> None:
+    def submit(self, groups: list[Group], version: int, noise: tuple[object, ...] = ()) -> None:
+        """Score `groups` (sampled after `version` updates) in the worker; `noise` names the stream the judge's
+        injected noise draws from for them (the step they are trained at), set by `begin` before scoring."""
         if self._future is not None:
             raise RuntimeError("the scoring worker holds a batch already: collect it first")
         self.in_flight = (groups, version)
-        self._future = self._pool.submit(self._run, groups, version)
+        self._future = self._pool.submit(self._run, groups, version, noise)
 
-    def _run(self, groups: list[Group], version: int) -> Scored:
+    def _run(self, groups: list[Group], version: int, noise: tuple[object, ...]) -> Scored:
         start = time.perf_counter()
+        self._begin(noise)
         batch = self._score(groups)
         return Scored(groups, batch, self._drain(), time.perf_counter() - start, version)
 

@@ -17,7 +17,15 @@ import torch
 from tsrl.algo import inert_clip_warning
 from tsrl.config import RunConfig
 from tsrl.generation import Generator, HFGenerator, build_generator
-from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_fingerprint, judge_identity
+from tsrl.judging import (
+    Judge,
+    build_judge,
+    clean_judge_config,
+    close_judge,
+    judge_fingerprint,
+    judge_identity,
+    set_noise_stream,
+)
 from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
 from tsrl.rewards.ladder_tool import prepare_ladder
@@ -118,7 +126,7 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     if cfg.trainer.pipeline != "sync":
         check_pipeline(cfg.trainer.pipeline, REWARDS.of(cfg.reward).name, regime, cfg.algo.OFFLINE)
     if cfg.trainer.pipeline == "overlap":
-        pipeline = Overlap(regime.score, judge.drain_metrics)
+        pipeline = Overlap(regime.score, judge.drain_metrics, lambda noise: set_noise_stream(judge, *noise))
     elif cfg.trainer.pipeline == "stream":
         streamer = Streamer(regime)
     setup_calls = sum(d["calls"] for d in gather(acc, judge.drain_metrics()))  # e.g. the ladder round-robin
@@ -135,7 +143,9 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         if isinstance(regime, StatefulRegime) and state.get("regime") is not None:  # step counts, sampled ladders
             regime.load_state_dict(state["regime"])
         if pipeline is not None and state.get("pending"):  # the groups that were being scored: scored again
-            pipeline.submit(*decode_groups(state["pending"], task.prompts("train")))
+            # trained on at the next step, whose noise stream they draw from as they did before the stop
+            noise = ("train", start_step + 1, acc.process_index)
+            pipeline.submit(*decode_groups(state["pending"], task.prompts("train")), noise=noise)
         generator.load_weights(learner.weights_for_sync())  # the resumed weights
     log = RunLog(
         run_dir,

@@ -17,10 +17,12 @@ from tsrl.judging import (
     build_judge,
     clean_judge_config,
     judge_identity,
+    set_noise_stream,
     wrap,
 )
+from tsrl.rewards import LadderConfig, LadderRegime, RegimeContext
 from tsrl.testing.fakes import NumberTask, ScriptedJudge
-from tsrl.types import PairRequest, Prompt, ScoreRequest
+from tsrl.types import Group, PairRequest, Prompt, Rollout, ScoreRequest
 
 PROMPT = Prompt(id="p", text="prompt")
 N = 4000
@@ -59,12 +61,24 @@ def test_noise_flips_the_comparison_not_each_call(make):
     assert per_call[0.0] == pytest.approx(0.09, abs=0.03)
 
 
-def test_comparison_noise_is_the_same_whichever_side_is_shown_first():
-    judge = build_judge(RubricSimConfig(taste=0.0, flip_prob=0.3), NumberTask())
-    forward = [v.p_first for v in judge.compare(sure_pairs(500))]
-    backward = [v.p_first for v in judge.compare([PairRequest(PROMPT, r.second, r.first) for r in sure_pairs(500)])]
-    assert forward == [1.0 - p for p in backward]
-    assert judge.drain_metrics()["noise_flips"] == pytest.approx(0.3 * 1000, abs=60)
+def test_comparison_noise_draws_once_per_comparison_and_afresh_for_each():
+    """Per comparison, in both orders: one draw for the comparison (never ½), and a fresh draw each time the same
+    comparison is asked again (TSRL §4.5: each judgment independently): 500 copies of one sure pair at p = 0.3
+    come out 0 about 150 times (Binomial(500, .3): sd 10), not all alike as a draw keyed by the pair gave."""
+    judge = build_judge(RubricSimConfig(taste=0.0, flip_prob=0.3, order="both"), NumberTask())
+    answers = [v.p_first for v in judge.compare([PairRequest(PROMPT, "q=50 #0", "q=0 #0")] * 500)]
+    assert set(answers) == {0.0, 1.0}
+    assert answers.count(0.0) == pytest.approx(150, abs=45)
+    assert judge.drain_metrics()["noise_flips"] == answers.count(0.0)
+
+
+def test_grade_noise_draws_afresh_for_the_same_response():
+    """A grade replaced with probability p, drawn per judgment: the same response graded 400 times at p = 0.5
+    keeps its judge's grade about half the time (sd 10) and gets several different replacement grades."""
+    judge = build_judge(RubricSimConfig(taste=0.0, rubric_noise=0.0, flip_prob=0.5), NumberTask())
+    values = [s.value for s in judge.score([ScoreRequest(PROMPT, "q=3 #0")] * 400)]
+    assert values.count(5.0) == pytest.approx(200 + 200 / 11, abs=45)
+    assert len(set(values)) >= 6
 
 
 def test_unknown_noise_scope_names_the_option():
@@ -150,15 +164,29 @@ def test_grade_noise_reaches_every_judge(scope):
     assert set(values) == {float(g) for g in range(11)}
     assert judge.drain_metrics()["noise_flips"] == pytest.approx(0.3 * 2000, abs=80)
     assert judge.score([ScoreRequest(PROMPT, "q=7 none")])[0].value is None
-    assert (values == np.array([s.value for s in judge.score(requests)])).all()  # stable: a hash, not a state
+    set_noise_stream(judge, "setup")  # the same stream again replays its draws (a resumed step)
+    assert (values == np.array([s.value for s in judge.score(requests)])).all()
+    assert (values != np.array([s.value for s in judge.score(requests)])).any()  # asked again: fresh draws
 
 
-def test_simulated_grades_under_noise_are_unchanged_by_the_move_to_the_wrapper():
-    """judge=rubric_sim used to replace grades itself; the Noise wrapper now does it with the same draws, so its
-    noisy grades are the numbers it gave before (pinned: 240 grades at p = 0.3, computed with the old code)."""
-    judge = build_judge(RubricSimConfig(flip_prob=0.3), NumberTask())
-    values = [
-        s.value
-        for s in judge.score([ScoreRequest(PROMPT, f"q={q / 4} #{i}") for i in range(40) for q in range(0, 24, 4)])
-    ]
-    assert sum(values) == 1123.0 and judge.drain_metrics()["noise_flips"] == 81
+def test_identical_completions_against_the_same_anchors_get_different_rewards_under_noise(number_task, tmp_path):
+    """Eight identical completions of one group at p = 0.3, each judged against the same 4 anchors: a draw
+    per judgment gives them different win-rates (a draw keyed by the text pair gave all eight the same one,
+    a zero-variance group a policy could lock onto). P(all eight equal) is below 0.3⁸·… ≪ 10⁻³ here; the
+    same step scored again with the same stream gives the same rewards (a resumed step)."""
+    task = number_task
+    judge = build_judge(RubricSimConfig(taste=0.0, flip_prob=0.3), task)
+    ctx = RegimeContext(task, judge, "sim", tmp_path / "run")
+    ladder = LadderRegime(LadderConfig(ladder_dir=str(tmp_path / "ladders"), k=4), ctx)
+    prompt = task.prompts("train")[0]
+    group = Group(prompt=prompt, prompt_ids=[1], rollouts=[Rollout("q=2.5 same", [1], [0.0], False)] * 8)
+    set_noise_stream(judge, "train", 1, 0)
+    rewards = ladder.score([group]).rewards[0]
+    assert len(set(rewards.tolist())) > 1
+    set_noise_stream(judge, "train", 1, 0)
+    assert ladder.score([group]).rewards[0].tolist() == rewards.tolist()
+    clean = LadderRegime(
+        LadderConfig(ladder_dir=str(tmp_path / "ladders"), k=4),
+        RegimeContext(task, build_judge(RubricSimConfig(taste=0.0), task), "sim", tmp_path / "run"),
+    )
+    assert len(set(clean.score([group]).rewards[0].tolist())) == 1  # unnoised: deterministic per question

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 import pytest
 
-from tsrl.judging import BothOrders, Budget, BudgetConfig, BudgetExceeded, Fallback, Noise, RandomOrder
+from tsrl.judging import (
+    BothOrders,
+    Budget,
+    BudgetConfig,
+    BudgetExceeded,
+    Fallback,
+    Noise,
+    RandomOrder,
+    set_noise_stream,
+)
 from tsrl.judging.base import stable_uniform
 from tsrl.judging.wrappers import mirrored, swapped
 from tsrl.testing.fakes import PAIR_PROMPT, AnswerJudge, first_wins, numbered_pairs
@@ -231,32 +240,30 @@ def test_both_orders_combines_the_metadata_of_the_two_answers():
 # --- wrappers: Noise ---------------------------------------------------------------------------------------------
 
 
-def test_noise_flips_real_verdicts_by_a_stable_draw_and_counts_them():
-    """A verdict is flipped iff stable_uniform(seed, "flip", prompt id, *pair) < flip_prob, the pair sorted with
-    canonical=True (one draw per comparison) and as shown with canonical=False (one per request). Failures are
-    never flipped. 200 pairs at flip_prob ½: the two shown orders draw the same with canonical=True, and differ
-    for some pair with canonical=False (all 200 agreeing has probability 2⁻²⁰⁰)."""
-    requests = [PairRequest(PAIR_PROMPT, f"z{i}", f"a{i}") for i in range(200)]  # shown order ≠ sorted order
-    backward = [swapped(r) for r in requests]
-
-    def flips(canonical: bool, shown: list[PairRequest], seed: int = 1) -> list[bool]:
-        judge = Noise(AnswerJudge(first_wins), 0.5, seed, canonical)
-        out = [v.p_first == 0.0 for v in judge.compare(shown)]
-        assert judge.drain_metrics()["noise_flips"] == sum(out)
-        return out
-
-    canonical = flips(True, requests)
-    default = Noise(AnswerJudge(first_wins), 0.5, 1)  # canonical by default: one draw per comparison
-    assert [v.p_first == 0.0 for v in default.compare(requests)] == canonical
-    assert canonical == [stable_uniform(1, "flip", "p", r.second, r.first) < 0.5 for r in requests]
-    assert canonical == flips(True, backward) and canonical != flips(True, requests, seed=2)
-    per_request = flips(False, requests)
-    assert per_request == [stable_uniform(1, "flip", "p", r.first, r.second) < 0.5 for r in requests]
-    assert per_request != flips(False, backward)
-    assert 60 <= sum(canonical) <= 140  # Binomial(200, ½): 100 ± 7 (sd), bounds 5.7 sd away
+def test_noise_draws_afresh_for_every_judgment_and_counts_flips():
+    """The n-th request of a stream is flipped iff stable_uniform(seed, *stream, n, "flip") < flip_prob (TSRL
+    §4.5: each judgment independently). The same pair asked 200 times at flip_prob ½ is flipped some times and not
+    others (all 200 alike has probability 2⁻¹⁹⁹); naming the same stream again replays the same draws (a resumed
+    step); another stream or seed draws others. Failures are never flipped."""
+    same = [PairRequest(PAIR_PROMPT, "z", "a")] * 200
+    judge = Noise(AnswerJudge(first_wins), 0.5, 1)
+    judge.set_stream("train", 3, 0)
+    flipped = [v.p_first == 0.0 for v in judge.compare(same)]
+    assert judge.drain_metrics()["noise_flips"] == sum(flipped)
+    assert 60 <= sum(flipped) <= 140  # Binomial(200, ½): 100 ± 7 (sd), bounds 5.7 sd away
+    assert flipped == [stable_uniform(1, "train", 3, 0, n, "flip") < 0.5 for n in range(200)]
+    judge.set_stream("train", 3, 0)  # the same step again: the same draws, split over two calls
+    again = [v.p_first == 0.0 for v in judge.compare(same[:50]) + judge.compare(same[50:])]
+    assert again == flipped
+    judge.set_stream("train", 4, 0)
+    assert [v.p_first == 0.0 for v in judge.compare(same)] != flipped
+    assert set_noise_stream(judge, "train", 3, 0) == 1 and set_noise_stream(AnswerJudge(first_wins), "x") == 0
+    reseeded = Noise(AnswerJudge(first_wins), 0.5, 2)
+    reseeded.set_stream("train", 3, 0)
+    assert [v.p_first == 0.0 for v in reseeded.compare(same)] != flipped
 
     always = Noise(failing({"broken"}), 1.0, 0)
     out = always.compare([PairRequest(PAIR_PROMPT, "fine", "x"), PairRequest(PAIR_PROMPT, "broken", "x")])
     assert [v.p_first for v in out] == [0.25, None] and always.drain_metrics()["noise_flips"] == 1
     never = Noise(AnswerJudge(first_wins), 0.0, 0)
-    assert all(v.p_first == 1.0 for v in never.compare(requests)) and never.drain_metrics()["noise_flips"] == 0
+    assert all(v.p_first == 1.0 for v in never.compare(same)) and never.drain_metrics()["noise_flips"] == 0
