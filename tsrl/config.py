@@ -246,14 +246,35 @@ class RunConfig(CommandConfig):
     """The ladder step before training (a missing ladder's anchors written first)."""
     seed: int = 0
     """Seed of the policy's sampling, data order and initialisation."""
+    distinct_judges: bool = False
+    """The run trains with one judge and is measured by another (TSRL's "+ Bad Judge" rows, method=tsrl_bad_judge):
+    a run whose model judges are the same model, or that has no evaluation judge of its own, is refused."""
 
     def __post_init__(self) -> None:
+        if self.distinct_judges:
+            check_distinct_judges(self.judge, self.eval_judge)
         if isinstance(getattr(self.algo, "is_correction", None), str):  # a loss's config (None in some tests)
             from tsrl.algo.losses import resolve_is_correction
 
             # the generator decides: one that samples with the learner's own module has no mismatch to correct
             shares = getattr(type(self.generator), "SHARES_POLICY_MODULE", False)
             resolve_is_correction(self.algo, separate_sampler=self.generator is not None and not shares)
+
+
+def check_distinct_judges(judge: Any, eval_judge: Any) -> None:
+    """Refuse a weak-judge run that would be measured by its own judge: no eval_judge, or two model judges that
+    name the same model (simulated judges, which have no model name, pass: the CPU stand-ins)."""
+    if eval_judge is None:
+        raise ConfigError(
+            "this method trains with a weak judge and is measured by a strong one, but eval_judge is not set; "
+            "set judge.model to the weak judge and eval_judge.model (and eval_judge.base_urls) to the strong one."
+        )
+    trained, measured = getattr(judge, "model", None), getattr(eval_judge, "model", None)
+    if trained is not None and trained == measured:
+        raise ConfigError(
+            f"this method trains with a weak judge and is measured by a strong one, but judge.model and "
+            f"eval_judge.model are both {trained!r}; set judge.model to the weak judge (TSRL §4.4: LLaMA-3.1-8B)."
+        )
 
 
 def register_configs() -> None:

@@ -17,10 +17,11 @@ Aggregation (also alone, `--aggregate-only`) reads every run's .hydra/overrides.
 table.md and table.csv with one row per method and one column per setting (mean (std) over seeds of the held-out
 headline number at the run's last evaluation of each finished run; a Base row from the step-0 evaluations),
 judge calls per run, the two noise-robustness metrics under judge noise (performance retained = noisy ÷ clean
-held-out score, TSRL's headline; gain kept = (noisy − base) ÷ (clean − base), ours), adaptive routing's shares,
-and plots: held-out curves, the metric against each setting (k scaling, noise, anchor selection; a method without
-the setting, as the rubric in the k sweep, is a horizontal line), both noise metrics against p, zero-variance
-groups over training, and the self-bootstrapped ladder's rebuilds on its held-out curve.
+held-out score, TSRL's measure for TSRL; gain kept = (noisy − base) ÷ (clean − base), its measure for the
+baselines), adaptive routing's shares, and plots: held-out curves, the metric against each setting (k scaling,
+noise, anchor selection; a method without the setting, as the rubric in the k sweep, is a horizontal line), both
+noise metrics against p, zero-variance groups over training, and the self-bootstrapped ladder's rebuilds on its
+held-out curve.
 
 A method that has no key of an axis (the rubric has no reward.k) runs once, without that axis: the grid is run as
 one multirun per set of axes its methods share.
@@ -40,10 +41,13 @@ from typing import Any
 
 import numpy as np
 
+from tsrl.reproduce_ablations import compute_table, gap_table, pool_table, row_label
 from tsrl.reproduce_tables import (
     NOISE_AXIS,
     SEED,
     _sortable,
+    benchmark_cells,
+    benchmark_table,
     mean_std,
     noise_fractions,
     noise_table,
@@ -229,8 +233,14 @@ def collect(out: Path) -> list[dict[str, Any]]:
                 "evals": evals,
                 "done": (run_dir / "done.json").is_file(),
                 "judge_calls": sum(r.get("judge/calls", 0.0) for r in rows),
+                "judge_tokens": sum(r.get("judge/tokens", 0.0) for r in rows),
+                "wall_s": sum(r.get("time/step_s", 0.0) for r in rows),
+                "pool": anchor_pool(run_dir),
                 "steps": len(rows),
                 "group_size": config.get("trainer", {}).get("group_size"),
+                "eval_samples": config.get("trainer", {}).get("eval", {}).get("samples"),
+                "benchmarks": benchmarks_of(config),
+                "generations_per_step": mean_metric(rows, "fill/generations_per_step"),
                 "zero_var": [(r["step"], r["reward/zero_var_frac"]) for r in rows if "reward/zero_var_frac" in r],
                 "refresh_steps": [
                     b["step"]
@@ -245,10 +255,38 @@ def collect(out: Path) -> list[dict[str, Any]]:
     return runs
 
 
+def benchmarks_of(config: dict) -> list[dict]:
+    """The held-out benchmarks a run's config names (task=stem: key, label, metric, in table order); none for a task
+    with one held-out set."""
+    heldout = config.get("task", {}).get("heldout") or {}
+    return [
+        {"key": key, "label": b.get("label") or key, "metric": b.get("metric", "pass_ratio")}
+        for key, b in heldout.items()
+    ]
+
+
+def anchor_pool(run_dir: Path) -> dict | None:
+    """The diversity and strength of the anchors a ladder run's reward compared with (ladder_diversity.json's
+    "selected"); None for a run without a ladder."""
+    path = run_dir / "ladder_diversity.json"
+    return json.loads(path.read_text()).get("selected") if path.is_file() else None
+
+
 def mean_metric(rows: list[dict], name: str) -> float | None:
     """A metric's mean over the steps that log it (None when none does)."""
     values = [r[name] for r in rows if r.get(name) is not None]
     return float(np.mean(values)) if values else None
+
+
+def table1_cells(run: dict) -> dict[str, float]:
+    """A run's Table 1 cells at its last evaluation and at step 0 (`<label> (step 0)`); none without benchmarks."""
+    if not run["benchmarks"]:
+        return {}
+    start = benchmark_cells(run["evals"]["start"], run["benchmarks"])
+    return {
+        **benchmark_cells(run["evals"]["latest"], run["benchmarks"]),
+        **{f"{k} (step 0)": v for k, v in start.items()},
+    }
 
 
 def headline_key(evals: dict) -> str:
@@ -306,16 +344,22 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
                     "final": r["evals"]["latest"][key],
                     "final_step": r["evals"]["latest"]["step"],
                     "judge_calls": r["judge_calls"],
+                    "judge_tokens": r["judge_tokens"],
+                    "wall_s": r["wall_s"],
+                    "steps": r["steps"],
+                    "pool": r["pool"],
                     "zero_var_frac": r["zero_var_frac"],
                     "route_verifier_frac": r["route_verifier_frac"],
                     "signal_samples_per_step": None
                     if r["tournament_groups"] is None or not r["group_size"]
                     else r["tournament_groups"] * r["group_size"],
+                    "generations_per_step": r["generations_per_step"],
+                    **table1_cells(r),
                     "run_dir": r["dir"],
                 }
                 for r in group
             ]
-        lines.append(f"| {m} | " + " | ".join(finals) + f" | {np.mean(calls):.0f} | {count} |")
+        lines.append(f"| {row_label(m)} | " + " | ".join(finals) + f" | {np.mean(calls):.0f} | {count} |")
     judge = runs[0]["evals"].get("judge", {})
     setting = "".join(f"; {a}={v}" for a, v in fixed_axes.items())
     text = (
@@ -329,7 +373,10 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
             f"to resume): {', '.join(Path(d).name for d in unfinished)}\n"
         )
     text += side_tables(runs, rows_order, columns, cell, key, label) + noise_table(records, row_axis)
+    text += benchmark_table(records, row_axis, runs[0]["benchmarks"], runs[0]["eval_samples"] or 0)
     text += routing_table(records, row_axis)
+    text += gap_table(records, row_axis, col_axes) + pool_table(records, row_axis, col_axes)
+    text += compute_table(records, row_axis)
     noise = noise_fractions(records, row_axis) if NOISE_AXIS in grid else {}
     for r in records:  # each run's row carries its cell's two noise metrics
         for name, by_method in noise.items():

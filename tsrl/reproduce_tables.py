@@ -1,7 +1,8 @@
 """`tsrl-reproduce`'s tables and plots of finished runs: the all-tier and top-tier win-rates beside a headline,
-the two noise-robustness metrics (performance retained = noisy ÷ clean held-out score, TSRL §4.4–4.5's measure;
-gain kept = (noisy − base) ÷ (clean − base), ours), adaptive routing's shares, and the plots (held-out curves,
-the metric against each setting, both noise metrics against p, zero-variance groups, self-bootstrap rebuilds).
+the two noise-robustness metrics (performance retained = noisy ÷ clean held-out score, TSRL §4.4–4.5's measure
+for TSRL; gain kept = (noisy − base) ÷ (clean − base), §4.5's measure for the baselines), adaptive routing's
+shares, and the plots (held-out curves, the metric against each setting, both noise metrics against p,
+zero-variance groups, self-bootstrap rebuilds).
 Records in, markdown or PNG files out; tsrl/reproduce.py collects the runs and writes table.md."""
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ def _sortable(value: str) -> tuple:
 
 
 NOISE_METRICS = {
-    "performance_retained": "Performance retained (TSRL's headline, §4.4/§4.5): mean held-out score at p ÷ mean "
-    "held-out score at p = {clean}",
-    "gain_kept": 'Gain kept (ours; the baselines\' "lose over 40 % of their gains"): (mean score at p − mean base) ÷ '
+    "performance_retained": "Performance retained (TSRL's measure for TSRL, §4.4/§4.5): mean held-out score at p ÷ "
+    "mean held-out score at p = {clean}",
+    "gain_kept": "Gain kept (TSRL's measure for the baselines, §4.5): (mean score at p − mean base) ÷ "
     "(mean score at p = {clean} − mean base), base = the step-0 score",
 }
 """The two noise-robustness metrics, by key (table.csv, results.json) and label (table.md, plots)."""
@@ -108,6 +109,64 @@ def noise_table(records: list[dict], row_axis: str) -> str:
                 f"| {m} | " + " | ".join(f"{100 * by_flip[p]:.0f} %" if p in by_flip else "—" for p in flips) + " |"
             )
     return "\n".join(lines) + "\n"
+
+
+def benchmark_cells(evals: dict, benchmarks: list[dict]) -> dict[str, float | None]:
+    """One evaluation's Table 1 cells (Reasoning Arena: a run evaluated on several held-out benchmarks, task=stem):
+    each benchmark's reported number under its label — its metric (pass ratio@n, pass@5), or its pass ratio@n where
+    n samples cannot estimate that metric (pass@5 from 4), None where the evaluation did not reach it
+    (trainer.eval.max_prompts) — and their average (None unless every benchmark has a number)."""
+    cells = {
+        b["label"]: evals.get(f"{b['key']}/{b['metric']}", evals.get(f"{b['key']}/pass_ratio")) for b in benchmarks
+    }
+    values = list(cells.values())
+    return {**cells, "average": None if None in values else float(np.mean(values))}
+
+
+def mean_of(values: list[float | None]) -> str:
+    """The mean of the values there are, to one decimal; — when there are none."""
+    present = [v for v in values if v is not None]
+    return f"{np.mean(present):.1f}" if present else "—"
+
+
+def estimable(metric: str, samples: int) -> bool:
+    """Whether `samples` completions per problem estimate a benchmark's metric (pass@k needs k of them)."""
+    return metric == "pass_ratio" or int(metric.removeprefix("pass@")) <= samples
+
+
+def benchmark_table(records: list[dict], row_axis: str, benchmarks: list[dict], samples: int) -> str:
+    """Reasoning Arena's Table 1 layout: one row per method, a column per benchmark and their average (each run's
+    last evaluation, mean (std) over seeds; records carry benchmark_cells under `<label>` and `<label> (step 0)`),
+    then the generations a step drew (fill/generations_per_step, mean over steps and seeds)."""
+    if not benchmarks or not records:
+        return ""
+    labels = [b["label"] for b in benchmarks] + ["average"]
+    lines = [
+        "",
+        f"Table 1 layout (held-out, n = {samples} samples per problem; mean (std) over seeds):",
+        "",
+        f"| {row_axis} | " + " | ".join(labels) + " | generations per step |",
+        "|---" * (len(labels) + 2) + "|",
+        "| Base (step 0) | "
+        + " | ".join(mean_of([r[f"{label} (step 0)"] for r in records]) for label in labels)
+        + " | — |",
+    ]
+    for m in dict.fromkeys(r[row_axis] for r in records):
+        mine = [r for r in records if r[row_axis] == m]
+        drawn = [r["generations_per_step"] for r in mine if r["generations_per_step"] is not None]
+        lines.append(
+            f"| {m} | "
+            + " | ".join(mean_std([r[label] for r in mine if r[label] is not None]) for label in labels)
+            + f" | {f'{np.mean(drawn):.0f}' if drawn else '—'} |"
+        )
+    said = "; ".join(
+        f"{b['label']}: {b['metric'].replace('pass_ratio', f'pass ratio@{samples}')}"
+        + ("" if estimable(b["metric"], samples) else f" needs {b['metric'][5:]} samples, pass ratio@{samples} shown")
+        for b in benchmarks
+    )
+    return (
+        "\n".join(lines) + f"\n\nNumbers: {said}. Generations per step: completions drawn per step, refills included.\n"
+    )
 
 
 def routing_table(records: list[dict], row_axis: str) -> str:
@@ -233,9 +292,9 @@ def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: s
             ax.set(
                 xlabel="judge flip probability p",
                 ylabel=f"{name.replace('_', ' ')} (%)",
-                title="performance retained (TSRL's headline)"
+                title="performance retained (TSRL's measure)"
                 if name == "performance_retained"
-                else "gain kept (ours)",
+                else "gain kept (the baselines' measure)",
             )
             ax.legend(fontsize=7)
         fig.tight_layout()

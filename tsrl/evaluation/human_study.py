@@ -16,7 +16,10 @@ import: each annotator's filled CSV, checked (every item of every prompt ranked 
 stored as rankings/<annotator>.json; a bad sheet is refused with its file, row and the fix, and nothing already
 imported changes. judge (optional): a round-robin of each prompt's items with the clean judge (both orders), in
 judge.json. report: report.md and report.json — mean rank per method and anchor tier with a percentile-bootstrap
-interval over prompts, Kendall's W per prompt and over methods, Kendall's τ_b against the judge (judge.json) and
+interval over prompts; each one's human win-rate (the share of the pairwise comparisons its annotators' rankings
+imply that it wins against the other items of its prompt: our reading of TSRL §4.12's "average win-rates");
+Kendall's W per prompt and over methods (the inter-annotator agreement; TSRL §4.12 gives a number per task without
+naming its statistic); Kendall's τ_b and Spearman's ρ with its p-value against the judge (judge.json); τ_b
 against the runs' held-out win-rates (eval.json). The sheets: tsrl.evaluation.study_sheets; the math:
 tsrl.ranking.agreement; the command line: tsrl.commands.human_study.
 """
@@ -35,7 +38,14 @@ import numpy as np
 
 from tsrl.evaluation import HELDOUT_FILE
 from tsrl.evaluation.study_sheets import StudyError, read_sheet, write_sheets
-from tsrl.ranking.agreement import average_ranks, bootstrap_mean_ci, kendall_tau_b, kendalls_w
+from tsrl.ranking.agreement import (
+    average_ranks,
+    bootstrap_mean_ci,
+    kendall_tau_b,
+    kendalls_w,
+    pairwise_win_rate,
+    spearman_rho,
+)
 
 STUDY_FILE, JUDGE_FILE, KEY_FILE = "study.json", "judge.json", "key/KEY-item-to-method-DO-NOT-SHARE.json"
 ANCHOR = "anchor"
@@ -334,6 +344,7 @@ def summarise(
             "high": float(w_high[0]),
             "over_labels": kendalls_w(by_annotator),
         },
+        "human_win_rate": human_win_rates(study, key, t),
         "vs_judge": None,
         "vs_winrate": None,
     }
@@ -351,22 +362,38 @@ def summarise(
     return report
 
 
+def human_win_rates(study: dict, key: dict, t: dict) -> dict[str, float]:
+    """Per label, the mean over its items and annotators of the pairwise win-rate (agreement.pairwise_win_rate)
+    against the other items of the same prompt, best first."""
+    shares: dict[str, list[float]] = {label: [] for label in t["labels"]}
+    for prompt, matrix in zip(study["prompts"], t["matrices"]):
+        for item, share in zip(prompt["items"], pairwise_win_rate(matrix)):
+            shares[key["items"][item]].append(float(share))
+    rates = {label: float(np.mean(v)) for label, v in shares.items() if v}
+    return dict(sorted(rates.items(), key=lambda x: -x[1]))
+
+
 def judge_agreement(study: dict, key: dict, judge: dict, t: dict, human: dict[str, float]) -> dict[str, Any]:
-    """τ_b between the judge's round-robin order and the human mean ranks: per prompt over its items, and over
-    labels (the judge's mean rank per label against the humans')."""
-    taus, judge_ranks = [], {label: [] for label in t["labels"]}
+    """τ_b and Spearman's ρ between the judge's round-robin order and the human mean ranks: per prompt over its
+    items, and over labels (the judge's mean rank per label against the humans'; ρ with its p-value)."""
+    taus, rhos, judge_ranks = [], [], {label: [] for label in t["labels"]}
     for prompt in study["prompts"]:
         scored = [i for i in prompt["items"] if judge["scores"][prompt["id"]].get(i) is not None]
         scores = np.array([judge["scores"][prompt["id"]][i] for i in scored])  # [N'] higher = better
-        taus.append(kendall_tau_b(-scores, [t["item_means"][i] for i in scored]) if len(scored) > 1 else np.nan)
+        humans = [t["item_means"][i] for i in scored]
+        taus.append(kendall_tau_b(-scores, humans) if len(scored) > 1 else np.nan)
+        rhos.append(spearman_rho(-scores, humans)[0] if len(scored) > 1 else np.nan)
         for item, rank in zip(scored, average_ranks(-scores)):
             judge_ranks[key["items"][item]].append(rank)
     labels = [label for label in t["labels"] if judge_ranks[label]]
     judged = [float(np.mean(judge_ranks[label])) for label in labels]
+    rho, p_value = spearman_rho(judged, [human[x] for x in labels])
     return {
         "judge": judge["judge"],
         "tau_b_per_prompt_mean": float(np.nanmean(taus)),
         "tau_b_over_labels": kendall_tau_b(judged, [human[x] for x in labels]),
+        "spearman_over_labels": {"rho": rho, "p_value": p_value, "n": len(labels)},
+        "spearman_per_prompt_mean": float(np.nanmean(rhos)) if not np.all(np.isnan(rhos)) else float("nan"),
         "judge_mean_rank": dict(zip(labels, judged)),
     }
 
@@ -378,23 +405,33 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['items_per_prompt']} items, {len(report['annotators'])} annotators; rank 1 = best. "
         f"Intervals: {report['interval']}.",
         "",
-        "| method / anchor | mean rank | interval |",
-        "|---|---|---|",
+        "| method / anchor | mean rank | interval | human win-rate |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| {r['label']} | {r['mean']:.2f} | [{r['low']:.2f}, {r['high']:.2f}] |" for r in report["mean_rank"]]
+    wins = report["human_win_rate"]
+    lines += [
+        f"| {r['label']} | {r['mean']:.2f} | [{r['low']:.2f}, {r['high']:.2f}] | {100 * wins[r['label']]:.1f} % |"
+        for r in report["mean_rank"]
+    ]
     lines += [
         "",
         f"Inter-annotator agreement, Kendall's W (no ties: a sheet ranks without ties): mean over prompts "
         f"{w['mean_over_prompts']:.3f} [{w['low']:.3f}, {w['high']:.3f}], range "
         f"{min(w['per_prompt'].values()):.3f}–{max(w['per_prompt'].values()):.3f}; over methods (each "
-        f"annotator's mean ranks, tie-corrected) {w['over_labels']:.3f}.",
+        f"annotator's mean ranks, tie-corrected) {w['over_labels']:.3f}. (TSRL §4.12 gives one agreement per "
+        "task without naming its statistic.)",
+        "Human win-rate: the share of the pairwise comparisons implied by the annotators' rankings that the item "
+        'wins against the other items of its prompt (a tie ½); our reading of TSRL\'s "average win-rates".',
     ]
     judge = report["vs_judge"]
     if judge:
         lines.append(
             f"Judge ({judge['judge']['kind']} {judge['judge']['model']}, round-robin of the same items, both "
             f"orders) against the human mean ranks: Kendall's τ_b {judge['tau_b_over_labels']:.3f} over "
-            f"methods and anchors, {judge['tau_b_per_prompt_mean']:.3f} per prompt (mean over prompts)."
+            f"methods and anchors, {judge['tau_b_per_prompt_mean']:.3f} per prompt (mean over prompts); "
+            f"Spearman's ρ {judge['spearman_over_labels']['rho']:.3f} (p = "
+            f"{judge['spearman_over_labels']['p_value']:.3g}, n = {judge['spearman_over_labels']['n']}) over "
+            f"methods and anchors, {judge['spearman_per_prompt_mean']:.3f} per prompt (mean over prompts)."
         )
     winrate = report["vs_winrate"]
     if winrate:

@@ -1,7 +1,8 @@
 """Held-out pass ratio@n and pass@k for verifiable tasks (Reasoning Arena reports pass ratio@16), in percent.
 
-Reasoning Arena's paper text defining "pass ratio@16" is not available here; tsrl reads it as the mean accuracy
-over 16 samples per problem (equal in expectation to pass@1, estimated from 16 samples).
+The Reasoning Arena text names pass ratio@16 (math, GPQA-Diamond) and pass@5 (LiveCodeBench) without defining
+them; tsrl reads pass ratio@16 as the mean accuracy over 16 samples per problem (equal in expectation to pass@1,
+estimated from 16 samples).
 
 For each held-out problem the policy samples n completions and the task's verifier scores each; with c of the
 n correct (verify = 1):
@@ -10,13 +11,16 @@ n correct (verify = 1):
 - pass@k = mean over problems of 1 − C(n − c, k) / C(n, k), the unbiased estimator of "at least one of k
   samples is correct" (Chen et al. 2021), for k = 1, 2, 4, … up to n, plus the k a task names in `report_k`
   (task=code: 5, Reasoning Arena's LiveCodeBench v6 pass@5) when k ≤ n;
-- answered = share of samples from which the verifier could read an answer at all (when the task says).
-Returns sums so that several processes can add their shares before dividing.
+- answered = share of samples from which the verifier could read an answer at all (when the task says: its
+  `answer(prompt, text)`, or `extract(text)`).
+A prompt that names its benchmark (`fields["benchmark"]`, task=stem: several held-out sets in one run) is also
+counted under `<benchmark>/`: the summary then holds `<benchmark>/pass_ratio`, `<benchmark>/pass@k`, … beside the
+numbers pooled over every prompt. Returns sums so that several processes can add their shares before dividing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from math import comb
 from typing import Any
 
@@ -49,31 +53,45 @@ def ks_for(n: int, extra: Sequence[int] = ()) -> list[int]:
 def pass_sums(generator: Generator, task: Any, prompts: Sequence[Prompt], samples: int) -> dict[str, float]:
     """Sums over problems of accuracy, pass@k and answered share (keys accuracy, pass@k, answered, problems)."""
     groups = generator.generate(prompts, samples)
-    extract = getattr(task, "extract", None)
+    read = answer_reader(task)
     extra = tuple(getattr(task, "report_k", ()))
-    sums: dict[str, float] = {"problems": 0.0, "accuracy": 0.0, "length_sum": 0.0, "samples": 0.0}
+    sums: dict[str, float] = {}
     for group, scores in zip(groups, verify_rollouts(task, groups)):
         n, c = len(scores), sum(s >= 1.0 for s in scores)
-        sums["problems"] += 1
-        sums["accuracy"] += sum(scores) / n
-        for k in ks_for(n, extra):
-            sums[f"pass@{k}"] = sums.get(f"pass@{k}", 0.0) + pass_at_k(n, c, k)
-        if extract is not None:
-            sums["answered"] = sums.get("answered", 0.0) + sum(extract(r.text) is not None for r in group.rollouts) / n
-        sums["length_sum"] += float(sum(len(r.token_ids) for r in group.rollouts))
-        sums["samples"] += n
+        counts = {"problems": 1.0, "accuracy": sum(scores) / n}
+        counts |= {f"pass@{k}": pass_at_k(n, c, k) for k in ks_for(n, extra)}
+        if read is not None:
+            counts["answered"] = sum(read(group.prompt, r.text) is not None for r in group.rollouts) / n
+        benchmark = group.prompt.fields.get("benchmark")
+        for prefix in ("", f"{benchmark}/") if benchmark else ("",):
+            for key, value in counts.items():
+                sums[prefix + key] = sums.get(prefix + key, 0.0) + value
+        sums["length_sum"] = sums.get("length_sum", 0.0) + float(sum(len(r.token_ids) for r in group.rollouts))
+        sums["samples"] = sums.get("samples", 0.0) + n
     return sums
+
+
+def answer_reader(task: Any) -> Callable[[Prompt, str], Any] | None:
+    """How to read the answer of a completion to a prompt: the task's answer(prompt, text), else its extract(text)
+    (None when the task has neither)."""
+    answer = getattr(task, "answer", None)
+    if answer is not None:
+        return answer
+    extract = getattr(task, "extract", None)
+    return None if extract is None else lambda prompt, text: extract(text)
 
 
 def pass_summary(sums: dict[str, float], samples: int) -> dict[str, float]:
     """Percentages from (possibly process-summed) sums: pass_ratio (= pass ratio@samples), pass@k, answered."""
-    problems = max(sums.get("problems", 0.0), 1.0)
-    result = {"pass_ratio": 100.0 * sums.get("accuracy", 0.0) / problems, "samples_per_problem": float(samples)}
-    for key, value in sums.items():
-        if key.startswith("pass@"):
-            result[key] = 100.0 * value / problems
-    if "answered" in sums:
-        result["answered"] = 100.0 * sums["answered"] / problems
+    result = {"samples_per_problem": float(samples)}
+    benchmarks = dict.fromkeys(key.rpartition("/")[0] + "/" for key in sums if "/" in key)
+    for prefix in ("", *benchmarks):
+        problems = max(sums.get(f"{prefix}problems", 0.0), 1.0)
+        result[f"{prefix}pass_ratio"] = 100.0 * sums.get(f"{prefix}accuracy", 0.0) / problems
+        for key, value in sums.items():
+            name = key.removeprefix(prefix)
+            if key.startswith(prefix) and name.startswith(("pass@", "answered")):
+                result[key] = 100.0 * value / problems
+        result[f"{prefix}problems"] = sums.get(f"{prefix}problems", 0.0)
     result["mean_length"] = sums.get("length_sum", 0.0) / max(sums.get("samples", 0.0), 1.0)
-    result["problems"] = sums.get("problems", 0.0)
     return result

@@ -46,7 +46,7 @@ class ReferenceSet:
     name: str
     """The set in a few words, for the headline's label."""
     paper: str
-    """The paper's reference set, in words (or that its wording is not available here)."""
+    """The paper's reference set, in its words (TSRL §3's anchors), or "—" for a task the paper does not have."""
     here: str
     """What forms it in tsrl, and where the shipped sample cannot follow the paper."""
 
@@ -71,16 +71,18 @@ REFERENCE_SETS: dict[str, ReferenceSet] = {
         "every anchor: the shipped five tiers (top … low, written for tsrl) stand in for Gemini's spectrum",
     ),
     "web": ReferenceSet(
-        None,
-        "all tiers",
-        "the paper's wording is not available here",
-        "every anchor (ours): WebSight's page for the prompt, or the shipped sample's five tiers",
+        (TOP_TIER, ""),
+        "reference pages; shipped sample: its top tier",
+        "Reference pages (TSRL §3)",
+        "task.dataset=HuggingFaceM4/WebSight: the prompt's reference page (untiered), as the paper; the shipped "
+        "sample has no reference pages: its top tier (written for tsrl) stands in for them (ours)",
     ),
     "counseling": ReferenceSet(
-        None,
-        "all tiers",
-        "the paper's wording is not available here",
-        "every anchor (ours): MentalChat16K's replies for the prompt, or the shipped sample's five tiers",
+        (TOP_TIER, ""),
+        "human counselor responses; shipped sample: its top tier",
+        "Human counselor responses (TSRL §3)",
+        "task.dataset=ShenLab/MentalChat16K: the prompt's counselor replies (untiered), as the paper; the shipped "
+        "sample has no human counselor responses: its top tier (written for tsrl) stands in for them (ours)",
     ),
 }
 """Per judged task, the held-out reference set; a task not listed is measured against every anchor."""

@@ -90,13 +90,20 @@ def build_judge(cfg: Any, task: Any) -> Judge:
 def clean_judge_config(cfg: Any) -> Any:
     """The held-out evaluation judge derived from a training judge: the same model and prompt, with the
     training-side injections off — no verdict flips, no position bias (both orders asked), no budget; for the
-    simulated judge also no length bias, tie band or reference frame."""
+    simulated judge also no length bias, tie band or reference frame, and per-text errors of the same size drawn
+    afresh (the next text_error_seed), so that it never shares the training judge's misjudgment of a text."""
     clean = replace(cfg, flip_prob=0.0, order="both", budget=BudgetConfig())
     if not isinstance(cfg, RubricSimConfig):
         return clean
     return replace(
-        clean, position_bias=0.0, length_weight_pair=0.0, length_weight_grade=0.0, tie_band=0.0, frame_noise=0.0
-    )  # the simulated judge's biases and reference frame (docs/judge_simulator.md)
+        clean,
+        position_bias=0.0,
+        length_weight_pair=0.0,
+        length_weight_grade=0.0,
+        tie_band=0.0,
+        frame_noise=0.0,
+        text_error_seed=cfg.text_error_seed + 1,
+    )  # the simulated judge's biases, reference frame and per-text errors (docs/judge_simulator.md)
 
 
 def judge_identity(cfg: Any) -> dict[str, Any]:

@@ -8,6 +8,10 @@ Forms (`judge.form`):
   allowed choices (a soft verdict). The template's closing instruction (the text after its last response fence)
   is replaced by DIRECT_PAIRWISE / DIRECT_POINTWISE.
 
+Where ties are not allowed (`judge.allow_tie`, off on TSRL's tasks: its verdicts are binary) every verdict form,
+constraint and parser below loses TIE: `VERDICT: (A|B)`, choices A and B, the enum ["A", "B"], the direct
+instruction without TIE, soft verdicts P(A) over {A, B}; an answer TIE is then unreadable.
+
 Constraints (`judge.constrain`): ask the server to decode only answers of the form, so a weak judge model (one
 that never ends with `VERDICT: A` on its own) still answers every question.
 - `regex`: reasoning form `[^\\n]{1,R}\\nVERDICT: (A|B|TIE)` (one line of at most R characters, R = max_tokens − 16,
@@ -39,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tsrl.errors import ConfigError
-from tsrl.judging.prompting import VERDICT_P, JudgeTemplate, ParseError, parse_score, parse_verdict
+from tsrl.judging.prompting import JudgeTemplate, ParseError, parse_score, parse_verdict, verdict_value
 
 FORMS = ("reasoning", "direct")
 CONSTRAINTS = ("auto", "regex", "choice", "json", "off")
@@ -60,6 +64,9 @@ DIRECT_PAIRWISE = (
     "Answer with exactly one of A, B or TIE: A if response A is better, B if response B is better, "
     "TIE only if you truly cannot prefer either. Write nothing else."
 )
+DIRECT_PAIRWISE_BINARY = (
+    "Answer with exactly one of A or B: A if response A is better, B if response B is better. Write nothing else."
+)
 DIRECT_POINTWISE = "Answer with the grade alone: one integer from 0 to 10. Write nothing else."
 DIRECT_LINE = re.compile(r"^[\s*`\"'_]*(?:verdict\s*:\s*)?[*`\"'_]*\s*(a|b|tie)\s*[*`\"'_.]*\s*$", re.IGNORECASE)
 GRADE_LINE = re.compile(
@@ -79,7 +86,12 @@ def check_form(form: str, constrain: str) -> None:
         )
 
 
-def direct_template(template: JudgeTemplate) -> JudgeTemplate:
+def verdicts(ties: bool = True) -> tuple[str, ...]:
+    """The verdicts a judge may give: A, B and, where ties are allowed, TIE."""
+    return VERDICTS if ties else VERDICTS[:2]
+
+
+def direct_template(template: JudgeTemplate, ties: bool = True) -> JudgeTemplate:
     """The template with its closing instruction (after the last `$fence_*_close`) replaced by the direct one."""
     user = template.user
     cut = max(user.rfind("$fence_b_close"), user.rfind("$fence_a_close"))
@@ -90,7 +102,7 @@ def direct_template(template: JudgeTemplate) -> JudgeTemplate:
         )
     pairwise = "$fence_b_close" in user
     end = user.index("_close", cut) + len("_close")
-    instruction = DIRECT_PAIRWISE if pairwise else DIRECT_POINTWISE
+    instruction = (DIRECT_PAIRWISE if ties else DIRECT_PAIRWISE_BINARY) if pairwise else DIRECT_POINTWISE
     return JudgeTemplate(f"{template.name}+direct", template.system, f"{user[:end]}\n\n{instruction}", template.digest)
 
 
@@ -100,16 +112,17 @@ def reasoning_chars(max_tokens: int, json_object: bool = False) -> int:
     return max(16, max_tokens - VERDICT_SLACK * (3 if json_object else 1))
 
 
-def regex(kind: str, form: str, max_tokens: int) -> str:
-    line = "VERDICT: (A|B|TIE)" if kind == "verdict" else "SCORE: ([0-9]|10)"
+def regex(kind: str, form: str, max_tokens: int, ties: bool = True) -> str:
+    alternatives = "(" + "|".join(verdicts(ties)) + ")"
+    line = f"VERDICT: {alternatives}" if kind == "verdict" else "SCORE: ([0-9]|10)"
     if form == "direct":
-        return "(A|B|TIE)" if kind == "verdict" else "([0-9]|10)"
+        return alternatives if kind == "verdict" else "([0-9]|10)"
     return f"[^\\n]{{1,{reasoning_chars(max_tokens)}}}\\n{line}"
 
 
-def schema(kind: str, form: str, max_tokens: int) -> dict[str, Any]:
+def schema(kind: str, form: str, max_tokens: int, ties: bool = True) -> dict[str, Any]:
     answer = (
-        {"verdict": {"type": "string", "enum": list(VERDICTS)}}
+        {"verdict": {"type": "string", "enum": list(verdicts(ties))}}
         if kind == "verdict"
         else {"score": {"type": "integer", "enum": list(range(11))}}
     )
@@ -121,8 +134,8 @@ def schema(kind: str, form: str, max_tokens: int) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-def choices(kind: str) -> list[str]:
-    return list(VERDICTS if kind == "verdict" else GRADES)
+def choices(kind: str, ties: bool = True) -> list[str]:
+    return list(verdicts(ties) if kind == "verdict" else GRADES)
 
 
 def fields(dialect: str, constraint: str, value: Any) -> dict[str, Any]:
@@ -164,6 +177,7 @@ class AnswerSpec:
     form: str  # reasoning | direct
     constraint: str  # choice | regex | json | off
     body: dict[str, Any]  # the constraint's fields and max_tokens
+    ties: bool = True  # a verdict may be TIE (judge.allow_tie); else an answer TIE is unreadable
 
     @property
     def label(self) -> str:
@@ -179,26 +193,30 @@ class AnswerSpec:
         if fence in (text or ""):
             raise ParseError("echoed_prompt", "the judge's answer repeats the fenced prompt")
         if self.constraint == "json":
-            return parse_json(text, self.kind)
+            return parse_json(text, self.kind, self.ties)
         if self.form == "direct":
-            return parse_direct(text, self.kind)
-        return (parse_verdict if self.kind == "verdict" else parse_score)(text, fence)
+            return parse_direct(text, self.kind, self.ties)
+        return parse_verdict(text, fence, self.ties) if self.kind == "verdict" else parse_score(text, fence)
 
 
-def answer_spec(kind: str, form: str, constraint: str, dialect: str | None, max_tokens: int) -> AnswerSpec:
-    """How to ask for one kind of answer; a direct answer's max_tokens is capped at what it needs."""
+def answer_spec(
+    kind: str, form: str, constraint: str, dialect: str | None, max_tokens: int, ties: bool = True
+) -> AnswerSpec:
+    """How to ask for one kind of answer (a verdict with or without TIE); a direct answer's max_tokens is capped
+    at what it needs."""
     limit = {"max_tokens": min(max_tokens, DIRECT_MAX_TOKENS[constraint]) if form == "direct" else max_tokens}
     if constraint == "off":
-        return AnswerSpec(kind, form, "off", limit)
+        return AnswerSpec(kind, form, "off", limit, ties)
     value: Any = {
-        "choice": lambda: choices(kind),
-        "regex": lambda: regex(kind, form, max_tokens),
-        "json": lambda: schema(kind, form, max_tokens),
+        "choice": lambda: choices(kind, ties),
+        "regex": lambda: regex(kind, form, max_tokens, ties),
+        "json": lambda: schema(kind, form, max_tokens, ties),
     }[constraint]()
-    return AnswerSpec(kind, form, constraint, {**fields(dialect or "response_format", constraint, value), **limit})
+    body = {**fields(dialect or "response_format", constraint, value), **limit}
+    return AnswerSpec(kind, form, constraint, body, ties)
 
 
-def parse_direct(text: str, kind: str) -> float:
+def parse_direct(text: str, kind: str, ties: bool = True) -> float:
     """A direct answer: the whole answer is the verdict (A/B/TIE) or the grade, give or take markdown."""
     stripped = (text or "").strip()
     if not stripped:
@@ -206,12 +224,12 @@ def parse_direct(text: str, kind: str) -> float:
     line = DIRECT_LINE if kind == "verdict" else GRADE_LINE
     match = line.match(stripped)
     if match is None or (kind == "score" and int(match.group(1)) > 10):
-        expected = "A, B or TIE" if kind == "verdict" else "an integer from 0 to 10"
+        expected = ("A, B or TIE" if ties else "A or B") if kind == "verdict" else "an integer from 0 to 10"
         raise ParseError(f"unparseable_{kind}", f"a direct answer must be {expected} alone: {stripped[-80:]!r}")
-    return VERDICT_P[match.group(1).lower()] if kind == "verdict" else float(match.group(1))
+    return verdict_value(match.group(1), ties, stripped) if kind == "verdict" else float(match.group(1))
 
 
-def parse_json(text: str, kind: str) -> float:
+def parse_json(text: str, kind: str, ties: bool = True) -> float:
     try:
         answer = json.loads(text)
         value = answer[kind]
@@ -220,7 +238,7 @@ def parse_json(text: str, kind: str) -> float:
             f"unparseable_{kind}", f"not a JSON object with a {kind!r} field: {text.strip()[-80:]!r}"
         ) from None
     if kind == "verdict" and str(value).upper() in VERDICTS:
-        return VERDICT_P[str(value).lower()]
+        return verdict_value(str(value), ties, text)
     if kind == "score" and isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 10:
         return float(value)
     raise ParseError(f"unparseable_{kind}", f"the {kind} {value!r} is not one of the allowed answers")
@@ -269,7 +287,7 @@ PARSE_KINDS = ("unparseable_verdict", "unparseable_score", "empty_content", "ech
 
 def advice(spec: AnswerSpec, cut: bool) -> str:
     """Why answers of `spec` were unreadable and what to do (`cut`: they all ran to max_tokens)."""
-    line = "'VERDICT: A|B|TIE'" if spec.kind == "verdict" else "'SCORE: <0-10>'"
+    line = f"'VERDICT: {'|'.join(verdicts(spec.ties))}'" if spec.kind == "verdict" else "'SCORE: <0-10>'"
     limit = spec.body.get("max_tokens")
     if spec.constraint == "off":
         what = (

@@ -3,8 +3,8 @@
 The judge is asked every pair of a prompt's reference anchors in both orders and grades every anchor alone,
 each question `repeats` times. Each anchor has a latent quality: the task's q(c) where the task has one (the
 units the simulated judge works in, so the fitted profile drops into `judge=rubric_sim judge.profile=…` on that
-task), else minus its rank in the ladder. The model is docs/judge_simulator.md's, with taste folded into the
-noise (t = 0 in a fitted profile):
+task), else minus its rank in the ladder. The model is docs/judge_simulator.md's, with taste and the per-text
+error folded into the noise (t = 0 and σ_t = 0 in a fitted profile: the fit does not estimate a per-text error):
 
     verdict   Δ = Δq + γ_pair·Δh + β;   P(first) = σ((Δ − δ)/τ),  P(second) = σ((−Δ − δ)/τ),  P(TIE) = the rest
     grade     u = q + γ_grade·h + N(0, σ_g²);   grade = the level whose interval of the logistic scale
@@ -375,6 +375,7 @@ def profile_from_fit(fit: dict[str, Any], name: str, judge: str, command: str) -
         "frame_noise": 0.0,
         "length_weight_grade": g[3] * sigma if len(g) > 3 else 0.0,
         "taste": 0.0,
+        "text_error": 0.0,
         **fit["scale"],
     }
     params = {k: (round(float(x), 4) if k != "grade_levels" else int(x)) for k, x in params.items()}
@@ -408,6 +409,10 @@ def profile_from_fit(fit: dict[str, Any], name: str, judge: str, command: str) -
         f"{e['frame_noise'].high:.3g}])"
     )
     sources["taste"] = "0: a fitted profile folds per-text taste into τ and σ_g"
+    sources["text_error"] = (
+        "0: not estimated; the fit takes answers as independent given q, so a per-text error shared across a "
+        "text's verdicts and grade is folded into τ and σ_g (with ranks for q it is indistinguishable from quality)"
+    )
     for key in ("grade_lo", "grade_hi", "grade_levels"):
         sources[key] = "the judge's grade scale (0–10 integers), not fitted"
     test = fit["signal_test"]

@@ -103,7 +103,7 @@ class HFLocalJudge:
 
     def __init__(self, cfg: HFLocalJudgeConfig, task_name: str) -> None:
         self.cfg = cfg
-        self.template = load_template(resolve_template(cfg.template, task_name))
+        self.template = load_template(resolve_template(cfg.template, task_name), ties=False)  # read as P(A) vs P(B)
         self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
         self.model, self.tokenizer, self.device = load_judge_model(cfg)
         # truncation (max_length) changes what the judge sees, so it is part of the identity too

@@ -78,6 +78,10 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     """Environment variable holding the API key ('' = no key, for local servers without auth)."""
     template: str = "auto"
     """Prompt template: auto (<task>_pairwise_v1 or generic_pairwise_v1), a shipped name, or a .txt path."""
+    allow_tie: bool | None = None
+    """May a verdict be TIE: null = the task's (no on TSRL's tasks, whose verdicts are binary, TSRL §2.1; yes
+    elsewhere). Without ties the template, the constraint and the parser know only A and B, and an answer TIE is
+    unreadable (re-asked, then judge.failure)."""
     concurrency: int = 32
     """Most requests in flight at once (over all base_urls)."""
     max_tokens: int = 256
@@ -92,8 +96,10 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     constrain: str = "auto"
     """Have the server constrain answers to the form: auto (the best each endpoint honours, probed once at start) |
     regex | choice (direct form) | json (response_format JSON schema) | off (the template alone)."""
-    vision: bool = False
-    """Send PairRequest images (first_image/second_image) as image parts, for vision judges."""
+    vision: bool | None = None
+    """Send the responses' renderings (PairRequest first_image/second_image, a grade's image) as image parts, for
+    vision judges: null = where pages are rendered for the judge (task=web with judge.render.enabled: TSRL's
+    web judge sees rendered pages, §3), true | false = always | never."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Fields merged into every request body; a null value removes a field. On the command line add them one
     by one: '+judge.extra_body.chat_template_kwargs={enable_thinking:false}' (a Qwen3 judge on vLLM without

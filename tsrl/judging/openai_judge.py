@@ -66,6 +66,7 @@ from tsrl.judging.prompting import (
     render,
     resolve_template,
     soft_verdict,
+    ties_allowed,
     with_images,
 )
 from tsrl.judging.transport import (
@@ -114,15 +115,19 @@ def shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, transpor
 class OpenAIJudge:
     """See the module docstring."""
 
-    def __init__(self, cfg: OpenAIJudgeConfig, task_name: str) -> None:
+    def __init__(self, cfg: OpenAIJudgeConfig, task_name: str, rendered: bool = False) -> None:
         self.cfg = cfg
-        self.template = load_template(resolve_template(cfg.template, task_name))
+        self.ties = ties_allowed(cfg.allow_tie, task_name)
+        self.vision = cfg.vision if cfg.vision is not None else rendered  # null: where pages are rendered
+        self.template = load_template(resolve_template(cfg.template, task_name), self.ties)
         self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
         if cfg.form == "direct":
-            self.template, self.score_template = direct_template(self.template), direct_template(self.score_template)
-        # cache keys: the model, the template (name + hash) and every request setting that can change an answer
+            self.template = direct_template(self.template, self.ties)
+            self.score_template = direct_template(self.score_template)
+        # cache keys: the model, the template (name + hash, ties included) and every request setting that can change
+        # an answer
         settings = json.dumps(
-            [cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body, cfg.vision, cfg.form, cfg.constrain],
+            [cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body, self.vision, cfg.form, cfg.constrain],
             sort_keys=True,
         )
         generation = hashlib.sha256(settings.encode()).hexdigest()[:12]
@@ -157,7 +162,9 @@ class OpenAIJudge:
         # per endpoint, per kind of answer: how it is asked (form, constraint, body fields)
         self.specs = [
             {
-                kind: answer_spec(kind, cfg.form, resolve(cfg.constrain, cfg.form, dialect), dialect, cfg.max_tokens)
+                kind: answer_spec(
+                    kind, cfg.form, resolve(cfg.constrain, cfg.form, dialect), dialect, cfg.max_tokens, self.ties
+                )
                 for kind in KINDS
             }
             for dialect in self.dialects
@@ -213,7 +220,7 @@ class OpenAIJudge:
 
     def _with_images(self, messages: list[dict[str, Any]], images: list[tuple[str, str | None]]) -> list:
         """The user turn with each response's rendering as an image part (judge.vision=true), else unchanged."""
-        return with_images(messages, images) if self.cfg.vision else messages
+        return with_images(messages, images) if self.vision else messages
 
     def _run(self, requests: Sequence[Any], make_job: Callable[[Any], Job]) -> list[Score]:
         """Answer every request, in order: `concurrency` workers take the next request, render it, ask."""
@@ -357,7 +364,7 @@ class OpenAIJudge:
                     task.cancel()
             return Score(None, text, f"{err.kind}: {err}", tokens, form=spec.label)
         self.watch.answered(None, text, finished, url, spec)
-        soft = soft_verdict(top) if top and spec.kind == "verdict" else None
+        soft = soft_verdict(top, spec.ties) if top and spec.kind == "verdict" else None
         self.counters.add("soft_verdicts", soft is not None)
         self.counters.add(f"answers/{spec.label}")
         form = spec.label + ("+soft" if soft is not None else "")
@@ -394,4 +401,12 @@ class OpenAIJudge:
             )
 
 
-JUDGES.register("openai", OpenAIJudgeConfig, lambda cfg, task: OpenAIJudge(cfg, task.name))
+def pages_rendered(cfg: Any, task: Any) -> bool:
+    """Whether the judge is shown rendered pages (task=web, a Rendered task, with judge.render.enabled): where
+    judge.vision is null, a vision judge then sees them, as TSRL's web judge sees rendered pages (§3)."""
+    from tsrl.tasks.base import Rendered
+
+    return isinstance(task, Rendered) and cfg.render.enabled
+
+
+JUDGES.register("openai", OpenAIJudgeConfig, lambda cfg, task: OpenAIJudge(cfg, task.name, pages_rendered(cfg, task)))

@@ -37,6 +37,7 @@ PROFILE_FIELDS = (
     "grade_lo",
     "grade_hi",
     "grade_levels",
+    "text_error",
 )
 
 

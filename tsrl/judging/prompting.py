@@ -15,9 +15,17 @@ Why the answer cannot be forged by a response:
 - every request gets a fresh random fence token; each response sits between `[[RESPONSE A <token>]]` and
   `[[END RESPONSE A <token>]]` lines, so a response cannot close its fence or open another one;
 - the verdict is read only from the *last non-empty line* of the judge's answer, which must be exactly
-  `VERDICT: A`, `VERDICT: B` or `VERDICT: TIE` (case and surrounding markdown `*`/backticks tolerated);
+  `VERDICT: A`, `VERDICT: B` or, where ties are allowed, `VERDICT: TIE` (case and surrounding markdown
+  `*`/backticks tolerated);
 - an answer that contains the fence token is an echo of the prompt (it may end with a response's forged
   verdict line) and is rejected as `echoed_prompt`.
+
+Binary verdicts: TSRL's judge "returns a binary verdict" (§2.1), so on its tasks (BINARY_TASKS) a pairwise
+template asks for A or B and nothing else; TIE is an option (`judge.allow_tie=true`, the default on every other
+task). A shipped pairwise template marks the tie option's text with `{{tie_sentence}}` (the sentence allowing a
+TIE) and `{{tie_line}}` (the `VERDICT: TIE` line), expanded when the template is loaded: with ties the text is
+what it always was, without them both marks vanish, and the template's hash (its cache identity) differs. An
+answer TIE where ties are not allowed is unreadable (re-asked, then the failure policy, `judge.failure`).
 
 A vision judge (`judge.vision`) also sees each response's rendering: `with_images` appends them to the user turn
 as image parts, after the text.
@@ -47,6 +55,13 @@ GENERIC_CRITERIA = (
 VERDICT_LINE = re.compile(r"^[\s*`_#>]*verdict\s*:\s*[*`_]*\s*(a|b|tie)\s*[*`_.]*\s*$", re.IGNORECASE)
 SCORE_LINE = re.compile(r"^[\s*`_#>]*score\s*:\s*[*`_]*\s*(\d{1,2})(?:\s*/\s*10)?\s*[*`_.]*\s*$", re.IGNORECASE)
 VERDICT_P = {"a": 1.0, "b": 0.0, "tie": 0.5}
+BINARY_TASKS = frozenset({"stories", "humor", "web", "counseling"})
+"""TSRL's tasks, whose judge returns a binary verdict (§2.1): no TIE unless judge.allow_tie=true."""
+TIE_MARKS = {
+    "{{tie_sentence}}": "Answer TIE only if you truly cannot prefer either. ",
+    "{{tie_line}}": "\nVERDICT: TIE",
+}
+"""A shipped template's tie marks and their text where ties are allowed (removed where they are not)."""
 
 
 class ParseError(ValueError):
@@ -101,13 +116,23 @@ def included_criteria(path: Path) -> list[str]:
     return INCLUDE.findall(path.read_text(encoding="utf-8"))
 
 
-def load_template(path: Path) -> JudgeTemplate:
+def ties_allowed(allow_tie: bool | None, task_name: str) -> bool:
+    """judge.allow_tie, or where it is unset (None) the task's own: no ties on TSRL's tasks (BINARY_TASKS)."""
+    return allow_tie if allow_tie is not None else task_name not in BINARY_TASKS
+
+
+def load_template(path: Path, ties: bool = True) -> JudgeTemplate:
+    """The template at `path` with its criteria included and its tie marks expanded (`ties`) or removed; a
+    template without ties hashes apart from the same file with them, marks or not (its answers differ)."""
     # a `$` in criteria is text, not a placeholder: escaped before the template's own substitution
     text = INCLUDE.sub(lambda m: criteria_text(m.group(1)).replace("$", "$$"), path.read_text(encoding="utf-8"))
+    for mark, tie_text in TIE_MARKS.items():
+        text = text.replace(mark, tie_text if ties else "")
     if "\n---user---\n" not in text:
         raise ConfigError(f"Judge template {path} lacks the '---user---' line that separates system and user parts.")
     system, user = text.split("\n---user---\n", 1)
-    return JudgeTemplate(path.stem, system.strip(), user.strip(), hashlib.sha256(text.encode()).hexdigest()[:12])
+    digest = hashlib.sha256((text if ties else text + "\0binary").encode()).hexdigest()[:12]
+    return JudgeTemplate(path.stem, system.strip(), user.strip(), digest)
 
 
 def new_fence() -> str:
@@ -155,12 +180,23 @@ def final_line(answer: str, fence: str) -> str:
     return answer.strip().splitlines()[-1]
 
 
-def parse_verdict(answer: str, fence: str) -> float:
-    """p(first wins) from the judge's own final line: A → 1, B → 0, TIE → ½; anything else raises ParseError."""
+def verdict_value(word: str, ties: bool, answer: str) -> float:
+    """A → 1, B → 0, TIE → ½ where ties are allowed; a TIE where they are not raises ParseError (unreadable)."""
+    if word.lower() == "tie" and not ties:
+        raise ParseError(
+            "unparseable_verdict", f"TIE is not an allowed verdict (judge.allow_tie=false): {answer.strip()[-80:]!r}"
+        )
+    return VERDICT_P[word.lower()]
+
+
+def parse_verdict(answer: str, fence: str, ties: bool = True) -> float:
+    """p(first wins) from the judge's own final line: A → 1, B → 0, TIE → ½ (only where `ties`); anything else
+    raises ParseError."""
     match = VERDICT_LINE.match(final_line(answer, fence))
     if match is None:
-        raise ParseError("unparseable_verdict", f"last line is not 'VERDICT: A|B|TIE': {answer.strip()[-80:]!r}")
-    return VERDICT_P[match.group(1).lower()]
+        allowed = "A|B|TIE" if ties else "A|B"
+        raise ParseError("unparseable_verdict", f"last line is not 'VERDICT: {allowed}': {answer.strip()[-80:]!r}")
+    return verdict_value(match.group(1), ties, answer)
 
 
 def parse_score(answer: str, fence: str) -> float:
@@ -170,8 +206,9 @@ def parse_score(answer: str, fence: str) -> float:
     return float(match.group(1))
 
 
-def soft_verdict(top_logprobs: list[dict[str, float]]) -> float | None:
-    """P(A) + ½P(TIE), renormalised over {A, B, TIE}, from the top log-probs at the verdict token.
+def soft_verdict(top_logprobs: list[dict[str, float]], ties: bool = True) -> float | None:
+    """P(A) + ½P(TIE), renormalised over {A, B, TIE} (without `ties`: P(A) over {A, B}), from the top log-probs
+    at the verdict token.
 
     `top_logprobs` holds one {token: logprob} dict per generated token; the verdict token is the last one
     whose alternatives include both an A-like and a B-like token. None when no such position exists."""
@@ -184,6 +221,7 @@ def soft_verdict(top_logprobs: list[dict[str, float]]) -> float | None:
             if key in mass:
                 mass[key] += math.exp(logprob)
         if mass["a"] > 0 and mass["b"] > 0:
+            mass["tie"] *= ties
             total = sum(mass.values())
             return (mass["a"] + 0.5 * mass["tie"]) / total
     return None

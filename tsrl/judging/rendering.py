@@ -2,7 +2,8 @@
 
 Why screenshots: WebSight-style tasks ask for a page that *looks* right. Two sources that differ in one CSS
 rule can look nothing alike, and a judge reading markup rewards markup. The judge sees what a user would see
-(judge=openai with vision=true sends first_image/second_image as image parts; a text judge gets the HTML).
+(judge=openai sends first_image/second_image as image parts: judge.vision null, the default, does so wherever
+pages are rendered, as TSRL's web judge sees rendered pages; judge.vision=false gives a text judge the HTML).
 
 Why the network is blocked: a page that pulls a stylesheet, font or image from a CDN renders differently from
 day to day (and offline not at all), so its reward would not be a property of the completion. The task asks

@@ -1,13 +1,16 @@
 """`judge=rubric_sim`: an offline *simulated* judge for tests, demos and noise sweeps.
 
 One perception model behind both protocols (docs/judge_simulator.md has the equations). The item c shown in
-call j is perceived as u_j(c) = q(c) + t(c) + γ_m·h(c) + η_j + ε_{j,c}: the task's latent quality q, a fixed
-per-text taste offset t, a surface feature h (log length) weighted per protocol m (γ_pair, γ_grade), an offset
-η_j ~ N(0, σ_η²) shared by everything shown in one call (the grade's reference frame; it cancels in a verdict),
-and per-item perception noise ε. A verdict is a Bradley–Terry draw on the two items of one call, with a
-position bias β and Rao–Kupper ties of band δ; a grade maps u through a compressive logistic scale onto the range
-[grade_lo, grade_hi] and rounds it to one of grade_levels values, so ties and discrimination collapse arise from
-the parameters. The defaults are the earlier simulator exactly (γ = σ_η = δ = 0, range 0–10, 11 levels), and
+call j is perceived as u_j(c) = q(c) + t(c) + e(c) + γ_m·h(c) + η_j + ε_{j,c}: the task's latent quality q, a
+fixed per-text taste offset t (shared with the derived evaluation judge), a per-text error e ~ N(0, σ_t²) that
+every call showing the text shares and the evaluation judge draws afresh (σ_t = `text_error`, default 0: with it
+verdicts against different anchors are no longer conditionally independent, TSRL §2.1's assumption), a surface
+feature h (log length) weighted per protocol m (γ_pair, γ_grade), an offset η_j ~ N(0, σ_η²) shared by
+everything shown in one call (the grade's reference frame; it cancels in a verdict), and per-item perception
+noise ε. A verdict is a Bradley–Terry draw on the two items of one call, with a position bias β and Rao–Kupper
+ties of band δ; a grade maps u through a compressive logistic scale onto the range [grade_lo, grade_hi] and
+rounds it to one of grade_levels values, so ties and discrimination collapse arise from the parameters. The
+defaults are the earlier simulator exactly (γ = σ_η = δ = σ_t = 0, range 0–10, 11 levels), and
 `judge.profile` sets the parameters from a sourced file (tsrl/judging/profile.py). The earlier description:
 
 It is not an LLM. Each task supplies a latent quality q(c) computed from observable properties of the
@@ -62,7 +65,13 @@ class RubricSimConfig(JudgePolicyConfig):
     position_bias: float = 0.0
     """Extra latent quality given to whichever response is shown first."""
     taste: float = 0.25
-    """Half-width of a fixed per-text offset added to q (judge idiosyncrasy)."""
+    """Half-width of a fixed per-text offset t(c) added to q, shared with the derived evaluation judge: part of
+    what this judge takes quality to be (docs/judge_simulator.md)."""
+    text_error: float = 0.0
+    """σ_t: std of a normal per-text error, one draw per (seed, text_error_seed, text) shared by every call that
+    shows the text (verdicts against every anchor, grades): 0 keeps verdicts conditionally independent given q + t."""
+    text_error_seed: int = 0
+    """Which draw of the per-text errors; the derived evaluation judge takes the next one (clean_judge_config)."""
     score_centre: float = 3.0
     """Latent quality that maps to a pointwise score of 5."""
     score_scale: float = 1.5
@@ -96,10 +105,10 @@ class RubricSimConfig(JudgePolicyConfig):
             apply_profile(self)
         if self.tau <= 0:
             raise ConfigError(f"judge.tau must be > 0, got {self.tau}.")
-        if self.rubric_noise < 0 or self.frame_noise < 0 or self.tie_band < 0:
+        if min(self.rubric_noise, self.frame_noise, self.tie_band, self.text_error) < 0:
             raise ConfigError(
-                f"judge.rubric_noise, judge.frame_noise and judge.tie_band must be >= 0, got "
-                f"{self.rubric_noise}, {self.frame_noise}, {self.tie_band}."
+                f"judge.rubric_noise, judge.frame_noise, judge.tie_band and judge.text_error must be >= 0, got "
+                f"{self.rubric_noise}, {self.frame_noise}, {self.tie_band}, {self.text_error}."
             )
         if self.score_scale <= 0:
             raise ConfigError(f"judge.score_scale must be > 0, got {self.score_scale}.")
@@ -129,10 +138,14 @@ class SimulatedJudge:
             self.score_identity += f"|{extra}"
 
     def latent(self, request: PairRequest, text: str, length_weight: float = 0.0) -> float:
-        """q(c) + t(c) + γ·h(c): what every call perceives of a text before its own offset and noise."""
-        taste = self.cfg.taste * (2.0 * stable_uniform(self.cfg.seed, "taste", text) - 1.0)
+        """q(c) + t(c) + e(c) + γ·h(c): what every call perceives of a text before its own offset and noise."""
+        cfg = self.cfg
+        taste = cfg.taste * (2.0 * stable_uniform(cfg.seed, "taste", text) - 1.0)
         surface = length_weight * surface_feature(text) if length_weight else 0.0
-        return self.quality(request.prompt, text) + taste + surface
+        perceived = self.quality(request.prompt, text) + taste + surface
+        if cfg.text_error:  # e(c) ~ N(0, σ_t²), one draw per text: every verdict and grade of it shares it
+            perceived += cfg.text_error * normal(cfg.seed, "text-error", cfg.text_error_seed, text)
+        return perceived
 
     def _verdict(self, request: PairRequest) -> Verdict:
         weight = self.cfg.length_weight_pair
@@ -218,8 +231,12 @@ def perception_extras(cfg: RubricSimConfig) -> str:
         "grade_lo",
         "grade_hi",
         "grade_levels",
+        "text_error",
     )
-    return "|".join(f"{name}={getattr(cfg, name)}" for name in names if getattr(cfg, name) != getattr(defaults, name))
+    extras = [f"{name}={getattr(cfg, name)}" for name in names if getattr(cfg, name) != getattr(defaults, name)]
+    if cfg.text_error:  # which draw of the errors matters only where there are errors to draw
+        extras.append(f"text_error_seed={cfg.text_error_seed}")
+    return "|".join(extras)
 
 
 def apply_profile(cfg: RubricSimConfig) -> None:

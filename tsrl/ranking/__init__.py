@@ -1,4 +1,5 @@
-"""Pure ranking math: Bradley–Terry (per group and batched), Elo, and tournament schedules. No I/O."""
+"""Pure ranking math: Bradley–Terry (per group and batched), Elo, the topological order of a comparison graph, and
+tournament schedules. No I/O."""
 
 import numpy as np
 
@@ -7,6 +8,7 @@ from tsrl.ranking.elo import elo_ratings
 from tsrl.ranking.live import ConstitutionalBracket, LiveTrace, TraceRoundRobin, soft_outcome
 from tsrl.ranking.schedule import Match, Schedule, rank_rewards, ranks, run_schedules, standardise
 from tsrl.ranking.swiss import Swiss
+from tsrl.ranking.topological import topological_order, topological_strengths
 from tsrl.ranking.topologies import AnchorBased, DoubleElimination, RoundRobin, SingleElimination, bracket_order
 
 TOPOLOGIES = {
@@ -27,6 +29,8 @@ __all__ = [
     "fit_bradley_terry_batch",
     "pad_matches",
     "elo_ratings",
+    "topological_order",
+    "topological_strengths",
     "ConstitutionalBracket",
     "LiveTrace",
     "TraceRoundRobin",

@@ -20,6 +20,18 @@ T_x pairs tied in x only, T_y pairs tied in y only (pairs tied in both count in 
 
 the variant scipy.stats.kendalltau computes by default.
 
+Pairwise win-rate of an item from M raters' rankings of N items: each ranking implies N − 1 comparisons of the
+item with the other items of its prompt (a win when it is ranked above, ½ for a tie), so over the M(N − 1)
+comparisons
+
+    win(i) = 1/(M(N−1)) Σ_j Σ_{i' ≠ i} ([r_ji < r_ji'] + ½[r_ji = r_ji']),
+
+which without ties is (N − r̄_i)/(N − 1) for the item's mean rank r̄_i. Our reading of TSRL §4.12's "average
+win-rates" (the text does not define them).
+
+Spearman's ρ between two orderings x, y of N items: the Pearson correlation of their average ranks; its two-sided
+p-value is scipy.stats.spearmanr's (Student's t with N − 2 degrees of freedom, approximate for small N).
+
 Bootstrap interval of a mean over units (percentile bootstrap): resample the P units (prompts) with
 replacement B times, take the mean each time, report the (1−level)/2 and (1+level)/2 quantiles. Resampling
 prompts keeps every rating of a prompt together (the annotators' ranks of one prompt are not independent).
@@ -100,3 +112,32 @@ def bootstrap_mean_ci(
         means = np.nanmean(per_unit[picks], axis=1)  # [B, L]
         low, high = np.nanquantile(means, [(1 - level) / 2, (1 + level) / 2], axis=0)  # [L] each
     return mean, low, high
+
+
+def pairwise_win_rate(rankings: np.ndarray) -> np.ndarray:
+    """Each item's share [N] of the pairwise comparisons implied by `rankings` [M, N] (rank 1 = best, ties as
+    average ranks) that it wins against the other items, a tie counting ½ (module docstring). NaN for N < 2."""
+    rankings = np.asarray(rankings, dtype=float)  # [M, N]
+    if rankings.ndim != 2:
+        raise ValueError(f"pairwise_win_rate needs a [raters, items] array, got shape {rankings.shape}.")
+    m, n = rankings.shape
+    if m < 1 or n < 2:
+        return np.full(n, np.nan)
+    above = rankings[:, :, None] < rankings[:, None, :]  # [M, N, N]: item i ranked above item i'
+    tied = rankings[:, :, None] == rankings[:, None, :]  # [M, N, N], the diagonal included
+    wins = above.sum(axis=(0, 2)) + 0.5 * (tied.sum(axis=(0, 2)) - m)  # [N]: the diagonal's M self-ties out
+    return wins / (m * (n - 1))
+
+
+def spearman_rho(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Spearman's ρ between x [N] and y [N] and its two-sided p-value (scipy.stats.spearmanr). NaNs when either is
+    constant or N < 3."""
+    from scipy import stats
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"spearman_rho needs two 1-D arrays of one length, got {x.shape} and {y.shape}.")
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan"), float("nan")
+    result = stats.spearmanr(x, y)
+    return float(result.statistic), float(result.pvalue)

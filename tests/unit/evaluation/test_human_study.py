@@ -20,10 +20,19 @@ from tsrl.evaluation.human_study import (
     StudyRun,
     build_study,
     item_ids,
+    markdown,
     read_sheet,
     summarise,
 )
-from tsrl.ranking.agreement import average_ranks, bootstrap_mean_ci, kendall_tau_b, kendalls_w, tie_term
+from tsrl.ranking.agreement import (
+    average_ranks,
+    bootstrap_mean_ci,
+    kendall_tau_b,
+    kendalls_w,
+    pairwise_win_rate,
+    spearman_rho,
+    tie_term,
+)
 from tsrl.types import Anchor, Prompt
 
 
@@ -68,6 +77,22 @@ def test_kendall_tau_b_hand_computed_and_against_scipy():
     for _ in range(30):
         x, y = rng.integers(0, 5, size=9), rng.integers(0, 5, size=9)  # ties in both
         assert kendall_tau_b(x, y) == pytest.approx(stats.kendalltau(x, y).statistic)
+
+
+def test_pairwise_win_rate_hand_computed():
+    """Two raters, three items: item 0 beats both others for rater 1 and one of two for rater 2: 3/4; item 1 the
+    same the other way round: 3/4; item 2 loses all four: 0. A tie counts ½: ranks (1, 2.5, 2.5, 4) give item 1
+    a loss, a tie and a win: 1.5/3."""
+    assert pairwise_win_rate(np.array([[1, 2, 3], [2, 1, 3]])).tolist() == [0.75, 0.75, 0.0]
+    assert pairwise_win_rate(np.array([[1, 2.5, 2.5, 4]])).tolist() == [1.0, 0.5, 0.5, 0.0]
+
+
+def test_spearman_rho_hand_computed_with_its_p_value():
+    """x = (1, 2, 3, 4), y = (1, 3, 2, 4): Σd² = 2, ρ = 1 − 6·2/(4·15) = 0.8; t = ρ·sqrt(2/(1 − ρ²)) with 2
+    degrees of freedom, whose two-sided p is 1 − t/sqrt(2 + t²) = 1 − 0.8 = 0.2."""
+    rho, p_value = spearman_rho(np.array([1, 2, 3, 4]), np.array([1, 3, 2, 4]))
+    assert rho == pytest.approx(0.8) and p_value == pytest.approx(0.2)
+    assert np.isnan(spearman_rho(np.array([1, 1, 1]), np.array([1, 2, 3]))[0])
 
 
 def test_bootstrap_interval_of_a_mean_over_prompts():
@@ -192,7 +217,9 @@ def test_summary_mean_ranks_agreement_and_the_judge_by_hand(tmp_path):
     Mean ranks: tsrl (1+1+1+2)/4 = 1.25, top 1.75, rubric 3, low 4. W per prompt: e1 = 1; e2: R = (3, 3, 6, 8),
     R̄ = 5, S = 18, W = 12·18 / (2²·60) = 0.9. Over methods the annotators' mean ranks are (1, 2, 3, 4) and
     (1.5, 1.5, 3, 4) (a tie): R = (2.5, 3.5, 6, 8), S = 18.5, W = 12·18.5 / (240 − 2·6). The judge orders as
-    annotator 1 does, and the run win-rates (tsrl 70 > rubric 40) as both: τ_b = 1."""
+    annotator 1 does, and the run win-rates (tsrl 70 > rubric 40) as both: τ_b = 1, Spearman's ρ = 1. Human
+    win-rates, 3 comparisons per ranking: tsrl wins 3, 3, 3, 2 of them → 11/12; top 2, 2, 2, 3 → 3/4; rubric 1
+    each → 1/3; low 0."""
     study, key = small_study()
     (tmp_path / STUDY_FILE).write_text(json.dumps(study))
     swapped = [f"{ANCHOR}/top", "tsrl", "rubric", f"{ANCHOR}/low"]
@@ -220,6 +247,13 @@ def test_summary_mean_ranks_agreement_and_the_judge_by_hand(tmp_path):
     assert w["e2"] == pytest.approx(12 * 18 / (4 * 60))
     assert report["kendalls_w"]["over_labels"] == pytest.approx(12 * 18.5 / (240 - 12))
     assert report["vs_judge"]["tau_b_over_labels"] == pytest.approx(1.0)
+    spearman = report["vs_judge"]["spearman_over_labels"]
+    assert spearman["rho"] == pytest.approx(1.0) and spearman["p_value"] < 0.01 and spearman["n"] == 4
+    assert report["human_win_rate"] == pytest.approx(
+        {"tsrl": 11 / 12, f"{ANCHOR}/top": 0.75, "rubric": 1 / 3, f"{ANCHOR}/low": 0.0}
+    )
+    assert list(report["human_win_rate"]) == BEST_FIRST
+    assert "| tsrl | 1.25 |" in markdown(report) and "91.7 %" in markdown(report)
     assert report["vs_winrate"]["tau_b"] == pytest.approx(1.0)
 
 

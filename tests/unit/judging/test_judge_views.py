@@ -1,6 +1,6 @@
 """What a judge sees: every task's pointwise grade uses its pairwise criteria (one file per task), a web page is
 graded on its screenshot, no template or prompt states a simulator feature, and judging a reasoning trace
-never reads the answer key (issue 20, items 3, 5 and 6)."""
+never reads the answer key."""
 
 from __future__ import annotations
 

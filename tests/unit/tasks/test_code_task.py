@@ -64,7 +64,7 @@ def test_a_program_that_passes_some_tests_but_not_all_scores_zero(task):
 
 def test_the_simulated_quality_reads_the_trace_alone(task):
     """Two prompts that differ only in their tests and reference give every trace the same quality, so the
-    simulated judge cannot act as a verifier (issue 20, item 6)."""
+    simulated judge cannot act as a verifier."""
     prompt = task.prompts("train")[0]
     other = replace(prompt, anchors=(), fields={**prompt.fields, "tests": (("1 1\n", "999\n"),)})
     traces = [prompt.anchors[0].text, fenced("print(sum(map(int, input().split())))"), WRONG, "no code at all", ""]
