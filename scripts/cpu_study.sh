@@ -29,10 +29,13 @@ run paper/tsrl_noise --out runs/reproduce/noise_cpu method=one_anchor,rubric jud
 run paper/tsrl_table1 --out runs/reproduce/table1_cpu method=sft,in_batch,reward_model,intuitor seed=0
 run paper/tsrl_dpo --out runs/reproduce/dpo_cpu method=dpo seed=0
 run paper/tsrl_k_sweep --out runs/reproduce/k_sweep_cpu method=tsrl reward.k=1,2,4,5,6,8,10 seed=0
-run paper/tsrl_diversity --out runs/reproduce/diversity_cpu reward.k=2 reward.select=top seed=0
-run paper/reasoning_arena_table1 --out runs/reproduce/routing_cpu method=rlvr,adaptive_pointwise,reasoning_arena_live seed=0
+# TSRL §4.3's low-diversity pool (one anchor and 3 near-duplicates of it); its high-diversity pool is TSRL's own k = 4
+# run (noise_cpu, p = 0), the same configuration
+run paper/tsrl_diversity --out runs/reproduce/diversity_cpu reward.select=near_duplicate seed=0
+run paper/reasoning_arena_table1 --out runs/reproduce/routing_cpu method=rlvr,adaptive_pointwise,reasoning_arena_live seed=0 \
+    trainer.fill=none
 run paper/tsrl_self_bootstrap --out runs/reproduce/self_bootstrap_cpu method=self_bootstrap seed=0
 # AIME-style problems, one run after another (the first builds the tiny policy for aime: a one-off warm start on
 # the worked solutions that two parallel runs would both start)
 "$BIN/tsrl-reproduce" paper/reasoning_arena_table1 --cpu --out runs/reproduce/routing_aime_cpu task=aime \
-    method=rlvr,reasoning_arena_live seed=0 trainer.max_steps=40 trainer.eval.every=10 "${V1_POLICY[@]}"
+    method=rlvr,reasoning_arena_live seed=0 trainer.max_steps=40 trainer.eval.every=10 trainer.fill=none "${V1_POLICY[@]}"

@@ -224,9 +224,11 @@ DRIVER = """
 import sys
 from tsrl.testing.fakes import NumberTask
 from tsrl.testing.judge_client import FAST, word_pairs
-from tsrl.judging import OpenAIJudgeConfig, build_judge
+from tsrl.judging import HedgeConfig, OpenAIJudgeConfig, build_judge
+# no hedges: the test counts requests exactly, and a loaded machine's slow answers would be hedged
 cfg = OpenAIJudgeConfig(base_urls=[sys.argv[1]], api_key_env="TSRL_TEST_JUDGE_KEY", order="both",
-                        cache_path=sys.argv[2], concurrency=8, retry=FAST, constrain="off")
+                        cache_path=sys.argv[2], concurrency=8, retry=FAST, constrain="off",
+                        hedge=HedgeConfig(enabled=False))
 verdicts = build_judge(cfg, NumberTask()).compare(word_pairs(200))
 print(sum(v.p_first is not None for v in verdicts))
 """

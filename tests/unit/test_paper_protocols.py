@@ -90,8 +90,9 @@ def test_tsrl_table1_trains_single_comparison_baselines_four_times_tsrls_steps()
     assert set(axes["task"]) == {"stories", "humor", "web", "counseling"}
     steps = {}
     for method in axes["method"]:
+        weak = ["judge.model=weak", "eval_judge.model=strong"] * (method == "tsrl_bad_judge")  # its two judges
         typed = to_run_config(
-            composed(["recipes=paper/tsrl_table1", f"method={method}", "task=humor", "run_dir=unused"])
+            composed(["recipes=paper/tsrl_table1", f"method={method}", "task=humor", "run_dir=unused", *weak])
         )
         steps[method] = typed.trainer.max_steps
         if method == "tsrl":

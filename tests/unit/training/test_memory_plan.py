@@ -167,7 +167,8 @@ def recipe_configs(recipe: str):
         for method in axes.get("method", [None]):
             for model in axes.get("model", [None]):
                 extra = [f"method={method}"] * bool(method) + [f"model={model}"] * bool(model)
-                cfg = to_run_config(compose("config", overrides=[f"recipes=paper/{recipe}", *extra]))
+                weak = ["judge.model=weak", "eval_judge.model=strong"] * (method == "tsrl_bad_judge")  # two judges
+                cfg = to_run_config(compose("config", overrides=[f"recipes=paper/{recipe}", *extra, *weak]))
                 yield f"{recipe} {' '.join(extra)}", cfg
 
 
