@@ -64,29 +64,32 @@ def _sortable(value: str) -> tuple:
 
 NOISE_METRICS = {
     "performance_retained": "Performance retained (TSRL's measure for TSRL, §4.4/§4.5): mean held-out score at p ÷ "
-    "mean held-out score at p = {clean}",
+    "mean held-out score at p = {clean}, over the seeds both cells have",
     "gain_kept": "Gain kept (TSRL's measure for the baselines, §4.5): (mean score at p − mean base) ÷ "
-    "(mean score at p = {clean} − mean base), base = the step-0 score",
+    "(mean score at p = {clean} − mean base) over the seeds both cells have, base = the step-0 score",
 }
 """The two noise-robustness metrics, by key (table.csv, results.json) and label (table.md, plots)."""
 
 
 def noise_fractions(records: list[dict], row_axis: str) -> dict[str, dict[str, dict[float, float]]]:
-    """Per metric (NOISE_METRICS), method and flip probability p, against the method's runs at the smallest p:
-    performance retained = mean final at p ÷ mean final clean; gain kept = mean (final − start) at p ÷ the same
-    clean. Pure: records in, fractions out."""
-    finals: dict[tuple, list[float]] = defaultdict(list)
-    gains: dict[tuple, list[float]] = defaultdict(list)
+    """Per metric (NOISE_METRICS), method and flip probability p, against the method's runs at the smallest p of
+    the same seeds (a cell run on seed 0 alone is compared with seed 0's clean run, not with the mean of every
+    clean seed): performance retained = mean final at p ÷ mean final clean; gain kept = mean (final − start) at p
+    ÷ the same clean. Records without a seed are one seed. Pure: records in, fractions out."""
+    runs: dict[tuple, dict[str, tuple[float, float]]] = defaultdict(dict)
     for r in records:
-        cell = (r[row_axis], float(r[NOISE_AXIS]))
-        finals[cell].append(r["final"])
-        gains[cell].append(r["final"] - r["start"])
-    flips = sorted({p for _, p in finals})
+        runs[(r[row_axis], float(r[NOISE_AXIS]))][str(r.get("seed", ""))] = (r["final"], r["final"] - r["start"])
+    flips = sorted({p for _, p in runs})
     out: dict[str, dict[str, dict[float, float]]] = {name: {} for name in NOISE_METRICS}
-    for name, values in (("performance_retained", finals), ("gain_kept", gains)):
+    for index, name in enumerate(("performance_retained", "gain_kept")):
         for m in dict.fromkeys(r[row_axis] for r in records):
-            clean = float(np.mean(values.get((m, flips[0]), [np.nan])))
-            out[name][m] = {p: float(np.mean(values[(m, p)])) / clean for p in flips if (m, p) in values and clean}
+            clean = runs.get((m, flips[0]), {})
+            out[name][m] = {}
+            for p in flips:
+                seeds = [s for s in runs.get((m, p), {}) if s in clean]
+                denominator = float(np.mean([clean[s][index] for s in seeds])) if seeds else 0.0
+                if denominator:
+                    out[name][m][p] = float(np.mean([runs[(m, p)][s][index] for s in seeds])) / denominator
     return out
 
 

@@ -251,6 +251,25 @@ def test_noise_metrics_performance_retained_and_gain_kept():
     assert retained["rubric"][0.3] == pytest.approx(0.75) and kept["rubric"][0.3] == pytest.approx(0.25)
 
 
+def test_noise_metrics_compare_a_cell_with_the_clean_runs_of_its_own_seeds():
+    """A cell run on seed 0 alone is divided by seed 0's clean run, not by the mean of three clean seeds (one of
+    which collapsed): 30 ÷ 60 = 50 %, not 30 ÷ 45; a cell with all three seeds uses the three."""
+    records = [
+        {"method": "one_anchor", NOISE_AXIS: "0.0", "seed": "0", "start": 40.0, "final": 60.0},
+        {"method": "one_anchor", NOISE_AXIS: "0.0", "seed": "1", "start": 40.0, "final": 55.0},
+        {"method": "one_anchor", NOISE_AXIS: "0.0", "seed": "2", "start": 40.0, "final": 20.0},
+        {"method": "one_anchor", NOISE_AXIS: "0.3", "seed": "0", "start": 40.0, "final": 30.0},
+        {"method": "tsrl", NOISE_AXIS: "0.0", "seed": "0", "start": 40.0, "final": 50.0},
+        {"method": "tsrl", NOISE_AXIS: "0.0", "seed": "1", "start": 40.0, "final": 60.0},
+        {"method": "tsrl", NOISE_AXIS: "0.3", "seed": "0", "start": 40.0, "final": 45.0},
+        {"method": "tsrl", NOISE_AXIS: "0.3", "seed": "1", "start": 40.0, "final": 54.0},
+    ]
+    fractions = noise_fractions(records, "method")
+    assert fractions["performance_retained"]["one_anchor"][0.3] == pytest.approx(0.5)
+    assert fractions["gain_kept"]["one_anchor"][0.3] == pytest.approx(-10 / 20)
+    assert fractions["performance_retained"]["tsrl"][0.3] == pytest.approx(99 / 110)
+
+
 TSRL_RECIPES = [r for r in RECIPES if r.startswith("tsrl_")]
 
 
