@@ -95,10 +95,13 @@ test-judge-server: $(STAMP) $(VLLM_STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
-# Every benchmark side by side (trainer_bench, judge_bench, bt_bench, topology_fidelity) → runs/bench/bench.md, one
-# table of ratios against peers, bounds and targets (judge_bench adds the judge's direct form against its reasoning
-# form). Takes long: ≈ 9.5 min on the idle 2-core machine (trainer_bench ≈ 6, judge_bench ≈ 2.5), more under load;
-# ARGS=--quick is a ≈ 1 min smoke run, ARGS="--only bt topology" picks.
+# Every benchmark side by side (trainer_bench, judge_bench, bt_bench, topology_fidelity, judge_cost) → runs/bench/bench.md,
+# one table of ratios against peers, bounds and targets (judge_bench adds the judge's direct form against its reasoning
+# form; judge_cost each reward regime's judge tokens against its ranking accuracy). Takes long: ≈ 12 min on the idle
+# 2-core machine (trainer_bench ≈ 6, judge_bench ≈ 2.5, judge_cost ≈ 2.5), more under load;
+# ARGS=--quick is a ≈ 1 min smoke run, ARGS="--only bt topology" picks. pipeline_bench and judge_path_bench (tsrl's
+# pipelines against TRL's GRPOTrainer with a judge that answers after 0.3–2.2 s) add ≈ 15 min each, judge_path's
+# quick run 2–4 min.
 # generation_bench.py (hf against vLLM) is not in it: it needs .venv-vllm (make test-vllm builds it).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(ARGS)

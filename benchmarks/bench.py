@@ -1,6 +1,7 @@
 """Every benchmark side by side in one run, as one markdown table of ratios (`make bench`).
 
-    .venv/bin/python benchmarks/bench.py [--quick] [--only trainer judge bt topology pipeline] [--out runs/bench]
+    .venv/bin/python benchmarks/bench.py [--quick] [--out runs/bench]
+        [--only trainer judge bt topology judge_cost pipeline judge_path]
 
 Runs each benchmark script in its own process (this interpreter), in the order below. Each script writes its
 JSON results under --out/NAME/, with its output in stdout.txt and stderr.txt beside them. This script then reads
@@ -24,14 +25,22 @@ row's note (what its numbers do and do not show) goes under the table.
   ≤ 0.5 s.
 - topology: benchmarks/topology_fidelity.py, Kendall τ with the latent order per judge match (per sample), one
   row per topology, at the largest N and the middle τ that were run (N = 16, τ = 1 by default).
+- judge_cost: benchmarks/judge_cost.py, per reward regime, judge calls, tokens and dollars per group (tokens from the
+  loopback judge server) against the pairwise ordering accuracy of its rewards with the simulated judge: one row per
+  regime, accuracy under the first profile (ideal) per 1000 judge tokens per group.
 - pipeline: benchmarks/pipeline_bench.py, trainer.pipeline=stream and overlap against sync in one run per policy
   size and judge latency (loopback judge): the overlapped step over its bound max(generate + update, score),
   target ≤ 1.1×, and the speed-up over sync, target ≥ 1.3× where score and generate + update are within 25 %;
   the streamed step's speed-up over sync generating the same 2 prompts per call (no target: it stays
   on-policy, so it can hide at most the judging of all but the last arrival).
+- judge_path: benchmarks/judge_path_bench.py, tsrl's pipelines (sync, stream, overlap) against TRL's GRPOTrainer
+  (an async reward function) with the same remote judge answering after L seconds, in one run: each pipeline's
+  seconds per step over TRL's (paired steps). Target: stream ≤ 0.6× TRL at L = 1 s on the 26.7M policy, overlap
+  below it.
 
-Run time, on the idle 2-core machine: ≈ 9.5 min without the pipeline benchmark (trainer ≈ 6, judge ≈ 2.5, topology
-16 s, bt a few seconds); the pipeline benchmark adds about 15 min (mostly the 26.7M policy).
+Run time, on the idle 2-core machine: ≈ 12 min without the pipeline benchmark (trainer ≈ 6, judge ≈ 2.5, judge_cost
+≈ 2.5, topology 16 s, bt a few seconds); the pipeline benchmark adds about 15 min (mostly the 26.7M policy), the
+judge_path benchmark about 15 min more (25 min under a load average of 4–6; --quick: 2–4 min).
 `--quick` gives each script its smallest sensible sizes. It is a smoke run of the whole chain; its numbers
 mean little. Not run here: benchmarks/generation_bench.py (hf against vLLM generation; it needs vLLM, so run it with
 .venv-vllm/bin/python) and benchmarks/scale_memory.py.
@@ -55,6 +64,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER_TARGET = 0.8  # tsrl ≤ 0.8× TRL's seconds per step (trainer_bench.py)
 PIPELINE_BOUND, PIPELINE_SPEEDUP = 1.1, 1.3  # pipeline_bench.py's targets
+JUDGE_PATH_TARGET = 0.6  # judge_path_bench.py: tsrl stream ≤ 0.6× TRL at L = 1 s on the 26.7M policy
 JUDGE_TARGET = 1.15  # fault-free aiohttp ≤ 1.15× the latency bound (docs/judges.md, "Throughput, and under faults")
 FORM_METRICS = (  # judge_bench.py's form rows: (what, key, format), each as direct / reasoning
     ("judge calls/s", "calls_per_s", "{:.0f}/s"),
@@ -223,6 +233,30 @@ def topology_rows(results: dict[str, Any], command: str) -> list[Row]:
     ]
 
 
+def judge_cost_rows(results: dict[str, Any], command: str) -> list[Row]:
+    """One row per regime: accuracy under the run's first profile (ideal by default) per 1000 judge tokens per group."""
+    rows = []
+    for r in results["rows"]:
+        profile, accuracy = next(iter(r["accuracy"].items()))
+        cost = f"{r['calls']:g} calls, {r['tokens']:.0f} tokens, ${r['usd_per_1k_groups']:.2f} per 1000 groups"
+        ratio = accuracy["mean"] / (r["tokens"] / 1000)
+        rows.append(
+            Row(
+                f"judge cost {r['regime']} ({profile} judge)",
+                f"accuracy {accuracy['mean']:.3f}",
+                cost,
+                ratio,
+                "accuracy per 1k tokens/group",
+                command=command,
+            )
+        )
+    rows[0].note = (
+        f"{results['groups']} humor groups of {results['group_size']}, {results['seeds']} seed(s); every profile, the "
+        "token split and the Pareto plot are in table.md and frontier.png beside results.json."
+    )
+    return rows
+
+
 def pipeline_rows(results: dict[str, Any], command: str) -> list[Row]:
     """Per (policy, judge latency): the overlapped step against its bound max(generate + update, score), and the
     speed-up over sync; the speed-up's target applies where score and generate + update are within 25 %."""
@@ -264,6 +298,34 @@ def pipeline_rows(results: dict[str, Any], command: str) -> list[Row]:
                 command=command,
             )
         )
+    return rows
+
+
+def judge_path_rows(results: dict[str, Any], command: str) -> list[Row]:
+    """Per judge latency and tsrl pipeline: seconds per step against TRL's (median of paired steps); the target
+    applies to stream (≤ 0.6×, overlap below it) at L = 1 s on the 26.7M policy."""
+    rows = []
+    for latency, phase in sorted(results["latencies"].items(), key=lambda item: float(item[0])):
+        sides, targeted = phase["summary"], results["size"] == "27m" and float(latency) == 1.0
+        for pipeline, goal in (("sync", None), ("stream", JUDGE_PATH_TARGET), ("overlap", sides["stream"]["ratio"])):
+            s, aimed = sides[pipeline], targeted and goal is not None
+            rows.append(
+                Row(
+                    f"judge path, {results['size']}, judge latency {float(latency):g} s: tsrl {pipeline}",
+                    f"{s['step_s']:.2f} s/step (judge wait {s['wait_s']:.2f})",
+                    f"TRL {sides['trl']['step_s']:.2f} s/step (judge wait {sides['trl']['wait_s']:.2f})",
+                    s["ratio"],
+                    "× TRL (paired steps)",
+                    (f"≤ {JUDGE_PATH_TARGET}× TRL" if pipeline == "stream" else "< stream") if aimed else "—",
+                    s["ratio"] <= goal if aimed else None,
+                    command,
+                )
+            )
+    rows[0].note = (
+        "TRL's GRPOTrainer with an async reward function against the same loopback judge (256 verdicts a step at "
+        "concurrency 64, so ≈ 4L of judging); overlap's step is charged the judging a run alone would wait for "
+        "(benchmarks/judge_path_bench.py's docstring)."
+    )
     return rows
 
 
@@ -335,12 +397,14 @@ BENCHMARKS = {
     "topology": Benchmark(
         "topology_fidelity.py", ("--groups", "20", "--sizes", "8", "--taus", "1.0"), topology_rows, out_is_folder=True
     ),
+    "judge_cost": Benchmark("judge_cost.py", ("--quick",), judge_cost_rows, out_is_folder=True),
     "pipeline": Benchmark(
         "pipeline_bench.py",
         ("--sizes", "tiny", "--latencies", "0.3", "--blocks", "1", "--block-steps", "3"),
         pipeline_rows,
         out_is_folder=True,
     ),
+    "judge_path": Benchmark("judge_path_bench.py", ("--quick",), judge_path_rows, out_is_folder=True),
 }
 
 

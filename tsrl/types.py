@@ -110,6 +110,35 @@ class Score:
     form: str = ""  # as Verdict.form
 
 
+@dataclass(frozen=True)
+class ListRequest:
+    """Ask the judge for one score (0–10) per response, all responses shown in one call in this order under the
+    labels R1 … Rn (listwise judging). The caller shuffles: slot i of the call is responses[i]."""
+
+    prompt: Prompt
+    responses: tuple[str, ...]
+    images: tuple[str | None, ...] = ()  # optional renderings, one per response (empty = none), for vision judges
+
+
+@dataclass
+class ListScores:
+    """A judge's answer to one ListRequest: values[i] in [0, 10] scores responses[i], or values is None with error
+    saying why (an answer that does not score every label is no answer)."""
+
+    values: list[float] | None
+    raw: str = ""
+    error: str | None = None
+    tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    form: str = ""  # as Verdict.form
+
+    @property
+    def value(self) -> list[float] | None:
+        """values, under the name the counters read from every answer."""
+        return self.values
+
+
 class Count(float):
     """A metric value that processes add up when their metrics are gathered (a counter: judge calls, errors,
     dropped groups). Every other metric value is averaged across processes. Whoever emits a metric decides:

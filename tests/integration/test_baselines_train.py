@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tsrl.testing.cli import TINY, read_metrics, run_cli
+from tsrl.testing.cli import TINY, read_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.slow
         ("baseline_adaptive_pointwise", ["task=aime"], "route/tournament_frac"),
     ],
 )
-def test_baseline_trains_and_evaluates(cache_dir, tmp_path, recipe, extra, metric):
+def test_baseline_trains_and_evaluates(cli, cache_dir, tmp_path, recipe, extra, metric):
     ladder = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if recipe in ("baseline_sft", "baseline_dpo") else []
-    result = run_cli(
+    result = cli(
         [
             f"model.cache_dir={cache_dir / 'models'}",
             *TINY,
@@ -48,9 +48,9 @@ def test_baseline_trains_and_evaluates(cache_dir, tmp_path, recipe, extra, metri
         assert rows[0]["train/samples_in_update"] == (2 * 2 if recipe == "baseline_sft" else 2 * 4 * 2)
 
 
-def test_dpo_starts_at_log_2_and_separates_its_pairs(cache_dir, tmp_path):
+def test_dpo_starts_at_log_2_and_separates_its_pairs(cli, cache_dir, tmp_path):
     """At step 1 the policy is its reference: loss log 2, no pair ordered. Later steps order pairs."""
-    result = run_cli(
+    result = cli(
         [
             f"model.cache_dir={cache_dir / 'models'}",
             *TINY,
@@ -72,10 +72,10 @@ def test_dpo_starts_at_log_2_and_separates_its_pairs(cache_dir, tmp_path):
     assert rows[-1]["train/loss"] < rows[0]["train/loss"] and rows[-1]["train/dpo/accuracy"] > 0.5
 
 
-def test_dpo_under_lora_uses_the_base_as_its_reference(cache_dir, tmp_path):
+def test_dpo_under_lora_uses_the_base_as_its_reference(cli, cache_dir, tmp_path):
     """Under LoRA the reference is the base with the adapter off; the adapter starts at zero (B = 0), so the
     first step's loss is exactly log 2 there too, and the adapter learns to order the pairs."""
-    result = run_cli(
+    result = cli(
         [
             f"model.cache_dir={cache_dir / 'models'}",
             *TINY,

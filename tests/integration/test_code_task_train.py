@@ -11,17 +11,17 @@ from hydra import compose, initialize_config_module
 
 from tsrl.config import register_configs
 from tsrl.reproduce import SMOKE, grid_of
-from tsrl.testing.cli import TINY, read_metrics, run_cli
+from tsrl.testing.cli import TINY, read_metrics
 
 METHODS = ("rlvr", "rlaif", "arenarl", "adaptive_pointwise", "reasoning_arena", "reasoning_arena_live")
 
 
 @pytest.mark.slow
-def test_code_trains_two_steps_with_the_verifier_and_reports_pass_at_k(cache_dir, tmp_path):
+def test_code_trains_two_steps_with_the_verifier_and_reports_pass_at_k(cli, cache_dir, tmp_path):
     """The tiny policy writes 12 tokens, never a whole code block, so its rewards are 0 without a process being
     started (the sandbox itself is covered by tests/unit/tasks/test_sandbox.py); what this pins is the wiring: the task
     builds, warm-starts the tiny policy on the reference solutions, rewards with the verifier, and evaluates."""
-    result = run_cli(
+    result = cli(
         [
             f"model.cache_dir={cache_dir / 'models'}",
             *TINY,

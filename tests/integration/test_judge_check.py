@@ -141,3 +141,35 @@ def test_refit_of_a_folder_without_usable_answers_is_one_sentence(tmp_path):
     (empty / "judge_answers.json").write_text('{"judge": "x"}')
     done, _ = check(tmp_path, f"check.refit={empty}")
     assert done.returncode != 0 and "judge_answers.json lacks" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_lists_separate_a_frame_from_the_item_noise_and_the_profile_carries_them(tmp_path):
+    """check.lists=4 on a judge whose lists carry a frame σ_η = 1, item noise 0.5 and a primacy effect π = 1: the
+    list fit's intervals hold them, the profile answers lists with them, and a refit of the saved answers agrees."""
+    truth = {"frame_noise": 1.0, "list_noise": 0.5, "list_position": 1.0}
+    judge = ["judge.taste=0", *(f"judge.{k}={v}" for k, v in truth.items())]
+    done, report = check(tmp_path, "check.split=train", "check.prompts=16", "check.fit=true", "check.lists=4", *judge)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lists = report["fit"]["lists"]
+    assert lists["data"]["lists"] == 16 * 4 and lists["data"]["grades"] == 16 * 4 * 10
+    for name, value in truth.items():
+        low, high = lists["estimates"][name]["ci95"]
+        assert low <= value <= high, (name, low, high)
+    assert lists["frame_test"]["p_value"] < 1e-6
+    assert "list fit" in done.stdout and "against σ_η = 0" in done.stdout
+    parameters = report["fit"]["parameters"]
+    assert parameters["frame_noise"] == lists["estimates"]["frame_noise"]["value"]
+    assert parameters["list_position"] == lists["estimates"]["list_position"]["value"]
+    assert "check.lists=4" in Path(report["fit"]["profile"]).read_text()
+
+    refit_dir = tmp_path / "refit"
+    refit_dir.mkdir()
+    done, again = check(refit_dir, f"check.refit={tmp_path / 'check'}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert again["fit"]["lists"]["estimates"] == lists["estimates"]
+
+
+def test_lists_without_the_fit_is_one_sentence(tmp_path):
+    done, _ = check(tmp_path, "check.lists=4")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "check.lists=4: lists are asked for the fit; set check.fit=true" in done.stderr

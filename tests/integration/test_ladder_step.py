@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tsrl.tasks.base import DATA_DIR
-from tsrl.testing.cli import TINY, read_metrics, run_cli
+from tsrl.testing.cli import TINY, read_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def one_reference_copy(tmp_path):
     return path
 
 
-def test_a_run_on_one_reference_per_prompt_builds_its_ladder_trains_and_reuses_it(cache_dir, tmp_path):
+def test_a_run_on_one_reference_per_prompt_builds_its_ladder_trains_and_reuses_it(cli, cache_dir, tmp_path):
     run = tmp_path / "run"
     base = [
         f"model.cache_dir={cache_dir / 'models'}",
@@ -35,10 +35,10 @@ def test_a_run_on_one_reference_per_prompt_builds_its_ladder_trains_and_reuses_i
         "trainer.eval.max_prompts=2",
         "trainer.eval.every=0",
     ]
-    off = run_cli([*base, "ladder.build=off", "trainer.max_steps=1"], tmp_path)
+    off = cli([*base, "ladder.build=off", "trainer.max_steps=1"], tmp_path)
     assert off.returncode == 2 and "set ladder.build=auto" in off.stderr and "has 1" in off.stderr, off.stderr[-2000:]
 
-    first = run_cli([*base, "trainer.max_steps=2"], tmp_path)
+    first = cli([*base, "trainer.max_steps=2"], tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     said = first.stdout + first.stderr
     assert "4 training prompts have fewer than the 4 anchors the reward needs" in said
@@ -52,7 +52,7 @@ def test_a_run_on_one_reference_per_prompt_builds_its_ladder_trains_and_reuses_i
     assert json.loads((run / "config.json").read_text())["task"]["anchors_file"] == str(built)  # what it trained on
 
     before = built.read_text()
-    resumed = run_cli([*base, "trainer.max_steps=3", "trainer.checkpoint.resume=auto"], tmp_path)
+    resumed = cli([*base, "trainer.max_steps=3", "trainer.checkpoint.resume=auto"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "ladder: reusing" in resumed.stdout + resumed.stderr and built.read_text() == before
     assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]

@@ -19,7 +19,7 @@ import pytest
 from tsrl.judging import BudgetConfig, BudgetExceeded, RetryConfig
 from tsrl.judging.openai_judge import JudgeUnavailable
 from tsrl.judging.transport import TRANSPORTS
-from tsrl.testing.cli import TRAIN, cli_env, read_metrics, run_cli, tiny_overrides
+from tsrl.testing.cli import TRAIN, cli_env, read_metrics, tiny_overrides
 from tsrl.testing.judge_client import FAST, KEY, KEY_ENV, PROMPT, expected, judge_for, timed_compare, word_pairs
 from tsrl.testing.judge_server import CONTENT, TRANSPORT, JudgeServer
 from tsrl.types import PairRequest
@@ -295,7 +295,7 @@ def test_training_run_completes_at_20_percent_faults_and_never_writes_the_key(ts
 
 
 @pytest.mark.slow
-def test_sigkilled_training_run_restarts_without_repaying_cached_verdicts(cache_dir, tmp_path):
+def test_sigkilled_training_run_restarts_without_repaying_cached_verdicts(cli, cache_dir, tmp_path):
     """SIGKILL a real tsrl-train while it is judging; the restarted run (same seed, same cache) sends exactly
     the questions whose verdicts were not committed, and a third run sends none."""
     cache = tmp_path / "verdicts.sqlite"
@@ -330,19 +330,19 @@ def test_sigkilled_training_run_restarts_without_repaying_cached_verdicts(cache_
         killed.wait()
         asked, committed = server.stats["requests"], rows()
         assert 0 < committed < asked  # the chunk in flight was lost with the process
-        restarted = run_cli([*args, f"run_dir={tmp_path / 'restarted'}"], tmp_path)
+        restarted = cli([*args, f"run_dir={tmp_path / 'restarted'}"], tmp_path)
         assert restarted.returncode == 0, restarted.stderr[-3000:]
         total = rows()
         assert server.stats["requests"] - asked == total - committed  # only the uncommitted questions
         before = server.stats["requests"]
-        again = run_cli([*args, f"run_dir={tmp_path / 'again'}"], tmp_path)
+        again = cli([*args, f"run_dir={tmp_path / 'again'}"], tmp_path)
         assert again.returncode == 0, again.stderr[-3000:]
         assert server.stats["requests"] == before  # the same seed asks the same questions: all cached
         assert read_metrics(tmp_path / "again")[-1]["judge/cache_hit_rate"] == 1.0
 
 
 @pytest.mark.slow
-def test_a_spent_budget_stops_cleanly_and_the_resumed_run_matches_an_uninterrupted_one(cache_dir, tmp_path):
+def test_a_spent_budget_stops_cleanly_and_the_resumed_run_matches_an_uninterrupted_one(cli, cache_dir, tmp_path):
     """A budget of exactly two steps' calls: step 3 is refused, the run saves step 2 (with the state from
     before step 3) and exits 2 naming the budget and the checkpoint; resumed with no budget it ends where an
     uninterrupted run ends. The stored ladder is reused although the budget changed (no setup calls)."""
@@ -355,19 +355,17 @@ def test_a_spent_budget_stops_cleanly_and_the_resumed_run_matches_an_uninterrupt
             f"reward.ladder_dir={tmp_path / 'ladders'}",
             "trainer.max_steps=4",
         ]
-        whole = run_cli([*base, f"run_dir={tmp_path / 'whole'}"], tmp_path)
+        whole = cli([*base, f"run_dir={tmp_path / 'whole'}"], tmp_path)
         assert whole.returncode == 0, whole.stderr[-3000:]
         reference = read_metrics(tmp_path / "whole")
         budget = int(reference[0]["judge/calls"] + reference[1]["judge/calls"])
-        stopped = run_cli(
-            [*base, f"run_dir={tmp_path / 'split'}", f"judge.budget.max_calls_per_run={budget}"], tmp_path
-        )
+        stopped = cli([*base, f"run_dir={tmp_path / 'split'}", f"judge.budget.max_calls_per_run={budget}"], tmp_path)
         assert stopped.returncode == 2, stopped.stderr[-3000:]
         message = stopped.stderr.strip().splitlines()[-1]
         assert f"judge.budget.max_calls_per_run={budget}" in message and "step_000002" in message
         assert [r["step"] for r in read_metrics(tmp_path / "split")] == [1, 2]
         assert (tmp_path / "split" / "plot.png").is_file()
-        resumed = run_cli([*base, f"run_dir={tmp_path / 'split'}", "trainer.checkpoint.resume=auto"], tmp_path)
+        resumed = cli([*base, f"run_dir={tmp_path / 'split'}", "trainer.checkpoint.resume=auto"], tmp_path)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
     split = read_metrics(tmp_path / "split")
     assert [r["step"] for r in split] == [1, 2, 3, 4]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tsrl.testing.cli import cli_env, read_metrics, run_cli, tiny_overrides
+from tsrl.testing.cli import cli_env, read_metrics, tiny_overrides
 
 pytestmark = [pytest.mark.judge_server, pytest.mark.slow]
 
@@ -202,6 +202,8 @@ def test_tokens_and_soft_probabilities_match_the_server(served):
 
 
 ONE_PROMPT = ["task=humor", "task.max_prompts=1", "trainer.prompts_per_step=1"]  # the ladder: 45 verdicts
+# One held-out prompt: each evaluation (at start and end) asks the served judge 10 anchors, not 4 prompts' 40.
+ONE_HELD_OUT = ["trainer.eval.max_prompts=1"]
 REGIMES = {  # method overrides
     "ladder": ["method=tsrl", *ONE_PROMPT],
     "rubric": ["method=rubric", *ONE_PROMPT, "trainer.step_multiplier=1"],
@@ -210,11 +212,12 @@ REGIMES = {  # method overrides
 
 
 @pytest.mark.parametrize("regime", REGIMES)
-def test_two_training_steps_against_the_served_judge(served, cache_dir, tmp_path, regime):
+def test_two_training_steps_against_the_served_judge(served, cli, cache_dir, tmp_path, regime):
     url, judge = served
     before = server_tokens(url)
     small = [o for o in tiny_overrides(cache_dir) if regime == "ladder" or not o.startswith("reward.ladder_dir=")]
-    done = run_cli([*small, *judge, *REGIMES[regime], "trainer.max_steps=2", f"run_dir={tmp_path / 'run'}"], tmp_path)
+    overrides = [*small, *ONE_HELD_OUT, *judge, *REGIMES[regime], "trainer.max_steps=2", f"run_dir={tmp_path / 'run'}"]
+    done = cli(overrides, tmp_path)  # tsrl-train's main() in a forked child (tests/integration/conftest.py)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2]
@@ -227,3 +230,62 @@ def test_two_training_steps_against_the_served_judge(served, cache_dir, tmp_path
         assert sum(r.get("judge/soft_verdicts", 0) for r in rows) == sum(r["judge/answers"] for r in rows)
     assert 0 < sum(r["judge/tokens"] for r in rows) <= server_tokens(url) - before
     assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows)
+
+
+TOKENS_FILE = Path(__file__).resolve().parents[2] / "runs" / "judge_tokens" / "smollm2.json"
+
+
+def tokens_per_answer(judge, answers: list) -> dict:
+    """The judge's drained metrics for `answers` as calls, answered, how they were asked, and prompt and completion
+    tokens per call (its cost_usd counts completion tokens at price_out_per_m = 1e6)."""
+    m = judge.drain_metrics()
+    calls, completion = m["calls"], m.get("cost_usd", 0.0)
+    return {
+        "calls": calls,
+        "answered": calls - m.get("errors", 0),
+        "asked_as": sorted({a.form for a in answers if a.form}),
+        "prompt_tokens": (m["tokens"] - completion) / calls,
+        "completion_tokens": completion / calls,
+    }
+
+
+def test_tokens_per_verdict_by_answer_form(served):
+    """Tokens per answer on the served SmolLM2, from the server's usage as the judge's metrics count it: 8 verdicts
+    and 2 lists of 4 in the reasoning form and in the direct form (each constrained as judge.constrain=auto asks),
+    prompt and completion tokens apart. Written to runs/judge_tokens/smollm2.json and printed; docs/benchmarks.md
+    cites it. Asserted: only structure — every question is asked once, and the direct form generates fewer tokens
+    per answer than the reasoning form."""
+    from tsrl.judging import HedgeConfig, OpenAIJudgeConfig, build_judge, close_judge
+    from tsrl.judging.check import anchor_questions
+    from tsrl.tasks import HumorConfig, build_task
+    from tsrl.types import ListRequest
+
+    url, _ = served
+    task = build_task(HumorConfig())
+    prompt = task.prompts("train")[0]  # 10 anchors: 8 pairs of the first ones, lists of anchors 1–4 and 5–8
+    pairs = anchor_questions([prompt])[0][:8]
+    lists = [ListRequest(prompt, tuple(a.text for a in prompt.anchors[i : i + 4])) for i in (0, 4)]
+    rows = {}
+    for form in ("reasoning", "direct"):
+        cfg = OpenAIJudgeConfig(
+            base_urls=[url],
+            model="smollm2",
+            api_key_env="",
+            form=form,
+            price_out_per_m=1e6,
+            hedge=HedgeConfig(enabled=False),
+        )
+        judge = build_judge(cfg, task)
+        try:
+            judge.drain_metrics()  # the constraint probe's answer
+            rows[f"{form}, verdict"] = tokens_per_answer(judge, judge.compare(pairs))
+            rows[f"{form}, list of 4"] = tokens_per_answer(judge, judge.score_lists(lists))
+        finally:
+            close_judge(judge)
+    TOKENS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    TOKENS_FILE.write_text(json.dumps({"model": "SmolLM2-135M-Instruct (vLLM, CPU)", "answers": rows}, indent=1))
+    for name, row in rows.items():
+        print(f"{name}: {row['prompt_tokens']:.0f} prompt + {row['completion_tokens']:.1f} completion tokens/answer")
+    assert [row["calls"] for row in rows.values()] == [8, 2, 8, 2]
+    for kind in ("verdict", "list of 4"):
+        assert rows[f"direct, {kind}"]["completion_tokens"] < rows[f"reasoning, {kind}"]["completion_tokens"]

@@ -719,3 +719,22 @@ def test_both_paths_give_the_same_pixels(live_cfg, tmp_path) -> None:
     live, fresh = (image.open(shots[reuse].path).convert("RGB") for reuse in (True, False))
     assert live.size == fresh.size == (640, 400)
     assert live.tobytes() == fresh.tobytes()
+
+
+def test_the_rendered_judges_cache_keys_name_the_judge_that_answers(tmp_path) -> None:
+    """Two judge models behind RenderingJudge keep apart in a shared cache (the keys named "RenderingJudge"
+    before, so a second model was served the first one's verdicts)."""
+    from tsrl.judging import wrap
+    from tsrl.judging.wrappers import JudgePolicyConfig
+
+    answers = []
+    for model, p in (("judge-one", 0.75), ("judge-two", 0.25)):
+        inner = RecordingJudge()
+        inner.identity = inner.score_identity = inner.list_identity = model
+        inner.compare = lambda requests, p=p: [Verdict(p) for _ in requests]
+        rendered = RenderingJudge(inner, extract_page, TableRenderer(SHOTS))
+        assert rendered.identity == f"{model}|rendered"
+        cfg = JudgePolicyConfig(order="fixed", cache_path=str(tmp_path / "cache.sqlite"))
+        judge = wrap(rendered, cfg)
+        answers.append(judge.compare([PairRequest(PROMPT, fenced("<p>a</p>"), fenced("<p>b</p>"))])[0].p_first)
+    assert answers == [0.75, 0.25]

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from tsrl.config import register_configs
 from tsrl.reproduce import SEED, SMOKE, SMOKE_DROPS, aggregate, grid_of, method_grids, smoke_grid, split_overrides
-from tsrl.testing.cli import TINY, cli_env, read_metrics, run_cli
+from tsrl.testing.cli import TINY, cli_env, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = sorted(p.stem for p in (ROOT / "recipes" / "paper").glob("*.yaml"))
@@ -214,7 +214,7 @@ def test_an_interrupted_smoke_grid_resumes_without_rerunning_finished_runs(cache
 
 
 @pytest.mark.slow
-def test_max_judge_calls_ends_the_run_at_the_budget_and_resume_skips_it(cache_dir, tmp_path):
+def test_max_judge_calls_ends_the_run_at_the_budget_and_resume_skips_it(cli, cache_dir, tmp_path):
     """Ladder k = 2, 2 prompts × 4 samples × 2 anchors, one call each (the default order=random) = 16 calls a step:
     a budget of 35 ends the run after step 3 (the step that reaches it), evaluated and checkpointed there;
     resume=auto then trains nothing."""
@@ -229,14 +229,14 @@ def test_max_judge_calls_ends_the_run_at_the_budget_and_resume_skips_it(cache_di
         "trainer.checkpoint.resume=auto",
         f"run_dir={tmp_path / 'run'}",
     ]
-    result = run_cli(args, tmp_path)
+    result = cli(args, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
     assert [r["judge/calls"] for r in rows] == [16, 16, 16]
     assert json.loads((tmp_path / "run" / "done.json").read_text())["reason"] == "max_judge_calls"
     assert json.loads((tmp_path / "run" / "eval.json").read_text())["latest"]["step"] == 3
     assert (tmp_path / "run" / "checkpoints" / "step_000003").is_dir()
-    again = run_cli(args, tmp_path)
+    again = cli(args, tmp_path)
     assert again.returncode == 0 and "already finished" in again.stdout
     assert len(read_metrics(tmp_path / "run")) == 3
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tsrl.testing.cli import TINY, cli_env, read_metrics, run_cli
+from tsrl.testing.cli import TINY, cli_env, read_metrics
 from tsrl.testing.judge_server import JudgeServer
 
 pytestmark = pytest.mark.slow
@@ -28,14 +28,14 @@ def model_args(cache_dir: Path) -> list[str]:
 
 
 @pytest.fixture
-def train(cache_dir, tmp_path):
-    """tsrl-train with the tiny policy into tmp_path/run; reward.ladder_dir goes to the session cache when the
-    regime has one."""
+def train(cli, cache_dir, tmp_path):
+    """tsrl-train (through the `cli` fixture) with the tiny policy into tmp_path/run; reward.ladder_dir goes to the
+    session cache when the regime has one."""
 
     def call(*overrides: str) -> subprocess.CompletedProcess:
         regime = next((o.split("=", 1)[1] for o in overrides if o.startswith("reward=")), "ladder")
         ladder = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if regime in LADDERS else []
-        return run_cli(
+        return cli(
             [f"model.cache_dir={cache_dir / 'models'}", *TINY, f"run_dir={tmp_path / 'run'}", *ladder, *overrides],
             tmp_path,
         )
@@ -104,6 +104,7 @@ def test_web_trains_with_a_vision_judge_that_receives_the_screenshots(train, tmp
 
 
 def run_tool(name: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """The console script `name` in a new interpreter (the tests below run tsrl-eval and tsrl-ladder once so)."""
     return subprocess.run([str(BIN / name), *args], capture_output=True, text=True, env=cli_env(), cwd=cwd, timeout=600)
 
 
@@ -170,10 +171,9 @@ def test_ladder_tool_builds_from_an_endpoint_and_training_reuses_the_stored_ladd
     assert json.loads((tmp_path / "run" / "setup.json").read_text())["judge_calls_setup"] == 0
 
 
-def test_ladder_tool_ranks_references_and_samples_the_policy(cache_dir, tmp_path):
+def test_ladder_tool_ranks_references_and_samples_the_policy(cli, cache_dir, tmp_path):
     model = model_args(cache_dir)
-    refs = run_tool(
-        "tsrl-ladder",
+    refs = cli(
         [
             "task=stories",
             "build.max_prompts=3",
@@ -182,14 +182,14 @@ def test_ladder_tool_ranks_references_and_samples_the_policy(cache_dir, tmp_path
             f"run_dir={tmp_path / 'refs'}",
         ],
         tmp_path,
+        "tsrl-ladder",
     )
     assert refs.returncode == 0, refs.stderr[-3000:]
     report = json.loads((tmp_path / "refs" / "ladder_report.json").read_text())
     assert report["anchors_per_prompt"] == [10] and report["anchors_file"] == ""
     assert {"distinct_1", "distinct_2", "jaccard_distance"} <= set(report["diversity"])
     assert 0.0 < report["diversity"]["embedding_distance"] < 2.0  # MiniLM, from the offline package
-    policy = run_tool(
-        "tsrl-ladder",
+    policy = cli(
         [
             "task=humor",
             "build.source=policy",
@@ -201,28 +201,29 @@ def test_ladder_tool_ranks_references_and_samples_the_policy(cache_dir, tmp_path
             f"run_dir={tmp_path / 'policy'}",
         ],
         tmp_path,
+        "tsrl-ladder",
     )
     assert policy.returncode == 0, policy.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "policy" / "anchors.jsonl").read_text().splitlines()]
     assert [len(r["anchors"]) for r in rows] == [8, 8]  # 4 tiers x 2 samples
     assert [a["tier"] for a in rows[0]["anchors"]] == ["low", "low", "okay", "okay", "good", "good", "top", "top"]
-    bare = run_tool("tsrl-ladder", ["task=aime", "build.max_prompts=2", f"run_dir={tmp_path / 'bare'}"], tmp_path)
+    bare = cli(["task=aime", "build.max_prompts=2", f"run_dir={tmp_path / 'bare'}"], tmp_path, "tsrl-ladder")
     assert bare.returncode == 2 and "needs at least 2 per prompt" in bare.stderr
 
 
-def test_eval_of_the_initial_policy_gives_a_runs_step_zero_numbers(train, cache_dir, tmp_path):
+def test_eval_of_the_initial_policy_gives_a_runs_step_zero_numbers(cli, train, cache_dir, tmp_path):
     """tsrl-eval samples as the training loop's evaluation does (fixed chunks, a seed per chunk): with the run's
     evaluation seed, prompts, samples and generator batch it measures the run's step-0 win-rate exactly."""
     held_out = ["generator.prompts_per_call=2"]
     trained = train("trainer.max_steps=1", "trainer.eval.max_prompts=5", "trainer.eval.samples=2", *held_out)
     assert trained.returncode == 0, trained.stderr[-3000:]
     start = json.loads((tmp_path / "run" / "eval.json").read_text())["start"]
-    evaluated = run_tool(
-        "tsrl-eval",
+    evaluated = cli(
         [*model_args(cache_dir), *held_out, "eval.samples=2", "eval.max_prompts=5", "eval.seeds=[1234]"]
         + [f"run_dir={tmp_path / 'eval'}"],
         tmp_path,
-    )
+        "tsrl-eval",
+    )  # forked as the training run is: the same torch threads
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     (run,) = json.loads((tmp_path / "eval" / "eval_report.json").read_text())["policies"][0]["runs"]
     for key in ("winrate", "winrate_all", "mean_length", "judge_calls"):

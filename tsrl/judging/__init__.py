@@ -41,7 +41,8 @@ def wrap(judge: Judge, cfg: JudgePolicyConfig) -> Judge:
     if cfg.cache_path:
         chunk = 4 * getattr(cfg, "concurrency", 8)  # committed per chunk: a crash loses at most one chunk
         identity = getattr(judge, "identity", type(judge).__name__)
-        wrapped = VerdictCache(wrapped, cfg.cache_path, identity, chunk, getattr(judge, "score_identity", ""))
+        score_identity, list_identity = (getattr(judge, name, "") for name in ("score_identity", "list_identity"))
+        wrapped = VerdictCache(wrapped, cfg.cache_path, identity, chunk, score_identity, list_identity=list_identity)
     wrapped = Fallback(wrapped, cfg.failure, cfg.seed)
     return order_and_noise(wrapped, cfg.order, cfg.flip_prob, cfg.noise_scope, cfg.seed)
 
@@ -81,7 +82,8 @@ def build_judge(cfg: Any, task: Any) -> Judge:
 
     judge = JUDGES.build(cfg, task)
     if isinstance(task, Rendered) and cfg.render.enabled:
-        from tsrl.judging.rendering import PageRenderer, RenderingJudge
+        from tsrl.judging.rendering import PageRenderer
+        from tsrl.judging.rendering_judge import RenderingJudge
 
         judge = RenderingJudge(judge, task.page, PageRenderer(cfg.render))
     return wrap(judge, cfg)
@@ -102,6 +104,7 @@ def clean_judge_config(cfg: Any) -> Any:
         length_weight_grade=0.0,
         tie_band=0.0,
         frame_noise=0.0,
+        list_position=0.0,
         text_error_seed=cfg.text_error_seed + 1,
     )  # the simulated judge's biases, reference frame and per-text errors (docs/judge_simulator.md)
 

@@ -1,9 +1,10 @@
 """The Judge protocol and the counters every judge keeps.
 
-A judge answers batches of pairwise questions. `compare` returns one Verdict per request, in order;
-`score` returns one pointwise rubric Score (0–10) per request, in order; `drain_metrics` hands back the counters
-accumulated since its last call (the trainer logs them per step
-under judge/*). Wrappers (both orders, noise, cache, budget) are judges around a judge.
+A judge answers batches of questions. `compare` returns one Verdict per PairRequest, in order; `score` returns
+one pointwise rubric Score (0–10) per ScoreRequest, in order; `score_lists` returns one ListScores per ListRequest
+(a 0–10 score for each response of a list shown in one call), in order; `drain_metrics` hands back the counters
+accumulated since its last call (the trainer logs them per step under judge/*). Wrappers (both orders, noise,
+cache, budget) are judges around a judge.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from tsrl.errors import UserError
-from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
+from tsrl.types import Count, ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
 
 
 class JudgeUnavailable(UserError):
@@ -33,6 +34,8 @@ class Judge(Protocol):
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]: ...
 
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]: ...
+
     def drain_metrics(self) -> dict[str, float]: ...
 
 
@@ -46,7 +49,7 @@ class JudgeCounters:
         self.counts: Counter[str] = Counter()
         self.latencies: list[float] = []
 
-    def record(self, answers: Sequence[Verdict | Score]) -> None:
+    def record(self, answers: Sequence[Verdict | Score | ListScores]) -> None:
         self.counts["calls"] += len(answers)
         for answer in answers:
             value = answer.p_first if isinstance(answer, Verdict) else answer.value

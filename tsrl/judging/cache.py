@@ -8,7 +8,10 @@ independent answers: (a, b) and (b, a) are two rows. The verdict is stored for t
 and mapped back to the shown one on a hit.
 
 Pointwise rubric grades (`score`) are cached alike in their own table, keyed by the judge's score identity
-(model + pointwise template), prompt, rubric and response.
+(model + pointwise template), prompt, rubric and response. Lists (`score_lists`) too, in the table `lists`: key =
+the judge's list identity (model + list template; default: the judge identity + "|list"), prompt, rubric, the
+responses in the order shown and their image digests (the same responses in another order are another question,
+as the shown order of a pair is); the row holds the scores in shown order (JSON).
 
 Storage is SQLite in WAL mode. Misses go to the inner judge in chunks; each chunk's verdicts are committed
 in one transaction as soon as they arrive, so a process killed mid-judging loses at most the chunk in
@@ -21,16 +24,36 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tsrl.errors import DataError
 from tsrl.judging.base import Judge, JudgeCounters, merge_metrics
-from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+from tsrl.types import ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, p REAL NOT NULL, raw TEXT, tokens INTEGER)",
     "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL, raw TEXT, tokens INTEGER)",
+    "CREATE TABLE IF NOT EXISTS lists (key TEXT PRIMARY KEY, value TEXT NOT NULL, raw TEXT, tokens INTEGER)",
 )
+
+
+@dataclass(frozen=True)
+class Table:
+    """Where one kind of answer is stored: its table, its answer class and the field holding the value; `store` and
+    `load` convert the value to and from its column (a list's scores are kept as JSON text)."""
+
+    name: str
+    kind: type
+    field: str
+    store: Callable[[Any], Any] = lambda value: value
+    load: Callable[[Any], Any] = lambda column: column
+
+
+VERDICTS = Table("verdicts", Verdict, "p_first")
+SCORES = Table("scores", Score, "value")
+LISTS = Table("lists", ListScores, "values", json.dumps, json.loads)
 
 
 def image_digest(path: str | None) -> str:
@@ -54,14 +77,30 @@ def cache_key(identity: str, request: PairRequest) -> tuple[str, bool]:
     return hashlib.sha256(blob.encode()).hexdigest(), flipped
 
 
+def list_key(identity: str, request: ListRequest) -> str:
+    """The key of a list question: identity, prompt text, rubric, (response, image digest) in the order shown."""
+    images = request.images or (None,) * len(request.responses)
+    shown = [(text, image_digest(image)) for text, image in zip(request.responses, images)]
+    blob = json.dumps([identity, request.prompt.text, request.prompt.fields.get("rubric", ""), shown])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 class VerdictCache:
     """See the module docstring. `chunk` = misses sent to the inner judge per committed transaction."""
 
     def __init__(
-        self, inner: Judge, path: str | Path, identity: str, chunk: int = 256, score_identity: str = ""
+        self,
+        inner: Judge,
+        path: str | Path,
+        identity: str,
+        chunk: int = 256,
+        score_identity: str = "",
+        *,
+        list_identity: str = "",
     ) -> None:
         self.inner, self.identity, self.chunk = inner, identity, max(1, chunk)
         self.score_identity = score_identity or f"{identity}|pointwise"
+        self.list_identity = list_identity or f"{identity}|list"
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -80,7 +119,7 @@ class VerdictCache:
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         keys = [cache_key(self.identity, r) for r in requests]
-        return self._answer("verdicts", keys, requests, self.inner.compare, Verdict, "p_first")
+        return self._answer(VERDICTS, keys, requests, self.inner.compare)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         """Pointwise grades, cached the same way: key = score identity + prompt + rubric + response."""
@@ -95,28 +134,28 @@ class VerdictCache:
             )
             for r in requests
         ]
-        return self._answer("scores", keys, requests, self.inner.score, Score, "value")
+        return self._answer(SCORES, keys, requests, self.inner.score)
+
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        """Lists, cached the same way: key = list identity + prompt + rubric + responses and images as shown."""
+        keys = [(list_key(self.list_identity, r), False) for r in requests]
+        return self._answer(LISTS, keys, requests, self.inner.score_lists)
 
     def _answer(
-        self,
-        table: str,
-        keys: list[tuple[str, bool]],
-        requests: Sequence,
-        ask: Callable[[list], list],
-        kind: type,
-        field: str,
+        self, table: Table, keys: list[tuple[str, bool]], requests: Sequence, ask: Callable[[list], list]
     ) -> list:
-        """Answers (Verdict or Score, `field` holding the value) stored in `table` where present; the rest asked of
-        the inner judge once per distinct key, in chunks committed one transaction each (only real answers are
-        stored). A key's flag says the stored value belongs to the mirrored question: 1 − value."""
+        """Answers (Verdict, Score or ListScores) stored in `table` where present; the rest asked of the inner judge
+        once per distinct key, in chunks committed one transaction each (only real answers are stored). A key's
+        flag says the stored value belongs to the mirrored question: 1 − value."""
         out: list = [None] * len(requests)
         misses: dict[str, list[int]] = {}
         for i, (key, flipped) in enumerate(keys):
-            row = self.db.execute(f"SELECT * FROM {table} WHERE key = ?", (key,)).fetchone()  # key, value, raw, tokens
+            row = self.db.execute(f"SELECT * FROM {table.name} WHERE key = ?", (key,)).fetchone()  # key, value, raw, …
             if row is None:
                 misses.setdefault(key, []).append(i)  # duplicates inside a batch are asked once
             else:
-                out[i] = kind(1.0 - row[1] if flipped else row[1], row[2], tokens=0, cached=True)
+                value = table.load(row[1])
+                out[i] = table.kind(1.0 - value if flipped else value, row[2], tokens=0, cached=True)
         self.counters.record([a for a in out if a is not None])
         pending = list(misses.values())
         for start in range(0, len(pending), self.chunk):
@@ -124,17 +163,17 @@ class VerdictCache:
             answers = ask([requests[idx[0]] for idx in batch])
             rows = []
             for idx, answer in zip(batch, answers):
-                (key, flipped), value = keys[idx[0]], getattr(answer, field)
+                (key, flipped), value = keys[idx[0]], getattr(answer, table.field)
                 if value is not None:
-                    rows.append((key, 1.0 - value if flipped else value, answer.raw, answer.tokens))
+                    rows.append((key, table.store(1.0 - value if flipped else value), answer.raw, answer.tokens))
             with self.db:  # one transaction per chunk
                 self.db.execute("BEGIN")
-                self.db.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?)", rows)
+                self.db.executemany(f"INSERT OR REPLACE INTO {table.name} VALUES (?, ?, ?, ?)", rows)
             for idx, answer in zip(batch, answers):
-                value = getattr(answer, field)
+                value = getattr(answer, table.field)
                 out[idx[0]] = answer
                 for dup in idx[1:]:
-                    out[dup] = kind(value, answer.raw, answer.error, cached=value is not None)
+                    out[dup] = table.kind(value, answer.raw, answer.error, cached=value is not None)
                 self.counters.record([out[d] for d in idx[1:]])
         return out
 

@@ -18,6 +18,9 @@ injection (`flip_prob`) turned off, so what is measured is the model's own behav
   Brier score.
 
 With `check.min_accuracy` set, a judge below it makes the command exit with status 1 (a gate for scripts).
+`check.fit=true` also grades the anchors and fits the simulated judge's perception model (tsrl/judging/fit.py);
+`check.lists=R` with it asks each prompt's anchors as one list in R orders and fits the lists' frame apart from
+their item noise (tsrl/judging/fit_lists.py).
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ class CheckConfig:
     repeats: int = 1
     """With fit: times each verdict and grade is asked (> 1 only helps a judge that samples; a temperature-0
     judge repeats its answer, and the fit would count it as new evidence)."""
+    lists: int = 0
+    """With fit: also ask each prompt's anchors as one list (one call) in this many different orders (rotations of
+    a random order, at most one per anchor), so each anchor is graded in several calls and slots, and fit the
+    lists' frame σ_η, item noise σ_list and position effect apart (tsrl/judging/fit_lists.py); the profile gets
+    them. 0 = no lists."""
     profile_name: str = "fitted"
     """With fit: the name written into the profile."""
     refit: str = ""
@@ -65,6 +73,11 @@ class CheckConfig:
     def __post_init__(self) -> None:
         if self.prompts < 0:
             raise ConfigError(f"check.prompts must be ≥ 0, got {self.prompts}.")
+        if self.lists < 0 or (self.lists and not self.fit):
+            raise ConfigError(
+                f"check.lists={self.lists}: lists are asked for the fit; set check.fit=true with check.lists ≥ 1, "
+                "or check.lists=0."
+            )
         if self.repeats < 1:
             raise ConfigError(f"check.repeats must be ≥ 1, got {self.repeats}.")
         if not 0.0 <= self.min_accuracy <= 1.0:
@@ -200,24 +213,36 @@ def fit_judge(
         latent, kind = (lambda p, rank, text: -float(rank)), "rank"
     answers = collect_answers(judge, prompts, latent, cfg.repeats, verdicts=verdicts)
     answers.latent = kind
+    lists = {}
+    if cfg.lists:
+        from tsrl.judging.fit_lists import collect_lists
+
+        asked = collect_lists(judge, prompts, latent, cfg.lists)
+        asked.latent = kind
+        lists = {"lists": asked.to_json()}
     scale = [
         getattr(judge_cfg, name, default)
         for name, default in (("grade_lo", 0.0), ("grade_hi", 10.0), ("grade_levels", 11))
     ]  # a model judge: the rubric's 0–10
     command = (
         f"tsrl-judge-check task={task.name} check.fit=true check.prompts={len(prompts)} check.repeats={cfg.repeats}"
+        + (f" check.lists={cfg.lists}" if cfg.lists else "")
     )
-    saved = {"judge": label, "command": command, "scale": scale, **answers.to_json()}
+    saved = {"judge": label, "command": command, "scale": scale, **answers.to_json(), **lists}
     (out / "judge_answers.json").write_text(json.dumps(saved))  # a failed fit loses no answer: check.refit
     return fit_saved(saved, cfg.profile_name, out)
 
 
 def fit_saved(saved: dict, name: str, out: Path) -> dict:
-    """Fit saved answers (judge_answers.json's content) and write out/judge_profile.yaml."""
-    from tsrl.judging.fit import Answers, fit_answers, profile_from_fit
-    from tsrl.judging.profile import write_profile
+    """Fit saved answers (judge_answers.json's content; its lists too where it has them) and write
+    out/judge_profile.yaml."""
+    from tsrl.judging.fit import Answers, fit_answers
+    from tsrl.judging.fit_lists import ListAnswers, fit_lists
+    from tsrl.judging.profile import profile_from_fit, write_profile
 
     fit = fit_answers(Answers.from_json(saved), *saved["scale"])
+    if "lists" in saved:
+        fit["lists"] = fit_lists(ListAnswers.from_json(saved["lists"]), *saved["scale"])
     profile = profile_from_fit(fit, name, saved["judge"], saved["command"])
     path = out / "judge_profile.yaml"
     write_profile(profile, path)
@@ -316,6 +341,8 @@ def fit_lines(report: dict) -> list[str]:
     """The fitted perception model: each parameter with its 95 % interval, the signal test, the profile."""
     if "fit" not in report:
         return []
+    from tsrl.judging.fit_lists import list_lines
+
     fit = report["fit"]
     rows = []
     for name, e in fit["estimates"].items():
@@ -331,6 +358,7 @@ def fit_lines(report: dict) -> list[str]:
         f"    verdicts follow the latent quality: likelihood ratio {test['lr']:.1f}, p = {test['p_value']:.3g} "
         "(against a judge blind to it)",
         f"    grades used                      {used}",
+        *(list_lines(fit["lists"]) if "lists" in fit else []),
         f"  profile                            {fit['profile']}  (judge=rubric_sim judge.profile=<this path>)",
     ]
 

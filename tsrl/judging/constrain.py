@@ -30,6 +30,9 @@ json}`, older vLLM `guided_choice|guided_regex|guided_json`, SGLang a top-level 
 (hosted APIs too) `response_format`. Servers ignore fields they do not know, so acceptance is not proof: `probe`
 sends a constraint no model would meet by chance (answer exactly "zqx-probe") in each spelling and keeps the first
 spelling the answer obeys. The judge probes every endpoint once, when it is built, and remembers the result.
+
+A third kind of answer, a list (one 0–10 score per response of a list, labels R1 … Rn), has its forms,
+constraints and parser in list_answers.py; `list_spec` builds its AnswerSpec per list length.
 """
 
 from __future__ import annotations
@@ -43,12 +46,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tsrl.errors import ConfigError
+from tsrl.judging.list_answers import list_max_tokens, list_regex, list_schema, parse_list
 from tsrl.judging.prompting import JudgeTemplate, ParseError, parse_score, parse_verdict, verdict_value
 
 FORMS = ("reasoning", "direct")
 CONSTRAINTS = ("auto", "regex", "choice", "json", "off")
 DIALECTS = ("structured_outputs", "guided", "sglang", "response_format")  # probed in this order
-KINDS = ("verdict", "score")
+KINDS = ("verdict", "score")  # built once per endpoint; a list's spec depends on its length (list_spec)
 VERDICTS = ("A", "B", "TIE")
 GRADES = tuple(str(g) for g in range(11))
 PROBE = "zqx-probe"
@@ -173,25 +177,29 @@ def resolve(constrain: str, form: str, dialect: str | None) -> str:
 class AnswerSpec:
     """How one endpoint is asked for one kind of answer: the form, the constraint and the body fields."""
 
-    kind: str  # verdict | score
+    kind: str  # verdict | score | list
     form: str  # reasoning | direct
     constraint: str  # choice | regex | json | off
     body: dict[str, Any]  # the constraint's fields and max_tokens
     ties: bool = True  # a verdict may be TIE (judge.allow_tie); else an answer TIE is unreadable
+    labels: int = 0  # a list's length n: its answer scores R1 … Rn
 
     @property
     def label(self) -> str:
         """'<form>/<constraint>', recorded with every answer (Verdict.form / Score.form)."""
         return f"{self.form}/{self.constraint}"
 
-    def parse(self, text: str, fence: str) -> float:
+    def parse(self, text: str, fence: str) -> Any:
         """The value of an answer of this spec to a question fenced with `fence`: p(first wins) for a verdict, the
-        grade for a score; ParseError when it holds none or echoes the prompt (holds the fence). A constrained
+        grade for a score, the n scores in label order for a list; ParseError when it holds none or echoes the
+        prompt (holds the fence). A constrained
         answer's last line is the grammar's, so quoting a fence in it cannot forge a verdict: only an
         unconstrained answer is checked for the fence."""
         fence = fence if self.constraint == "off" else "\0"  # "\0": a token no answer holds
         if fence in (text or ""):
             raise ParseError("echoed_prompt", "the judge's answer repeats the fenced prompt")
+        if self.kind == "list":
+            return parse_list(text, self.labels, self.constraint)
         if self.constraint == "json":
             return parse_json(text, self.kind, self.ties)
         if self.form == "direct":
@@ -214,6 +222,23 @@ def answer_spec(
     }[constraint]()
     body = {**fields(dialect or "response_format", constraint, value), **limit}
     return AnswerSpec(kind, form, constraint, body, ties)
+
+
+def list_spec(form: str, constraint: str, dialect: str | None, max_tokens: int, n: int) -> AnswerSpec:
+    """How to ask for the scores of a list of n responses (list_answers.py): choice, which cannot hold a list,
+    becomes the regex in the same dialect; max_tokens grows by each score line's room."""
+    constraint = "regex" if constraint == "choice" else constraint
+    limit = {"max_tokens": list_max_tokens(form, max_tokens, n)}
+    if constraint == "off":
+        return AnswerSpec("list", form, "off", limit, labels=n)
+    value = (
+        list_regex(form, n, reasoning_chars(max_tokens))
+        if constraint == "regex"
+        else list_schema(form, n, reasoning_chars(max_tokens, json_object=True))
+    )
+    return AnswerSpec(
+        "list", form, constraint, {**fields(dialect or "response_format", constraint, value), **limit}, labels=n
+    )
 
 
 def parse_direct(text: str, kind: str, ties: bool = True) -> float:
@@ -282,16 +307,22 @@ async def probe(ask: Callable[[dict[str, Any]], Awaitable[str | None]], wanted: 
     return None
 
 
-PARSE_KINDS = ("unparseable_verdict", "unparseable_score", "empty_content", "echoed_prompt")
+PARSE_KINDS = ("unparseable_verdict", "unparseable_score", "unparseable_list", "empty_content", "echoed_prompt")
+NOUNS = {"verdict": "verdict", "score": "score", "list": "list of scores"}
+LINES = {
+    "verdict": "a line 'VERDICT: {}'",
+    "score": "a line 'SCORE: <0-10>'",
+    "list": "one line 'R<i>: <0-10>' per response",
+}
 
 
 def advice(spec: AnswerSpec, cut: bool) -> str:
     """Why answers of `spec` were unreadable and what to do (`cut`: they all ran to max_tokens)."""
-    line = f"'VERDICT: {'|'.join(verdicts(spec.ties))}'" if spec.kind == "verdict" else "'SCORE: <0-10>'"
+    line = LINES[spec.kind].format("|".join(verdicts(spec.ties)))
     limit = spec.body.get("max_tokens")
     if spec.constraint == "off":
         what = (
-            f"end its answer with a line {line}" if spec.form == "reasoning" else f"answer with the {spec.kind} alone"
+            f"end its answer with {line}" if spec.form == "reasoning" else f"answer with the {NOUNS[spec.kind]} alone"
         )
         ran = f" (these ran to judge.max_tokens={limit} without one)" if cut else ""
         return (
@@ -300,8 +331,9 @@ def advice(spec: AnswerSpec, cut: bool) -> str:
             "model, or a template it follows (judge.template=…)."
         )
     if cut:
-        return f"The answers were cut off at max_tokens={limit} before the {spec.kind}. Raise judge.max_tokens" + (
-            ", or use judge.form=direct." if spec.form == "reasoning" else "."
+        return (
+            f"The answers were cut off at max_tokens={limit} before the {NOUNS[spec.kind]}. Raise judge.max_tokens"
+            + (", or use judge.form=direct." if spec.form == "reasoning" else ".")
         )
     return (
         f"The server was asked to constrain the answers ({spec.label}) but they do not conform, so it does "
@@ -360,7 +392,7 @@ class FormatWatch:
             sample = " ".join(text.split())[-120:]
             last = f"the last one ended {sample!r}" if sample else "the last one was empty"
             self.error = self.make_error(
-                f"The judge at {where} answers, but none of its first {seen} answers held a readable {spec.kind} "
-                f"({kinds}; asked as {spec.label}); {last}. " + advice(spec, self.cut == seen)
+                f"The judge at {where} answers, but none of its first {seen} answers held a readable "
+                f"{NOUNS[spec.kind]} ({kinds}; asked as {spec.label}); {last}. " + advice(spec, self.cut == seen)
             )
             self.changed.set()

@@ -20,8 +20,10 @@ judge. A soft verdict (P(A) from log-probs) counts as that fraction of a win (a 
 A grade call shows one item, so the call's frame η and the item's noise ε are not separable from grades alone:
 σ_g is their sum, σ_g² = σ_η² + σ_ε². Taking the item noise to be the one the verdicts show (ε of std τπ/√6,
 the Gumbel whose differences are the logistic of scale τ), the frame is the grade noise beyond it:
-σ_η = √max(σ_g² − (τπ/√6)², 0), reported with its interval. The grade scale's range and levels are the judge's
-(0–10 integers for a model judge), not fitted.
+σ_η = √max(σ_g² − (τπ/√6)², 0), reported with its interval. Lists (`check.lists`) show the frame directly, several
+items in one call: tsrl/judging/fit_lists.py fits them, and a profile (tsrl/judging/profile.py, profile_from_fit)
+takes σ_η from there. The grade scale's range and levels are the judge's (0–10 integers for a model judge), not
+fitted.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from scipy import optimize, stats
 from scipy.special import expit, log_expit, logit
 
 from tsrl.errors import ConfigError
-from tsrl.judging.profile import JudgeProfile
 from tsrl.judging.simulated import surface_feature
 from tsrl.types import PairRequest, Prompt, Score, ScoreRequest, Verdict
 
@@ -185,13 +186,19 @@ def maximise(nll: Callable[[np.ndarray], float], start: np.ndarray) -> tuple[np.
         nll, start, method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 20000, "maxfev": 40000}
     )
     result = optimize.minimize(nll, result.x, method="BFGS")
+    return result.x, covariance(hessian(nll, result.x)), float(result.fun)
+
+
+def covariance(information: np.ndarray) -> np.ndarray:
+    """The inverse of the observed information (symmetrised); all NaN where it is not positive definite."""
+    n = len(information)
     try:
-        cov = np.linalg.inv(hessian(nll, result.x))
+        cov = np.linalg.inv((information + information.T) / 2)
     except np.linalg.LinAlgError:
-        cov = np.full((len(start), len(start)), np.nan)
+        return np.full((n, n), np.nan)
     if not np.all(np.isfinite(cov)) or np.any(np.linalg.eigvalsh((cov + cov.T) / 2) <= 0):
-        cov = np.full((len(start), len(start)), np.nan)  # a flat direction: the data do not pin the parameters
-    return result.x, cov, float(result.fun)
+        return np.full((n, n), np.nan)  # a flat direction: the data do not pin the parameters
+    return cov
 
 
 @dataclass
@@ -349,83 +356,3 @@ def fit_answers(a: Answers, lo: float = 0.0, hi: float = 10.0, levels: int = 11)
         "scale": {"grade_lo": lo, "grade_hi": hi, "grade_levels": levels},
         "natural": {"verdicts": [float(x) for x in verdicts["theta"]], "grades": [float(x) for x in grades["theta"]]},
     }
-
-
-BLIND_SCALE = 1000.0
-"""τ or σ_g a profile gets when its fit finds no positive signal: large enough that q no longer matters."""
-
-
-def profile_from_fit(fit: dict[str, Any], name: str, judge: str, command: str) -> JudgeProfile:
-    """The judge profile of a fit: every fitted value with its interval as its source. Where the fit finds no
-    positive signal (1/τ or 1/σ_g ≤ 0 at the estimate), τ or σ_g is BLIND_SCALE and the biases and the scale are
-    rescaled with it, so the simulated answers keep the rates the judge showed (σ(b) first-position wins, its
-    grade distribution) while q stops mattering."""
-    e, data, (v, g) = fit["estimates"], fit["data"], (fit["natural"]["verdicts"], fit["natural"]["grades"])
-    tau = 1.0 / v[0] if v[0] > 1.0 / BLIND_SCALE else BLIND_SCALE
-    sigma = 1.0 / g[2] if g[2] > 1.0 / BLIND_SCALE else BLIND_SCALE
-    ties, length_pair = e["tie_band"].fixed == "", e["length_weight_pair"].fixed == ""
-    params = {
-        "tau": tau,
-        "position_bias": v[1] * tau,
-        "tie_band": math.exp(v[2]) * tau if ties else 0.0,
-        "length_weight_pair": v[2 + ties] * tau if length_pair else 0.0,
-        "score_centre": g[0] * sigma,
-        "score_scale": math.exp(g[1]) * sigma,
-        "rubric_noise": sigma,
-        "frame_noise": 0.0,
-        "length_weight_grade": g[3] * sigma if len(g) > 3 else 0.0,
-        "taste": 0.0,
-        "text_error": 0.0,
-        **fit["scale"],
-    }
-    params = {k: (round(float(x), 4) if k != "grade_levels" else int(x)) for k, x in params.items()}
-
-    def cite(key: str) -> str:
-        est = e[key]
-        if est.fixed:
-            return f"fitted: {est.fixed}"
-        blind = " (no positive signal at the estimate: set so that q stops mattering)" if math.isinf(est.high) else ""
-        return f"fitted: 95 % CI [{est.low:.3g}, {est.high:.3g}]{blind}"
-
-    sources = {
-        key: cite(key)
-        for key in (
-            "tau",
-            "position_bias",
-            "tie_band",
-            "length_weight_pair",
-            "score_centre",
-            "score_scale",
-            "length_weight_grade",
-        )
-    }
-    sources["rubric_noise"] = (
-        f"{cite('grade_noise')}; the whole grade noise σ_g (frame and item: one item per "
-        "grade call does not separate them)"
-    )
-    sources["frame_noise"] = (
-        f"0: folded into rubric_noise (σ_η beyond the verdicts' item noise would be "
-        f"{e['frame_noise'].value:.3g}, 95 % CI [{e['frame_noise'].low:.3g}, "
-        f"{e['frame_noise'].high:.3g}])"
-    )
-    sources["taste"] = "0: a fitted profile folds per-text taste into τ and σ_g"
-    sources["text_error"] = (
-        "0: not estimated; the fit takes answers as independent given q, so a per-text error shared across a "
-        "text's verdicts and grade is folded into τ and σ_g (with ranks for q it is indistinguishable from quality)"
-    )
-    for key in ("grade_lo", "grade_hi", "grade_levels"):
-        sources[key] = "the judge's grade scale (0–10 integers), not fitted"
-    test = fit["signal_test"]
-    description = (
-        f"{judge}, fitted by `{command}` to {data['verdicts']} verdicts and {data['grades']} grades "
-        f"on a ranked ladder (latent: the task's {data['latent']}). Its verdicts follow the latent "
-        f"quality with likelihood ratio {test['lr']:.1f} (p = {test['p_value']:.2g}) against a judge "
-        f"blind to it; the first shown wins {100 * e['p_first_if_equal'].value:.0f} % of equal pairs."
-    )
-    serial = {
-        "estimates": {k: x.row() for k, x in e.items()},
-        "signal_test": test,
-        "data": data,
-        "log_likelihood": fit["log_likelihood"],
-    }
-    return JudgeProfile(name=name, description=description, parameters=params, sources=sources, fit=serial)

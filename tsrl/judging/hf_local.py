@@ -12,6 +12,19 @@ with the pairwise template): each response is graded alone, s(r) = log P(yes) �
 answer correct and sensible? Reply yes or no.", and p_first = σ(s(first) − s(second)). One forward pass per
 response. Nothing is parsed from generated text, so verdict-like text in a response cannot forge a verdict;
 it can still sway the model's grade, as any text can.
+
+Lists (`score_lists`, reward=listwise; one ListRequest is one judge call, its n responses scored 0–10):
+- method=pairwise: the task's listwise template (prompts/<task>_listwise_v1.txt) shows the fenced list R1 … Rn,
+  and the answer's score lines are read by teacher forcing: the assistant turn opened with "R1: " is read at
+  its grade digit (expected digit over 0–9, scaled to 0–10, as a pointwise score), then the most likely digit
+  d1, a line break and "R2: " are forced and R2 is read, and so on: the lines "R1: d1", "R2: d2", … a greedy
+  reader would write, their grades read as expectations. One forward pass over the prompts of batch_size
+  lists, then a pass of a few tokens per label on the KV cache. Whether the space before the digit is a token
+  of its own (SmolLM2) or part of the digit's token (GPT-2-style vocabularies) is read off the tokenizer. The
+  reasoning the template asks for first is skipped (as a pointwise score skips it).
+- method=contrast: each response graded alone as above; its score is σ(s(r))·10, so that a pair of the list
+  compares as its verdict would (σ(s₁ − s₂) is the verdict). One forward pass per distinct response.
+Images are not shown (a text-only judge).
 """
 
 from __future__ import annotations
@@ -27,12 +40,14 @@ from typing import Any, ClassVar
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, stable_uniform
-from tsrl.judging.prompting import load_template, render, resolve_template
+from tsrl.judging.prompting import list_labels, load_template, render, render_list, resolve_template
 from tsrl.judging.wrappers import JudgePolicyConfig
 from tsrl.registry import JUDGES
-from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+from tsrl.types import ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+QA = tuple[str, str]  # (question, answer): what method=contrast grades
+CONTRAST_QUESTION = "Question: {}\nAnswer: {}\nIs this answer correct and sensible? Reply yes or no."
 
 
 @dataclass
@@ -105,19 +120,33 @@ class HFLocalJudge:
         self.cfg = cfg
         self.template = load_template(resolve_template(cfg.template, task_name), ties=False)  # read as P(A) vs P(B)
         self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
+        self.list_template = load_template(resolve_template("auto", task_name, "listwise"))
         self.model, self.tokenizer, self.device = load_judge_model(cfg)
         # truncation (max_length) changes what the judge sees, so it is part of the identity too
         model = f"hf_local:{cfg.model_path or SMOLLM2_GGUF}:{cfg.gguf_file}:max_length={cfg.max_length}"
-        pairwise = self.template.identity if cfg.method == "pairwise" else "contrast-yes-no-v1"
-        self.identity = f"{model}|{pairwise}"  # cache keys: a verdict is reused only by the same judging method
+        templated = cfg.method == "pairwise"
+        pairwise, listwise = (
+            t.identity if templated else "contrast-yes-no-v1" for t in (self.template, self.list_template)
+        )
+        self.identity = f"{model}|{pairwise}"  # cache keys: a verdict or list is reused only by the same judging method
         self.score_identity = f"{model}|{self.score_template.identity}"
+        self.list_identity = f"{model}|{listwise}"
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.verdict_ids = [self._token_id(t) for t in (" A", " B")]
         self.yes_no = [self.tokenizer.encode(t, add_special_tokens=False)[0] for t in ("yes", "no")]
         self.digit_ids = [self._token_id(str(d)) for d in range(10)]
+        self.list_space, self.list_digit_ids = self._grade_tokens()
         self.counters = JudgeCounters()
+
+    def _grade_tokens(self) -> tuple[str, list[int]]:
+        """How "R1: 7" ends in tokens: (" ", the digit tokens "0" … "9") where the space is a token of its own,
+        else ("", the tokens " 0" … " 9")."""
+        colon, spaced = (len(self.tokenizer.encode(t, add_special_tokens=False)) for t in (":", ": 7"))
+        if spaced > colon + 1:
+            return " ", [self._token_id(str(d)) for d in range(10)]
+        return "", [self._token_id(f" {d}") for d in range(10)]
 
     def _fence(self, *texts: str) -> str:
         """A fence token derived from the question (no generation here, so it only has to be unguessable by
@@ -140,47 +169,42 @@ class HFLocalJudge:
         for start in range(0, len(prompts), self.cfg.batch_size):
             chunk = prompts[start : start + self.cfg.batch_size]
             t0 = time.perf_counter()
-            self.tokenizer.truncation_side = "left"
-            enc = self.tokenizer(
-                chunk,
-                return_tensors="pt",
-                padding=True,
-                truncation=True,
-                max_length=self.cfg.max_length,
-                add_special_tokens=False,
-            ).to(self.device)
             with torch.no_grad():
-                logits = self.model(**enc).logits[:, -1, :].float()  # [b, V]: left padding → last position
+                logits = self.model(**self._encode(chunk)).logits[:, -1, :].float()  # [b, V]: left padding → last
             rows.append(torch.softmax(logits, dim=-1).cpu())
             seconds += [time.perf_counter() - t0] * len(chunk)
         return (torch.cat(rows) if rows else torch.zeros(0, 1)), seconds
+
+    def _encode(self, prompts: list[str]) -> Any:
+        """The prompts tokenised, left-padded and cut from the left to max_length, on the judge's device."""
+        self.tokenizer.truncation_side = "left"
+        return self.tokenizer(
+            prompts,
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=self.cfg.max_length,
+            add_special_tokens=False,
+        ).to(self.device)
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         verdicts = self._contrast(requests) if self.cfg.method == "contrast" else self._pairwise(requests)
         self.counters.record(verdicts)
         return verdicts
 
-    def _contrast(self, requests: Sequence[PairRequest]) -> list[Verdict]:
-        texts = [(r.prompt.text, t) for r in requests for t in (r.first, r.second)]
+    def _yes_no(self, texts: Sequence[QA]) -> tuple[dict[QA, float], dict[QA, float]]:
+        """Per distinct (question, answer): s = log P(yes) − log P(no), and the seconds of its forward pass."""
         unique = sorted(set(texts))
-        prompts = [
-            self._prompt(
-                [
-                    {
-                        "role": "user",
-                        "content": f"Question: {q}\nAnswer: {a}\nIs this answer correct and sensible? Reply yes or no.",
-                    }
-                ],
-                "",
-            )
-            for q, a in unique
-        ]
+        prompts = [self._prompt([{"role": "user", "content": CONTRAST_QUESTION.format(q, a)}], "") for q, a in unique]
         probs, row_seconds = self._next_token_probs(prompts)  # [U, V], [U]
         grade = {
             key: math.log(float(row[self.yes_no[0]]) + 1e-12) - math.log(float(row[self.yes_no[1]]) + 1e-12)
             for key, row in zip(unique, probs)
         }
-        seconds = dict(zip(unique, row_seconds))
+        return grade, dict(zip(unique, row_seconds))
+
+    def _contrast(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        grade, seconds = self._yes_no([(r.prompt.text, t) for r in requests for t in (r.first, r.second)])
         verdicts = []
         for r in requests:
             first, second = (r.prompt.text, r.first), (r.prompt.text, r.second)
@@ -237,6 +261,67 @@ class HFLocalJudge:
             scores.append(Score(value=value, raw=f"expected digit {value * 0.9:.3f}", latency_s=seconds))
         self.counters.record(scores)
         return scores
+
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        """One score 0–10 per response of each list, in the order given (see the module docstring)."""
+        lists = self._contrast_lists(requests) if self.cfg.method == "contrast" else self._template_lists(requests)
+        self.counters.record(lists)
+        return lists
+
+    def _contrast_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        grade, seconds = self._yes_no([(r.prompt.text, t) for r in requests for t in r.responses])
+        lists = []
+        for r in requests:
+            keys = [(r.prompt.text, t) for t in r.responses]
+            raw = " ".join(f"{label}: s={grade[key]:.3f}" for label, key in zip(list_labels(len(keys)), keys))
+            values = [10.0 / (1.0 + math.exp(-grade[key])) for key in keys]
+            lists.append(ListScores(values, raw=raw, latency_s=max((seconds[key] for key in keys), default=0.0)))
+        return lists
+
+    def _template_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        """The list template's question, its score lines read by teacher forcing, batch_size lists at a time."""
+        lists = []
+        for start in range(0, len(requests), self.cfg.batch_size):
+            chunk = requests[start : start + self.cfg.batch_size]
+            t0 = time.perf_counter()
+            grades = self._forced_grades([self._list_prompt(r) for r in chunk], max(len(r.responses) for r in chunk))
+            seconds = time.perf_counter() - t0
+            for r, row in zip(chunk, grades):
+                values = row[: len(r.responses)]
+                raw = " ".join(f"{label}: {g:.3f}" for label, g in zip(list_labels(len(values)), values))
+                lists.append(ListScores(values, raw=f"expected grades {raw}", latency_s=seconds))
+        return lists
+
+    def _list_prompt(self, request: ListRequest) -> str:
+        """The list question, its assistant turn opened with the first score line's "R1:" (and space)."""
+        rubric = request.prompt.fields.get("rubric", "")
+        fence = self._fence(request.prompt.text, *request.responses)
+        messages = render_list(self.list_template, request.prompt.text, rubric, request.responses, fence)
+        return self._prompt(messages, f"R1:{self.list_space}")
+
+    def _forced_grades(self, prompts: list[str], n: int) -> list[list[float]]:
+        """The expected grade at each of R1 … Rn [b][n]: read where the prompt ends (at R1), then after forcing the
+        most likely digit, a line break and the next label onto the KV cache (a short pass per label, not the
+        prompt again). Every row goes on to n labels; the caller keeps each list's own."""
+        import torch
+
+        enc = self._encode(prompts)
+        digit_ids = torch.tensor(self.list_digit_ids, device=self.device)  # [10]
+        scale = torch.arange(10.0, device=self.device) * 10.0 / 9.0  # [10]: digit d is the grade 10·d/9
+        mask, grades = enc["attention_mask"], []  # [b, P]
+        with torch.no_grad():
+            out = self.model(**enc, use_cache=True)
+            for label in list_labels(n)[1:] + [""]:
+                probs = torch.softmax(out.logits[:, -1, :].float(), dim=-1)[:, digit_ids]  # [b, 10]
+                grades.append((probs @ scale / probs.sum(dim=-1)).tolist())  # [b]
+                if not label:
+                    break
+                after = self.tokenizer.encode(f"\n{label}:{self.list_space}", add_special_tokens=False)
+                greedy = digit_ids[probs.argmax(dim=-1)][:, None]  # [b, 1]: the digit the model would write
+                forced = torch.cat([greedy, torch.tensor(after, device=self.device).expand(len(prompts), -1)], dim=1)
+                mask = torch.cat([mask, torch.ones_like(forced)], dim=1)  # [b, P + k]
+                out = self.model(input_ids=forced, attention_mask=mask, past_key_values=out.past_key_values)
+        return [list(row) for row in zip(*grades)]
 
     def drain_metrics(self) -> dict[str, float]:
         return self.counters.drain()

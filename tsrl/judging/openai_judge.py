@@ -1,5 +1,7 @@
-"""`judge=openai`: a pairwise judge behind any OpenAI-compatible endpoint (vLLM, SGLang, a hosted API).
+"""`judge=openai`: a judge behind any OpenAI-compatible endpoint (vLLM, SGLang, a hosted API).
 
+It answers pairs (`compare` → Verdict), single responses (`score` → a 0–10 Score) and lists (`score_lists` → one
+0–10 score per response, all shown in one call under the labels R1 … Rn in the caller's order; list_answers.py).
 `compare` is synchronous for the trainer but runs the whole batch concurrently on a private asyncio loop
 (one background thread): `concurrency` workers each take the next request, render its prompt and send it
 through `judge.transport` (the lean aiohttp client by default, or the openai SDK; see transport.py),
@@ -23,9 +25,11 @@ Building the judge checks its endpoints first (preflight.py): each URL must answ
 The connections and the loop are released by `close`, or, if nobody calls it, when the judge is
 garbage-collected or the process exits (weakref.finalize), so no exit path leaves an open aiohttp session behind.
 
-This module holds the batch: the loop, the workers, their retries, re-asks and counters. The pieces they use
-live with their neighbours: reading a reply body and the wait before a retry (transport.py), an answer's value
-(constrain.AnswerSpec.parse), the chat messages with their images (prompting.py).
+This module holds the batch: the workers, their retries, re-asks and counters. The pieces they use live with
+their neighbours: the loop's thread (judge_loop.py), reading a reply body and the wait before a retry
+(transport.py), an answer's value (constrain.AnswerSpec.parse; a list's in list_answers.py), the chat messages
+with their images (prompting.py). Inside the batch every answer travels as a Score whose value is the parsed one
+(a list's: its scores in slot order), turned into a Verdict or ListScores at the end.
 
 p_first is the soft probability P(A) + ½P(TIE) from the verdict token's log-probs when the server
 returns them, else the hard verdict (A → 1, B → 0, TIE → ½). The API key is read from the environment
@@ -39,7 +43,6 @@ import hashlib
 import json
 import logging
 import random
-import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -54,9 +57,12 @@ from tsrl.judging.constrain import (
     advice,
     answer_spec,
     direct_template,
+    list_spec,
     resolve,
 )
 from tsrl.judging.hedging import Hedger
+from tsrl.judging.judge_loop import shutdown, start_loop
+from tsrl.judging.list_answers import direct_list_template
 from tsrl.judging.openai_config import OpenAIJudgeConfig, RetryConfig, read_api_key  # noqa: F401 (RetryConfig: re-exported)
 from tsrl.judging.preflight import preflight, probe_dialects
 from tsrl.judging.prompting import (
@@ -64,52 +70,24 @@ from tsrl.judging.prompting import (
     load_template,
     new_fence,
     render,
+    render_list,
     resolve_template,
     soft_verdict,
     ties_allowed,
     with_images,
 )
-from tsrl.judging.transport import (
-    AttemptError,
-    Completion,
-    Endpoints,
-    backoff_s,
-    build_transport,
-    read_completion,
-)
+from tsrl.judging.transport import AttemptError, Completion, Endpoints, backoff_s, build_transport, read_completion
 from tsrl.registry import JUDGES
-from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+from tsrl.types import ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
 
 log = logging.getLogger("tsrl")
 PROGRESS_EVERY_S = 30.0
 """A judge batch still running after this long reports how far it got, and again every as long."""
 
-Job = tuple[list, str, str]  # (chat messages, fence, kind of answer: verdict | score)
+Job = tuple[list, str, str, int]  # (chat messages, fence, kind of answer: verdict | score | list, list length or 0)
 Reply = tuple[Completion, int]  # (the answer, the endpoint that gave it)
 DIRECT_TOP_LOGPROBS = 20  # the alternatives at the verdict token: wide, so that both A and B are among them
 PREFLIGHT_TIMEOUT_S = 10.0  # longest wait for GET /models at start (at most retry.timeout_s)
-
-
-def shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, transport: Any) -> None:
-    """Cancel what still runs on a judge's loop, close its connections, stop the loop and its thread."""
-    if loop.is_closed():
-        return
-
-    async def close() -> None:
-        tasks = asyncio.all_tasks() - {asyncio.current_task()}
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if transport is not None:
-            await transport.aclose()
-
-    if threading.current_thread() is thread:  # collected on its own loop, which cannot wait for itself
-        loop.create_task(close()).add_done_callback(lambda _: loop.stop())
-        return
-    asyncio.run_coroutine_threadsafe(close(), loop).result()
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join()
-    loop.close()
 
 
 class OpenAIJudge:
@@ -121,9 +99,11 @@ class OpenAIJudge:
         self.vision = cfg.vision if cfg.vision is not None else rendered  # null: where pages are rendered
         self.template = load_template(resolve_template(cfg.template, task_name), self.ties)
         self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
+        self.list_template = load_template(resolve_template("auto", task_name, "listwise"))
         if cfg.form == "direct":
             self.template = direct_template(self.template, self.ties)
             self.score_template = direct_template(self.score_template)
+            self.list_template = direct_list_template(self.list_template)
         # cache keys: the model, the template (name + hash, ties included) and every request setting that can change
         # an answer
         settings = json.dumps(
@@ -133,6 +113,7 @@ class OpenAIJudge:
         generation = hashlib.sha256(settings.encode()).hexdigest()[:12]
         self.identity = f"{cfg.model}|{self.template.identity}|{generation}"
         self.score_identity = f"{cfg.model}|{self.score_template.identity}|{generation}"
+        self.list_identity = f"{cfg.model}|{self.list_template.identity}|{generation}"
         key = read_api_key(cfg.api_key_env)
         self.counters = JudgeCounters()
         self.hedger = Hedger(cfg.hedge, self.counters)
@@ -141,9 +122,7 @@ class OpenAIJudge:
         async def connect() -> Any:  # aiohttp sessions belong to the loop they are made on
             return build_transport(cfg.transport, cfg.base_urls, key, cfg.retry.timeout_s, connections)
 
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="tsrl-judge", daemon=True)
-        self.thread.start()
+        self.loop, self.thread = start_loop()
         self.transport = asyncio.run_coroutine_threadsafe(connect(), self.loop).result()
         # closes at close(), at garbage collection or at exit, whichever comes first (and holds no reference)
         self.closer = weakref.finalize(self, shutdown, self.loop, self.thread, self.transport)
@@ -152,6 +131,7 @@ class OpenAIJudge:
         self.jitter = random.Random(cfg.seed)
         self.consecutive_failures = 0
         self.last_failure = ("", "")
+        self.last_spec: AnswerSpec | None = None  # how the last unreadable answer was asked (for the advice)
         self.watch = FormatWatch(cfg.retry.first_answers)
         self.tasks: list[asyncio.Task] = []  # the running batch's workers (cancelled when the watch stops the run)
         try:
@@ -169,6 +149,7 @@ class OpenAIJudge:
             }
             for dialect in self.dialects
         ]
+        self.list_specs: dict[tuple[int, int], AnswerSpec] = {}  # (endpoint, list length) → spec, made on first use
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         answers = self._run(requests, self._pair_job)
@@ -182,6 +163,17 @@ class OpenAIJudge:
         self.counters.record(scores)
         self._raise_if_dead()
         return scores
+
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        """One call per list (an empty list is answered [] without one): values[i] scores responses[i]."""
+        asked = [i for i, request in enumerate(requests) if request.responses]
+        answers = self._run([requests[i] for i in asked], self._list_job)  # Scores whose value is the list
+        lists = [ListScores([]) for _ in requests]
+        for i, a in zip(asked, answers):
+            lists[i] = ListScores(a.value, a.raw, a.error, a.tokens, a.latency_s, form=a.form)
+        self.counters.record([lists[i] for i in asked])
+        self._raise_if_dead()
+        return lists
 
     def drain_metrics(self) -> dict[str, float]:
         metrics = self.counters.drain()
@@ -209,14 +201,31 @@ class OpenAIJudge:
         fence = new_fence()
         rubric = request.prompt.fields.get("rubric", "")
         messages = render(self.score_template, request.prompt.text, rubric, (request.response,), fence)
-        return self._with_images(messages, [("A", request.image)]), fence, "score"
+        return self._with_images(messages, [("A", request.image)]), fence, "score", 0
 
     def _pair_job(self, request: PairRequest) -> Job:
         fence = new_fence()
         criteria = request.prompt.fields.get("rubric", "")
         messages = render(self.template, request.prompt.text, criteria, (request.first, request.second), fence)
         images = [("A", request.first_image), ("B", request.second_image)]
-        return self._with_images(messages, images), fence, "verdict"
+        return self._with_images(messages, images), fence, "verdict", 0
+
+    def _list_job(self, request: ListRequest) -> Job:
+        fence, n = new_fence(), len(request.responses)
+        criteria = request.prompt.fields.get("rubric", "")
+        messages = render_list(self.list_template, request.prompt.text, criteria, request.responses, fence)
+        images = [(f"R{i}", image) for i, image in enumerate(request.images, 1)]
+        return self._with_images(messages, images), fence, "list", n
+
+    def _spec(self, index: int, kind: str, n: int) -> AnswerSpec:
+        """How endpoint `index` is asked for `kind`; a list's spec (per length n) is made on first use."""
+        if kind != "list":
+            return self.specs[index][kind]
+        if (index, n) not in self.list_specs:
+            cfg, dialect = self.cfg, self.dialects[index]
+            constraint = resolve(cfg.constrain, cfg.form, dialect)
+            self.list_specs[index, n] = list_spec(cfg.form, constraint, dialect, cfg.max_tokens, n)
+        return self.list_specs[index, n]
 
     def _with_images(self, messages: list[dict[str, Any]], images: list[tuple[str, str | None]]) -> list:
         """The user turn with each response's rendering as an image part (judge.vision=true), else unchanged."""
@@ -297,23 +306,23 @@ class OpenAIJudge:
         tokens = 0
         for ask in range(self.cfg.retry.reask + 1):
             self.counters.add("reasks", ask > 0)
-            messages, fence, kind = make_job(request)
-            reply = await self._attempts(messages, kind)
+            messages, fence, kind, n = make_job(request)
+            reply = await self._attempts(messages, kind, n)
             if isinstance(reply, Score):  # the transport gave up: retries are spent
                 reply.tokens += tokens
                 return reply
             completion, index = reply
             tokens += completion.prompt_tokens + completion.completion_tokens
-            answer = self._parse(completion, tokens, fence, self.specs[index][kind], index)
+            answer = self._parse(completion, tokens, fence, self._spec(index, kind, n), index)
             if answer.error is None:
                 self.counters.add("reasked_requests", ask > 0)
                 return answer
         return answer
 
-    async def _attempts(self, messages: list, kind: str) -> Reply | Score:
+    async def _attempts(self, messages: list, kind: str, n: int) -> Reply | Score:
         """The endpoint's reply to one question, or a failed Score once retries are spent."""
         retry = self.cfg.retry
-        bodies = [self._request_args(messages, specs[kind]) for specs in self.specs]  # each endpoint's constraint
+        bodies = [self._request_args(messages, self._spec(i, kind, n)) for i in range(len(self.specs))]
 
         def post(index: int) -> Any:
             return self.transport.post(index, bodies[index])
@@ -357,7 +366,7 @@ class OpenAIJudge:
         except ParseError as err:
             self.counters.add("unreadable_answers")
             self.counters.add(f"attempt_errors/{err.kind}")
-            self.last_failure = (url, f"{err.kind}: {err}")
+            self.last_failure, self.last_spec = (url, f"{err.kind}: {err}"), spec
             self.watch.answered(err.kind, text or "", finished, f"{url} (model {self.cfg.model!r})", spec)
             if self.watch.error is not None:
                 for task in self.tasks:
@@ -373,7 +382,7 @@ class OpenAIJudge:
     def _request_args(self, messages: list, spec: AnswerSpec) -> dict[str, Any]:
         """The request body: messages, sampling, log-probs, the spec's constraint and max_tokens, then extra_body."""
         args: dict[str, Any] = {"model": self.cfg.model, "messages": messages, "temperature": self.cfg.temperature}
-        if self.cfg.logprobs:
+        if self.cfg.logprobs and spec.kind != "list":  # a list's scores are read as written, never from log-probs
             args.update(logprobs=True, top_logprobs=DIRECT_TOP_LOGPROBS if spec.form == "direct" else 5)
         args.update(spec.body)
         args.update(self.cfg.extra_body)
@@ -388,9 +397,8 @@ class OpenAIJudge:
     def _raise_if_dead(self) -> None:
         limit = self.cfg.retry.max_consecutive_failures
         if self.consecutive_failures >= limit:
-            url, error = self.last_failure
-            if error.split(":", 1)[0] in PARSE_KINDS:  # it answers: the answers are the problem, not the server
-                spec = self.specs[self.cfg.base_urls.index(url)]["verdict"]
+            (url, error), spec = self.last_failure, self.last_spec
+            if error.split(":", 1)[0] in PARSE_KINDS and spec:  # it answers: the answers are the problem
                 raise JudgeUnreadable(
                     f"The judge at {url} answered {limit} requests in a row without a readable "
                     f"answer (last: {error[:160]}). " + advice(spec, False)

@@ -1,15 +1,19 @@
 """Judge prompts: versioned rubric templates, fencing of untrusted responses, strict verdict parsing.
 
-Templates are files in tsrl/judging/prompts/ named `<task>_<kind>_v<N>.txt`, kind pairwise (a verdict) or
-pointwise (a 0–10 grade), or a path to your own file. A file holds a system part and a user part separated
-by a line `---user---`; `$prompt`, `$criteria`, `$response_a/b` and `$fence_a/b_open/close` are substituted
-in one pass, so text inside a response is never expanded again.
+Templates are files in tsrl/judging/prompts/ named `<task>_<kind>_v<N>.txt`, kind pairwise (a verdict),
+pointwise (a 0–10 grade) or listwise (a 0–10 score for each response of a list), or a path to your own file. A
+file holds a system part and a user part separated by a line `---user---`; `$prompt`, `$criteria`,
+`$response_a/b` and `$fence_a/b_open/close` are substituted in one pass, so text inside a response is never
+expanded again. A listwise template takes `$responses` instead (render_list: the fenced list, each response
+between `[[RESPONSE R<i> <token>]]` and `[[END RESPONSE R<i> <token>]]`), `$count`, `$labels` ("R1, R2, R3") and
+`$score_lines` (one `R<i>: <score>` line per label, the lines the answer ends with).
 
-A task's criteria live in one file, prompts/<task>_criteria_v<N>.txt, which both of its templates include with
-a line `{{<task>_criteria_v<N>}}` (expanded when the template is loaded): the pairwise verdict and the pointwise
-grade of a task are judged against the same words and cannot drift apart. The generic templates take `$criteria`
-instead (a prompt's `fields["rubric"]`, else GENERIC_CRITERIA). The template's identity for caching is its
-name plus a hash of its text with the criteria included, so editing a criteria file changes the key too.
+A task's criteria live in one file, prompts/<task>_criteria_v<N>.txt, which each of its templates includes with
+a line `{{<task>_criteria_v<N>}}` (expanded when the template is loaded): the pairwise verdict, the pointwise
+grade and the listwise scores of a task are judged against the same words and cannot drift apart. The generic
+templates take `$criteria` instead (a prompt's `fields["rubric"]`, else GENERIC_CRITERIA). The template's
+identity for caching is its name plus a hash of its text with the criteria included, so editing a criteria file
+changes the key too.
 
 Why the answer cannot be forged by a response:
 - every request gets a fresh random fence token; each response sits between `[[RESPONSE A <token>]]` and
@@ -18,7 +22,8 @@ Why the answer cannot be forged by a response:
   `VERDICT: A`, `VERDICT: B` or, where ties are allowed, `VERDICT: TIE` (case and surrounding markdown
   `*`/backticks tolerated);
 - an answer that contains the fence token is an echo of the prompt (it may end with a response's forged
-  verdict line) and is rejected as `echoed_prompt`.
+  verdict line) and is rejected as `echoed_prompt`;
+- a list's score lines are likewise read only from the end of the answer (list_answers.py).
 
 Binary verdicts: TSRL's judge "returns a binary verdict" (§2.1), so on its tasks (BINARY_TASKS) a pairwise
 template asks for A or B and nothing else; TIE is an option (`judge.allow_tie=true`, the default on every other
@@ -28,7 +33,7 @@ what it always was, without them both marks vanish, and the template's hash (its
 answer TIE where ties are not allowed is unreadable (re-asked, then the failure policy, `judge.failure`).
 
 A vision judge (`judge.vision`) also sees each response's rendering: `with_images` appends them to the user turn
-as image parts, after the text.
+as image parts, after the text, each introduced by its response's label (A, B, or R<i> in a list).
 """
 
 from __future__ import annotations
@@ -87,8 +92,8 @@ class JudgeTemplate:
 
 
 def resolve_template(spec: str, task_name: str, kind: str = "pairwise") -> Path:
-    """`auto` → `<task>_<kind>_v1` if shipped, else `generic_<kind>_v1`; a bare name → prompts/<name>.txt;
-    anything else is a file path."""
+    """`auto` → `<task>_<kind>_v1` if shipped, else `generic_<kind>_v1` (kind: pairwise | pointwise | listwise);
+    a bare name → prompts/<name>.txt; anything else is a file path."""
     if spec == "auto":
         own = PROMPTS_DIR / f"{task_name}_{kind}_v1.txt"
         return own if own.is_file() else PROMPTS_DIR / f"generic_{kind}_v1.txt"
@@ -152,6 +157,32 @@ def render(
     return [{"role": "system", "content": template.system}, {"role": "user", "content": user}]
 
 
+def list_labels(n: int) -> list[str]:
+    """The labels of a list of n responses: R1 … Rn (slot i shows responses[i-1])."""
+    return [f"R{i}" for i in range(1, n + 1)]
+
+
+def render_list(
+    template: JudgeTemplate, prompt_text: str, criteria: str, responses: tuple[str, ...], fence: str
+) -> list[dict[str, str]]:
+    """Chat messages for one list question: responses[i-1] fenced under the label Ri, in the order given."""
+    labels = list_labels(len(responses))
+    fenced = (
+        f"[[RESPONSE {label} {fence}]]\n{text.strip(chr(10))}\n[[END RESPONSE {label} {fence}]]"
+        for label, text in zip(labels, responses)
+    )
+    values = {
+        "prompt": prompt_text,
+        "criteria": criteria or GENERIC_CRITERIA,
+        "responses": "\n\n".join(fenced),
+        "count": str(len(responses)),
+        "labels": ", ".join(labels),
+        "score_lines": "\n".join(f"{label}: <score>" for label in labels),
+    }
+    user = Template(template.user).safe_substitute(values)
+    return [{"role": "system", "content": template.system}, {"role": "user", "content": user}]
+
+
 def image_part(source: str) -> dict[str, Any]:
     """A chat image part: a data: URL as it is, a file path read and base64-encoded (MIME type from its name)."""
     if not source.startswith("data:"):
@@ -161,8 +192,9 @@ def image_part(source: str) -> dict[str, Any]:
 
 
 def with_images(messages: list[dict[str, Any]], images: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
-    """`render`'s messages with each response's rendering, (label, file path or data: URL or None), as an image
-    part after the text of the user turn; unchanged when no response has one."""
+    """`render`'s (or `render_list`'s) messages with each response's rendering, (label, file path or data: URL or
+    None), as an image part after the text of the user turn, introduced by its label (A, B, R1…); unchanged when
+    no response has one."""
     shown = [(label, src) for label, src in images if src]
     if shown:
         parts: list[dict[str, Any]] = [{"type": "text", "text": messages[1]["content"]}]

@@ -18,7 +18,9 @@ broken renderer shows in the logs instead of looking like a bad policy.
 Pointwise grades (reward=rubric, rlaif, adaptive pointwise) are given on the screenshot too, so that a grade
 and a verdict of the same page see the same thing: each graded page is rendered (with the pairs' cache), a
 page that fails to render gets the lowest grade, 0, without a judge call (the reason in the grade's raw text,
-counted alike), and the others are asked with the extracted page and its screenshot.
+counted alike), and the others are asked with the extracted page and its screenshot. Lists (reward=listwise)
+alike: a page that fails gets 0 and the others are asked as a shorter list. The judge that does this,
+RenderingJudge, lives in tsrl/judging/rendering_judge.py (importable from here too).
 
 Each worker drives one long-lived Chromium over the DevTools pipe (tsrl/judging/devtools.py), a fresh tab per
 page; a page that hangs past timeout_s or kills the browser costs a browser restart, so it cannot poison the
@@ -37,17 +39,16 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
 from tsrl.errors import ConfigError
-from tsrl.judging.base import Judge, error_kind, merge_metrics
 from tsrl.judging.devtools import BrowserPool, check_temp_dir, chromium_temp, kill_group, log_tail
+from tsrl.judging.rendering_judge import RenderingJudge, forfeit, score_forfeit  # noqa: F401 (re-exported)
 from tsrl.progress import PROGRESS_EVERY_S, duration
-from tsrl.types import Count, PairRequest, Score, ScoreRequest, Verdict
 
 log = logging.getLogger("tsrl")
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -351,76 +352,3 @@ def inline_assets(html: str, assets: dict[str, str]) -> str:
             rf"<script\b[^>]*src\s*=\s*{quoted}[^>]*>\s*</script\s*>", lambda _, s=script: s, html, flags=NOCASE
         )
     return html
-
-
-class RenderingJudge:
-    """Renders both pages of every pair (or the one page of a grade) and asks the inner judge with the
-    screenshots; a page that failed to render loses its match, or gets grade 0, without a judge call."""
-
-    def __init__(self, inner: Judge, page_of: Callable[[str], str], renderer: Renderer) -> None:
-        self.inner, self.page_of, self.renderer = inner, page_of, renderer
-        self.renderings: list[Rendering] = []
-
-    def _shots(self, pages: Sequence[str]) -> dict[str, Rendering]:
-        """Each distinct page rendered once, recorded for the render/* metrics."""
-        distinct = list(dict.fromkeys(pages))
-        shot = dict(zip(distinct, self.renderer.render_many(distinct) if distinct else []))
-        self.renderings += shot.values()
-        return shot
-
-    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
-        pages = [(self.page_of(r.first), self.page_of(r.second)) for r in requests]
-        shot = self._shots([page for pair in pages for page in pair])
-        forfeits = [forfeit(shot[first], shot[second]) for first, second in pages]
-        asked = [
-            replace(r, first=a, second=b, first_image=shot[a].path, second_image=shot[b].path)
-            for r, (a, b), lost in zip(requests, pages, forfeits)
-            if lost is None
-        ]
-        answers = iter(self.inner.compare(asked) if asked else [])
-        return [lost or next(answers) for lost in forfeits]
-
-    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
-        pages = [self.page_of(r.response) for r in requests]
-        shot = self._shots(pages)
-        failed = [score_forfeit(shot[page]) for page in pages]
-        asked = [
-            replace(r, response=page, image=shot[page].path)
-            for r, page, lost in zip(requests, pages, failed)
-            if lost is None
-        ]
-        answers = iter(self.inner.score(asked) if asked else [])
-        return [lost or next(answers) for lost in failed]
-
-    def drain_metrics(self) -> dict[str, float]:
-        renderings, self.renderings = self.renderings, []
-        failures = [error_kind(r.error) for r in renderings if r.error]
-        metrics: dict[str, float] = {
-            "render/pages": Count(len(renderings)),
-            "render/failures": Count(len(failures)),
-            "render/cache_hits": Count(sum(r.cached for r in renderings)),
-        }
-        for kind in sorted(set(failures)):
-            metrics[f"render/failures/{kind}"] = Count(failures.count(kind))
-        if rendered := [r.seconds for r in renderings if not r.cached]:
-            metrics["render/seconds_mean"] = sum(rendered) / len(rendered)
-        return merge_metrics(metrics, self.inner.drain_metrics())
-
-    def close(self) -> None:
-        """Stops the render pool; close_judge goes on to `inner` by itself."""
-        self.renderer.close()
-
-
-def score_forfeit(page: Rendering) -> Score | None:
-    """The grade of a page that did not render (0, the lowest, as a lost match), None when it rendered."""
-    return Score(0.0, raw=f"render failed: {page.error}") if page.error else None
-
-
-def forfeit(first: Rendering, second: Rendering) -> Verdict | None:
-    """The verdict when a page did not render (it loses; both failed → a tie), None when both rendered."""
-    if first.error and second.error:
-        return Verdict(0.5, raw=f"render failed: both: first: {first.error}; second: {second.error}")
-    if first.error or second.error:
-        side, error = ("first", first.error) if first.error else ("second", second.error)
-        return Verdict(0.0 if first.error else 1.0, raw=f"render failed: {side}: {error}")
-    return None

@@ -32,6 +32,14 @@ latent unit apart are then ordered correctly by their grades with probability Φ
 after rounding ties), against σ(1) ≈ 0.73 for one pairwise verdict at τ = 1; with σ_rub = 0 the simulated
 rubric would be the less noisy of the two. flip_prob's grade noise (a grade replaced by a uniformly random one)
 is the Noise wrapper's, as for every judge (tsrl/judging/wrappers.py), drawn per judgment.
+
+A list (`score_lists`, one call showing n responses under R1 … Rn in the caller's order) grades slot i = 0 … n−1
+from u_j(c_i) = q + t + e + γ_grade·h + η_j + ε_{j,i} + π·(½ − i/(n−1)): one frame η_j ~ N(0, σ_η²) shared by every
+item of the call, item noise ε ~ N(0, σ_list²) per slot (σ_list = `list_noise`, default `rubric_noise`) and a
+linear position effect π = `list_position` (first slot +π/2, last −π/2; 0 for a single item), each u then graded
+like a pointwise grade. Every draw is a stable hash of (seed, prompt id, the responses in shown order): the same
+list in the same order gets the same scores; another order is another call with its own η and ε. So the scores
+of one call move together with its frame, while their order within the call does not see it.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ from tsrl.judging.base import JudgeCounters, stable_uniform
 from tsrl.judging.wrappers import JudgePolicyConfig
 from tsrl.registry import JUDGES
 from tsrl.tasks import SimulatedQuality
-from tsrl.types import PairRequest, Prompt, Score, ScoreRequest, Verdict
+from tsrl.types import ListRequest, ListScores, PairRequest, Prompt, Score, ScoreRequest, Verdict
 
 Quality = Callable[[Prompt, str], float]
 
@@ -79,8 +87,8 @@ class RubricSimConfig(JudgePolicyConfig):
     rubric_noise: float = 1.5
     """σ_rub: std of the Gaussian error ε added to q before grading (TSRL §2.1; project default 1.5)."""
     frame_noise: float = 0.0
-    """σ_η: std of the offset shared by everything shown in one call (a grade's reference frame; cancels in a
-    verdict, where both items share the call)."""
+    """σ_η: std of the offset shared by everything shown in one call (a grade's reference frame, shared by every
+    item of a list; cancels in a verdict, where both items share the call)."""
     length_weight_pair: float = 0.0
     """γ_pair: latent units per unit of h = log(1 + words) the verdicts add (a length bias)."""
     length_weight_grade: float = 0.0
@@ -93,6 +101,12 @@ class RubricSimConfig(JudgePolicyConfig):
     """Highest grade the judge gives; a narrow [grade_lo, grade_hi] compresses a group's grades."""
     grade_levels: int = 11
     """Distinct grades within [grade_lo, grade_hi], evenly spaced (11 over 0–10: the integers)."""
+    list_noise: float | None = None
+    """σ_list: std of the per-item noise of a list's grades (one draw per item per call, on top of the call's frame
+    σ_η); None = rubric_noise."""
+    list_position: float = 0.0
+    """π: latent units a list's first slot gains over its last, linear in between (slot i of n: π·(½ − i/(n−1))):
+    > 0 a primacy effect, < 0 recency; centred, so the list's mean grade does not move."""
     profile: str = ""
     """A judge profile (tsrl/judging/profile.py): a shipped name (`ideal`, …; docs/judge_simulator.md lists them
     with their sources) or the path of a .yaml that `tsrl-judge-check check.fit=true` wrote. Its parameters
@@ -109,6 +123,10 @@ class RubricSimConfig(JudgePolicyConfig):
             raise ConfigError(
                 f"judge.rubric_noise, judge.frame_noise, judge.tie_band and judge.text_error must be >= 0, got "
                 f"{self.rubric_noise}, {self.frame_noise}, {self.tie_band}, {self.text_error}."
+            )
+        if self.list_noise is not None and self.list_noise < 0:
+            raise ConfigError(
+                f"judge.list_noise must be >= 0 (or null: the same as judge.rubric_noise), got {self.list_noise}."
             )
         if self.score_scale <= 0:
             raise ConfigError(f"judge.score_scale must be > 0, got {self.score_scale}.")
@@ -136,6 +154,7 @@ class SimulatedJudge:
         if extra:  # the earlier identities stand for the defaults, so caches built with them stay valid
             self.identity += f"|{extra}"
             self.score_identity += f"|{extra}"
+        self.list_identity = f"{self.score_identity}|list|sigma_list={list_noise(cfg)}|position={cfg.list_position}"
 
     def latent(self, request: PairRequest, text: str, length_weight: float = 0.0) -> float:
         """q(c) + t(c) + e(c) + γ·h(c): what every call perceives of a text before its own offset and noise."""
@@ -176,6 +195,24 @@ class SimulatedJudge:
         self.counters.record(scores)
         return scores
 
+    def _list(self, request: ListRequest) -> ListScores:
+        cfg, n = self.cfg, len(request.responses)
+        call = (cfg.seed, request.prompt.id, *request.responses)  # the same list in the same order: the same call
+        frame = cfg.frame_noise * normal(*call, "list-frame") if cfg.frame_noise else 0.0  # η_j, shared by the call
+        sigma, values, shown = list_noise(cfg), [], []
+        for i, text in enumerate(request.responses):
+            u = self.latent(PairRequest(request.prompt, text, ""), text, cfg.length_weight_grade) + frame
+            u += sigma * normal(*call, i, "list-noise") + cfg.list_position * slot_position(i, n)
+            values.append(to_grade(u, cfg))
+            shown.append(f"R{i + 1}: u={u:.3f} -> {values[-1]:g}")
+        return ListScores(values=values, raw=f"simulated list (frame {frame:.3f}): " + "; ".join(shown))
+
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        """One ListScores per request, slot i scoring responses[i]; one call counted per list."""
+        lists = [self._list(r) for r in requests]
+        self.counters.record(lists)
+        return lists
+
     def drain_metrics(self) -> dict[str, float]:
         return self.counters.drain()
 
@@ -205,6 +242,17 @@ def normal(*key: object) -> float:
     """A standard normal draw fixed by `key` (a stable hash: the same question, the same draw)."""
     u = min(max(stable_uniform(*key), 1e-12), 1 - 1e-12)
     return NormalDist().inv_cdf(u)
+
+
+def slot_position(i: int, n: int) -> float:
+    """x_i = ½ − i/(n−1): the position covariate of slot i (0-based) of an n-item list (+½ first, −½ last, 0 for
+    n = 1); the list's position effect is list_position·x_i."""
+    return 0.5 - i / (n - 1) if n > 1 else 0.0
+
+
+def list_noise(cfg: RubricSimConfig) -> float:
+    """σ_list: judge.list_noise, or judge.rubric_noise where it is not set."""
+    return cfg.rubric_noise if cfg.list_noise is None else cfg.list_noise
 
 
 def surface_feature(text: str) -> float:

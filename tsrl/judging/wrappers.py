@@ -3,21 +3,28 @@
     [Noise, noise_scope=comparison] → order (BothOrders | RandomOrder) → [Noise, noise_scope=call]
         → Fallback (tie | random | drop) → VerdictCache (cache_path) → Budget → the model judge
 
-- BothOrders asks (a, b) and (b, a): P(a ≻ b) = ½·(p(a,b) + 1 − p(b,a)); logs swap agreement.
+Each wrapper answers the three questions of the Judge protocol: pairs (compare), grades (score) and lists
+(score_lists: one call per list, the responses shown in the given order; the caller shuffles, no wrapper reorders).
+
+- BothOrders asks (a, b) and (b, a): P(a ≻ b) = ½·(p(a,b) + 1 − p(b,a)); logs swap agreement. Grades and lists
+  pass through unchanged (RandomOrder alike).
 - RandomOrder shows each pair in a random (seeded, stable) order and maps the answer back, so position
   bias becomes noise instead of a systematic push; ranking fits add the mirror match (j, i, 1 − y). One call
   and one binary verdict per comparison: the TSRL paper's accounting (k calls per sample), hence the default.
   ArenaRL's bidirectional evaluation is order=both (method=arenarl sets it); it costs two calls a comparison.
 - Noise flips a real verdict with probability flip_prob (the TSRL paper's §4.5 noise injection), and replaces a
   real pointwise grade by a uniformly random grade of the rubric's scale (0, 1, …, 10) with the same probability,
-  so a scalar reward (rubric, RLAIF) meets the same p as a comparison, whatever the judge. With
+  so a scalar reward (rubric, RLAIF) meets the same p as a comparison, whatever the judge; in a list each item's
+  grade is replaced on its own, with the same probability. With
   noise_scope=comparison (default) it sits outside the order wrapper and flips the *comparison*: a sure pair
   judged in both orders at p = 0.3 comes out {1: .7, 0: .3}, as the paper injects it. With noise_scope=call it
   sits inside and flips each request on its own: the same pair comes out {1: .49, ½: .42, 0: .09}.
 - Fallback replaces a missing verdict by a tie, a random winner, or keeps None (drop: the reward regime
   then leaves that comparison out, or drops the group), and counts every use; a missing pointwise grade
-  likewise becomes 5 (tie), a uniform grade in [0, 10] (random) or stays None (drop).
-- Budget stops the run with a UserError before a step or the run exceeds its call or token allowance.
+  likewise becomes 5 (tie), a uniform grade in [0, 10] (random) or stays None (drop), and a list that got no
+  answer gets 5 for every item, a uniform grade per item, or stays None.
+- Budget stops the run with a UserError before a step or the run exceeds its call or token allowance (a list is
+  one call).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import ClassVar
 from tsrl.errors import ConfigError, UserError
 from tsrl.judging.base import Judge, JudgeCounters, merge_metrics, stable_uniform
 from tsrl.judging.rendering import RenderConfig
-from tsrl.types import PairRequest, Score, ScoreRequest, Verdict
+from tsrl.types import ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
 
 ORDERS = ("both", "random", "fixed")
 NOISE_SCOPES = ("comparison", "call")
@@ -137,6 +144,9 @@ class BothOrders:
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         return self.inner.score(requests)  # pointwise: no order to swap
 
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        return self.inner.score_lists(requests)  # the caller shuffles a list; its order is not ours to change
+
     def drain_metrics(self) -> dict[str, float]:
         metrics = self.inner.drain_metrics()
         if self.agreements:
@@ -159,6 +169,9 @@ class RandomOrder:
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         return self.inner.score(requests)
 
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        return self.inner.score_lists(requests)
+
     def drain_metrics(self) -> dict[str, float]:
         return self.inner.drain_metrics()
 
@@ -168,16 +181,19 @@ GRADES = tuple(float(g) for g in range(11))
 
 
 class Noise:
-    """Flips each real verdict with probability flip_prob, replaces each real grade by a uniformly random one of
-    GRADES with the same probability, and counts both (`noise_flips`).
+    """Flips each real verdict with probability flip_prob, replaces each real grade — and each item's grade in a
+    real list answer — by a uniformly random one of GRADES with the same probability, and counts each
+    (`noise_flips`).
 
     A fresh draw for every judgment, as TSRL §4.5 injects it ("flip each pairwise judgment independently"): the
-    n-th request of a stream draws stable_uniform(seed, "flip", *stream, n), so the same question asked again — in
+    n-th request of a stream draws stable_uniform(seed, *stream, n, "flip"), so the same question asked again — in
     another slot of a group, at another step — is flipped or not on its own. The training loop names the stream
     before each step's judging (`set_noise_stream(judge, "train", step, process)`); a resumed run's steps name the
     same streams and ask their questions in the same order, so it draws what the uninterrupted run drew, with no
-    state in the checkpoint. Outside the order wrapper (noise_scope=comparison) one request is one comparison,
-    whatever the order wrapper asks beneath it; inside (noise_scope=call) each shown order draws on its own."""
+    state in the checkpoint. A list is one judgment (one n): the grade of responses[i] draws stable_uniform(seed,
+    *stream, n, "flip", i), so each item is replaced or not on its own. Outside the order wrapper
+    (noise_scope=comparison) one request is one comparison, whatever the order wrapper asks beneath it; inside
+    (noise_scope=call) each shown order draws on its own."""
 
     def __init__(self, inner: Judge, flip_prob: float, seed: int) -> None:
         self.inner, self.flip_prob, self.seed = inner, flip_prob, seed
@@ -214,11 +230,32 @@ class Noise:
         self.counters.add("noise_flips", replace_it)
         if not replace_it:
             return score
-        grade = GRADES[min(int(stable_uniform(*key, "grade") * len(GRADES)), len(GRADES) - 1)]
+        grade = uniform_grade(stable_uniform(*key, "grade"))
         return replace(score, value=grade, raw=f"[noise: grade {score.value} replaced by {grade}] {score.raw}")
+
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        return [self._noisy_list(answer) for answer in self.inner.score_lists(requests)]
+
+    def _noisy_list(self, answer: ListScores) -> ListScores:
+        """One judgment: each item's grade replaced with probability flip_prob, drawn per slot."""
+        key = self._next()
+        values, replaced = list(answer.values or ()), []  # no answer: nothing to replace
+        for slot, value in enumerate(answer.values or ()):
+            if stable_uniform(*key, "flip", slot) < self.flip_prob:
+                values[slot] = uniform_grade(stable_uniform(*key, "grade", slot))
+                replaced.append(f"R{slot + 1} {value} → {values[slot]}")
+        self.counters.add("noise_flips", len(replaced))
+        if not replaced:
+            return answer
+        return replace(answer, values=values, raw=f"[noise: {', '.join(replaced)}] {answer.raw}")
 
     def drain_metrics(self) -> dict[str, float]:
         return merge_metrics(self.counters.drain(), self.inner.drain_metrics())
+
+
+def uniform_grade(draw: float) -> float:
+    """The grade of GRADES a uniform draw in [0, 1) picks (each with probability 1/11)."""
+    return GRADES[min(int(draw * len(GRADES)), len(GRADES) - 1)]
 
 
 def set_noise_stream(judge: object, *key: object) -> int:
@@ -267,6 +304,22 @@ class Fallback:
         value = 5.0 if self.policy == "tie" else 10.0 * draw
         return replace(score, value=value, raw=f"[fallback {self.policy}: {score.error}] {score.raw}")
 
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        """The same policy for a list without an answer: tie → 5 for every item, random → a uniform grade in
+        [0, 10] per item (a stable draw of the prompt, the responses in shown order and the slot)."""
+        answers = self.inner.score_lists(requests)
+        return [s if s.values is not None else self._fallback_list(r, s) for r, s in zip(requests, answers)]
+
+    def _fallback_list(self, request: ListRequest, scores: ListScores) -> ListScores:
+        self.counters.add("fallbacks")
+        self.counters.add(f"fallbacks/{self.policy}")
+        if self.policy == "drop":
+            return scores
+        ids = (self.seed, "fallback-list", request.prompt.id, *request.responses)
+        n = len(request.responses)
+        values = [5.0] * n if self.policy == "tie" else [10.0 * stable_uniform(*ids, slot) for slot in range(n)]
+        return replace(scores, values=values, raw=f"[fallback {self.policy}: {scores.error}] {scores.raw}")
+
     def drain_metrics(self) -> dict[str, float]:
         return merge_metrics(self.counters.drain(), self.inner.drain_metrics())
 
@@ -314,6 +367,13 @@ class Budget:
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         self._check_calls(len(requests))
         answers = self.inner.score(requests)
+        self._charge(len(requests), sum(s.tokens for s in answers))
+        return answers
+
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        """One call per list, whatever its length; its tokens charged."""
+        self._check_calls(len(requests))
+        answers = self.inner.score_lists(requests)
         self._charge(len(requests), sum(s.tokens for s in answers))
         return answers
 

@@ -9,7 +9,14 @@ from tsrl.ranking.live import ConstitutionalBracket, LiveTrace, TraceRoundRobin,
 from tsrl.ranking.schedule import Match, Schedule, rank_rewards, ranks, run_schedules, standardise
 from tsrl.ranking.swiss import Swiss
 from tsrl.ranking.topological import topological_order, topological_strengths
-from tsrl.ranking.topologies import AnchorBased, DoubleElimination, RoundRobin, SingleElimination, bracket_order
+from tsrl.ranking.topologies import (
+    AnchorBased,
+    Circular,
+    DoubleElimination,
+    RoundRobin,
+    SingleElimination,
+    bracket_order,
+)
 
 TOPOLOGIES = {
     "round_robin": lambda n, seed: RoundRobin(n),
@@ -17,8 +24,10 @@ TOPOLOGIES = {
     "single_elimination": lambda n, seed: SingleElimination(n, seed=seed),
     "double_elimination": lambda n, seed: DoubleElimination(n, seed=seed),
     "swiss": lambda n, seed: Swiss(n, order=np.random.default_rng(seed).permutation(n).tolist()),
+    "circular": lambda n, seed: Circular(n),
 }
-"""ArenaRL's intra-group topologies by name: (N, seed) → a fresh Schedule (Swiss starts from a seeded draw)."""
+"""Intra-group topologies by name: (N, seed) → a fresh Schedule (Swiss starts from a seeded draw). ArenaRL's five, and
+NeMo Gym's circular comparison of neighbours."""
 
 ANCHORED_TOPOLOGIES = frozenset({"anchor", "single_elimination", "double_elimination"})
 """The topologies that play sample 0 as an anchor (elimination brackets in their seeding pass)."""
@@ -43,6 +52,7 @@ __all__ = [
     "standardise",
     "Swiss",
     "AnchorBased",
+    "Circular",
     "DoubleElimination",
     "RoundRobin",
     "SingleElimination",

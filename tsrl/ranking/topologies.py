@@ -1,4 +1,4 @@
-"""ArenaRL intra-group topologies as schedules (see schedule.py for the protocol).
+"""Intra-group topologies as schedules, ArenaRL's and NeMo Gym's circular one (see schedule.py for the protocol).
 
 N = G completions of one group (players 0 … N−1). Calls are counted in *matches*; a judge that asks both
 orders (the default BothOrders wrapper) doubles the requests, not the matches.
@@ -15,6 +15,15 @@ orders (the default BothOrders wrapper) doubles the requests, not the matches.
   lockstep (pairs in drop-in order, odd one out gets a bye); the winners' and losers' champions meet in
   one grand final, no bracket reset (project choice). Exactly 2N−2 bracket matches. Score = round of
   elimination (champion last) + ½·mean outcome.
+
+- Circular (NeMo Gym's `comparison_strategy: circular`, resources_servers/genrm_compare): one round of the N
+  matches (i, i+1 mod N), i shown first; score = mean soft outcome over the player's two matches (as the first of
+  (i, i+1) and the second of (i−1, i)). N = 2 plays the one pair twice, once in each order — NeMo Gym's rule
+  gives (0, 1), (1, 0) there too; N = 1 plays nothing. NeMo Gym's GenRM answers each pair with two 1–5
+  helpfulness grades and a 1–6 ranking that only breaks equal grades, and rewards each response the mean of its
+  grades over its comparisons (plus optional length and style adjustments); tsrl's judges answer one soft
+  outcome y per match, so the score here is the mean outcome, and the arena regime turns it into the
+  standardised rank like every other topology (ours).
 
 Exact ties (y = ½) in an elimination match are decided by a seeded coin. Differences from ArenaRL: the
 paper does not specify tie handling, the tie-break inside a survival round (we use mean outcome) or
@@ -79,6 +88,24 @@ class RoundRobin:
 
     def scores(self) -> np.ndarray:
         return self.tally.mean()
+
+
+class Circular:
+    """Each player against the next one, (i, i+1 mod N), in one round: N matches (none for N < 2)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.tally, self.done = n, Tally(n), False
+
+    def next_round(self) -> list[Match]:
+        return [] if self.done or self.n < 2 else [Match(i, (i + 1) % self.n) for i in range(self.n)]
+
+    def record(self, outcomes: Sequence[float]) -> None:
+        for m, y in zip(self.next_round(), outcomes):
+            self.tally.add(m, y)
+        self.done = True
+
+    def scores(self) -> np.ndarray:
+        return self.tally.mean()  # [N] mean of y as first of (i, i+1) and 1 − y as second of (i−1, i)
 
 
 class AnchorBased:

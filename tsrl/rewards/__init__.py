@@ -11,6 +11,7 @@ from tsrl.rewards.constitutional import ConstitutionalConfig, ConstitutionalRegi
 from tsrl.rewards.intragroup import ArenaConfig, ArenaRegime, InBatchConfig, InBatchRegime
 from tsrl.rewards.intuitor import IntuitorConfig, IntuitorRegime
 from tsrl.rewards.ladder import LadderConfig, LadderRegime, OneAnchorConfig
+from tsrl.rewards.listwise import ListwiseConfig, ListwiseRegime
 from tsrl.rewards.reward_model import RewardModelConfig, RewardModelRegime
 from tsrl.rewards.rubric import RubricConfig, RubricRegime
 from tsrl.rewards.self_bootstrap import SelfBootstrapConfig, SelfBootstrapRegime
@@ -48,4 +49,6 @@ __all__ = [
     "VerifierRegime",
     "ConstitutionalConfig",
     "ConstitutionalRegime",
+    "ListwiseConfig",
+    "ListwiseRegime",
 ]

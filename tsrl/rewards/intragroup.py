@@ -11,23 +11,27 @@ group improves with it, unlike a frozen ladder). `reward.output=winrate` rewards
 earlier default). In a transitive round-robin without soft verdicts the two coincide; they part when the
 judge is soft or intransitive.
 
-arena (ArenaRL): the group plays one of the topologies of tsrl.ranking.TOPOLOGIES (`reward.topology`);
+arena (ArenaRL): the group plays one of the topologies of tsrl.ranking.TOPOLOGIES (`reward.topology`: ArenaRL's
+five, or NeMo Gym's circular comparison of neighbours);
 its scores give ranks 0 … G−1 (ties share the average rank) and
 
     r = 1 − rank/(G−1),  reward = (r − mean_G r) / std_G r   (a constant group → zeros).
 
 Judge calls per sample (matches, ×2 when the judge asks both orders — as ArenaRL does, `method=arenarl`):
 round_robin (G−1)/2, anchor (G−1)/G, single_elimination 2(G−1)/G with seeding, double_elimination
-3(G−1)/G with seeding (exactly 2G−2 bracket matches), swiss ⌊G/2⌋⌈log2 G⌉/G.
+3(G−1)/G with seeding (exactly 2G−2 bracket matches), swiss ⌊G/2⌋⌈log2 G⌉/G, circular 1 (G matches (i, i+1 mod G)
+per group, G ≥ 2).
 
 ArenaRL decodes its anchor (sample 0) greedily. With `reward.greedy_anchor=true` (the default) and a
 topology that plays an anchor — anchor, or the seeding pass of single_elimination and double_elimination —
 the regime's `greedy_first` is True and the generator decodes sample 0 of every group greedily, the other
-G−1 by sampling; `greedy_anchor=false` samples all G alike. round_robin and swiss have no anchor and
-always sample all G.
+G−1 by sampling; `greedy_anchor=false` samples all G alike. round_robin, swiss and circular have no anchor
+and always sample all G.
 
 Shapes: B groups, G completions. Differences from ArenaRL: tie handling, the double-elimination details
-and the Swiss pairing rule are tsrl's (see tsrl/ranking).
+and the Swiss pairing rule are tsrl's (see tsrl/ranking). Differences from NeMo Gym's circular rule: its GenRM
+grades both responses of a pair and rewards the mean grade, tsrl scores the mean soft outcome and rewards the
+standardised rank (tsrl/ranking/topologies.py).
 """
 
 from __future__ import annotations
@@ -74,10 +78,12 @@ class ArenaConfig:
     """Reward `arena`: ArenaRL intra-group tournament, ranks → standardised rewards."""
 
     topology: str = "round_robin"
-    """round_robin | anchor | single_elimination | double_elimination | swiss."""
+    """round_robin | anchor | single_elimination | double_elimination | swiss (ArenaRL's) | circular (NeMo Gym's
+    GenRM comparison: each completion against the next, (i, i+1 mod G), G matches; score = the mean soft outcome
+    of its two matches)."""
     greedy_anchor: bool = True
     """Decode sample 0 of each group greedily when the topology uses an anchor — anchor, single_elimination,
-    double_elimination (their seeding pass) — as ArenaRL does; ignored for round_robin and swiss; false =
+    double_elimination (their seeding pass) — as ArenaRL does; ignored for round_robin, swiss and circular; false =
     sample it like the others."""
     seed: int = 0
     """Seed of elimination coin flips, Swiss draws and the random fallback (mixed with the step)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from tsrl.types import Anchor, Count, PairRequest, Prompt, Score, ScoreRequest, Verdict
+from tsrl.types import Anchor, Count, ListRequest, ListScores, PairRequest, Prompt, Score, ScoreRequest, Verdict
 
 
 class NumberTask:
@@ -28,8 +28,8 @@ class NumberTask:
 
 
 class ScriptedJudge:
-    """Answers from a table {(first, second): p}; unknown pairs answer by comparing the texts' q numbers.
-    Records every request it receives."""
+    """Answers from a table {(first, second): p}; unknown pairs answer by comparing the texts' q numbers; grades
+    (of one response or of each response of a list) from `grades`, else the q numbers. Records every request."""
 
     def __init__(
         self, table: dict[tuple[str, str], float | None] | None = None, grades: dict[str, float | None] | None = None
@@ -37,6 +37,7 @@ class ScriptedJudge:
         self.table, self.grades = table or {}, grades or {}
         self.requests: list[PairRequest] = []
         self.score_requests: list[ScoreRequest] = []
+        self.list_requests: list[ListRequest] = []
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         self.requests += requests
@@ -53,13 +54,32 @@ class ScriptedJudge:
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         """Grades from the `grades` table, else the response's q number (capped at 10)."""
         self.score_requests += requests
-        values = [self.grades.get(r.response, min(10.0, NumberTask().quality(r.prompt, r.response))) for r in requests]
+        values = [self._grade(r.prompt, r.response) for r in requests]
         return [
             Score(v, raw=f"graded {v}", error=None if v is not None else "scripted failure", tokens=3) for v in values
         ]
 
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        """One call per list: each response graded as `score` grades it; a list with a failed grade fails whole
+        (an answer that does not score every label is no answer)."""
+        self.list_requests += requests
+        out = []
+        for r in requests:
+            values = [self._grade(r.prompt, text) for text in r.responses]
+            scored = [f"R{slot + 1}" for slot, v in enumerate(values) if v is not None]
+            failed = [f"R{slot + 1}" for slot, v in enumerate(values) if v is None]
+            if failed:
+                error = f"unparseable_list: the answer scores {', '.join(scored) or 'none'} but not {', '.join(failed)}"
+                out.append(ListScores(None, error=error, tokens=3))
+            else:
+                out.append(ListScores(values, raw=f"graded {values}", tokens=3))
+        return out
+
+    def _grade(self, prompt: Prompt, text: str) -> float | None:
+        return self.grades[text] if text in self.grades else min(10.0, NumberTask().quality(prompt, text))
+
     def drain_metrics(self) -> dict[str, float]:
-        return {"calls": float(len(self.requests) + len(self.score_requests))}
+        return {"calls": float(len(self.requests) + len(self.score_requests) + len(self.list_requests))}
 
 
 class VerifiedNumberTask(NumberTask):
@@ -82,10 +102,12 @@ PAIR_PROMPT = Prompt("p", "Which is better?")
 
 
 class AnswerJudge:
-    """A judge whose every answer comes from `answer(request)`; records each batch it is sent. Its metrics
-    count the requests since the last drain."""
+    """A judge whose every answer comes from `answer(request)` (pairs, grades and lists alike); records each batch
+    it is sent. Its metrics count the requests since the last drain."""
 
-    def __init__(self, answer: Callable[[PairRequest | ScoreRequest], Verdict | Score]) -> None:
+    def __init__(
+        self, answer: Callable[[PairRequest | ScoreRequest | ListRequest], Verdict | Score | ListScores]
+    ) -> None:
         self.answer = answer
         self.batches: list[list] = []
         self.undrained = 0
@@ -95,7 +117,7 @@ class AnswerJudge:
         self.undrained += len(requests)
         return [self.answer(r) for r in requests]
 
-    score = compare
+    score = score_lists = compare
 
     def drain_metrics(self) -> dict[str, float]:
         calls, self.undrained = self.undrained, 0

@@ -5,7 +5,7 @@ Verdict rule (deterministic, so tests can check alignment): the fenced response 
 equal word counts → TIE, answered A where TIE cannot be (unconstrained after a closing instruction that does
 not offer it — TSRL's binary templates — or under a constraint that does not allow it).
 A pointwise question (only a RESPONSE A fence) is graded min(10, words of the
-response).
+response). A list (fences R1 … Rn) scores each label min(10, words of that response).
 
 Constrained answers, as real servers give them: `dialect` names the request fields the server obeys —
 `structured_outputs` (vLLM ≥ 0.10: `structured_outputs: {choice|regex|json}`), `guided` (older vLLM: top-level
@@ -23,7 +23,15 @@ direct answer (answer 0.9, the others sharing 0.1, as after a grammar mask), the
 token (" A") of a reasoning answer as always. Unconstrained, the model follows the template: the reasoning form,
 or the direct form when the closing instruction asks for the answer and "nothing else". With `free_text` it is a
 weak model instead and, unconstrained, rambles without a verdict line until max_tokens (finish_reason "length").
-usage.completion_tokens is max(1, len(answer) // 4), or the request's max_tokens for a rambling answer.
+usage.completion_tokens is max(1, len(answer) // 4), or the request's max_tokens for a rambling answer, and
+usage.prompt_tokens len(user turn) // 4; with a TokenCounter (a Hugging Face tokenizer folder) both are counted
+with that tokenizer instead: the prompt as the chat template renders the messages, the answer as its tokens.
+
+A list is answered in the same forms: the reasoning form (a line of reasoning, then `R1: n` … `Rn: n` in label
+order), the direct form (the lines alone), the JSON objects {"reasoning": …, "scores": {"R1": n, …}} and
+{"scores": {…}}; a regex takes the first of these it matches in full, a JSON schema is filled by name (its
+`scores` object by label, so a schema that names fewer labels gets fewer scores), and a choice list cannot hold a
+list (no answer: HTTP 400). `list_missing` drops the last N score lines of every unconstrained list answer.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-FENCE = re.compile(r"\[\[RESPONSE ([AB]) ([0-9a-f]+)\]\]\n(.*?)\n\[\[END RESPONSE \1 \2\]\]", re.DOTALL)
+FENCE = re.compile(r"\[\[RESPONSE ([AB]|R\d+) ([0-9a-f]+)\]\]\n(.*?)\n\[\[END RESPONSE \1 \2\]\]", re.DOTALL)
 DIALECTS = ("structured_outputs", "guided", "sglang", "response_format", "none")
 CONSTRAINTS = ("choice", "regex", "json")
 VALUES = {"verdict": ("A", "B", "TIE"), "score": tuple(str(g) for g in range(11))}
@@ -43,6 +51,7 @@ LINE = {"verdict": "VERDICT", "score": "SCORE"}
 REASONING = {
     "verdict": "Response A and response B were compared on the criteria.",
     "score": "The response was graded on the criteria.",
+    "list": "The responses were compared with each other on the criteria.",
 }
 SHORT_REASONING = "Compared."  # fits the shortest reasoning line a judge allows (16 characters)
 RAMBLE = "The first joke is about cats. The second joke is about a dog who wants to be a cat, and then the dog"
@@ -60,10 +69,14 @@ def scripted_verdict(user_text: str) -> str:
 
 
 def scripted(user_text: str) -> tuple[str, str]:
-    """('score', '0'…'10') for one fenced response (its words, at most 10), else ('verdict', scripted_verdict)."""
+    """('score', '0'…'10') for one fenced response (its words, at most 10); ('list', '3 10 0') for fences R1 … Rn
+    (each response's words, at most 10, in label order); else ('verdict', scripted_verdict)."""
     found = {label: body for label, _, body in FENCE.findall(user_text)}
     if set(found) == {"A"}:
         return "score", str(min(10, len(found["A"].split())))
+    listed = sorted((int(label[1:]), body) for label, body in found.items() if label.startswith("R"))
+    if listed:
+        return "list", " ".join(str(min(10, len(body.split()))) for _, body in listed)
     return "verdict", scripted_verdict(user_text)
 
 
@@ -130,8 +143,52 @@ def regex_answer(kind: str, value: str, pattern: str) -> Answer | None:
     return Answer(literal, "plain") if regex.fullmatch(literal) else None
 
 
+def list_lines(value: str, missing: int = 0) -> str:
+    """The score lines of a list's scripted value ('3 10' → 'R1: 3\nR2: 10'), less the last `missing` ones."""
+    scores = value.split()
+    return "\n".join(f"R{i}: {score}" for i, score in enumerate(scores[: len(scores) - missing], 1))
+
+
+def list_json(value: str, schema: Any) -> Answer | None:
+    """The list object with exactly the schema's properties: reasoning (cut to maxLength) and scores, filled by
+    label (a label the schema names but the list lacks: no answer); without a schema both, every label scored."""
+    schema = json.loads(schema) if isinstance(schema, str) else schema or {}
+    script = {f"R{i}": int(score) for i, score in enumerate(value.split(), 1)}
+    answer: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {"reasoning": {}, "scores": {}}).items():
+        if name == "reasoning":
+            answer[name] = REASONING["list"][: prop.get("maxLength")]
+        elif name == "scores" and "properties" not in prop:
+            answer[name] = script
+        elif name == "scores" and set(prop["properties"]) <= set(script):
+            answer[name] = {label: script[label] for label in prop["properties"]}
+        else:
+            return None
+    return Answer(json.dumps(answer), "json") if set(schema.get("required", [])) <= set(answer) else None
+
+
+def list_answer(value: str, constraint: str, spec: Any) -> Answer | None:
+    """The list answer that obeys `constraint` = `spec` (a choice list cannot hold one); None when none can."""
+    if constraint == "json":
+        return list_json(value, spec)
+    if constraint == "choice":
+        return None
+    lines = list_lines(value)
+    candidates = [
+        Answer(f"{REASONING['list']}\n{lines}", "reasoning"),
+        Answer(f"{SHORT_REASONING}\n{lines}", "reasoning"),
+        Answer(lines, "direct"),
+        list_json(value, None),
+        list_json(value, {"properties": {"scores": {}}}),
+    ]
+    regex = re.compile(spec)
+    return next((c for c in candidates if c is not None and regex.fullmatch(c.text)), None)
+
+
 def constrained_answer(kind: str, value: str, constraint: str, spec: Any) -> Answer | None:
     """The scripted answer that obeys `constraint` (choice | regex | json) = `spec`; None when none can."""
+    if kind == "list":
+        return list_answer(value, constraint, spec)
     if constraint == "choice":
         choices = tuple(map(str, spec))
         pick = value if value in choices else choices[0] if choices else None
@@ -192,21 +249,52 @@ def logprob_tokens(answer: Answer, top_n: Any) -> list[dict] | None:
     return tokens
 
 
-def unconstrained_answer(kind: str, value: str, user: str, free_text: bool) -> Answer:
+def unconstrained_answer(kind: str, value: str, user: str, free_text: bool, list_missing: int = 0) -> Answer:
     """What the model writes when nothing constrains it: rambling (free_text), the value alone when the closing
-    instruction asks for nothing else, else the reasoning form."""
+    instruction asks for nothing else, else the reasoning form (a list: less its last `list_missing` lines)."""
     if free_text:
         return Answer(RAMBLE, "plain", finish="length")
-    if value == "TIE" and "TIE" not in user.rsplit("[[END RESPONSE", 1)[-1]:
+    closing = user.rsplit("[[END RESPONSE", 1)[-1]
+    if kind == "list":
+        lines = list_lines(value, list_missing)
+        return (
+            Answer(lines, "direct")
+            if ASKS_DIRECT.search(closing)
+            else Answer(f"{REASONING[kind]}\n{lines}", "reasoning")
+        )
+    if value == "TIE" and "TIE" not in closing:
         value = "A"  # a binary template asks for A or B
-    if ASKS_DIRECT.search(user.rsplit("[[END RESPONSE", 1)[-1]):
+    if ASKS_DIRECT.search(closing):
         return Answer(value, "direct", value, VALUES[kind])
     return reasoning_answer(kind, value, REASONING[kind])
 
 
-def completion_body(body: dict, user: str, answer: Answer, logprobs: bool) -> dict:
+class TokenCounter:
+    """Token counts by a Hugging Face tokenizer (a local folder, read once): a request's messages as its chat
+    template renders them for generation, an answer's text as its own tokens."""
+
+    def __init__(self, path: str) -> None:
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+    def prompt(self, messages: list[dict]) -> int:
+        plain = [{"role": m["role"], "content": text_of(m["content"])} for m in messages]
+        text = self.tokenizer.apply_chat_template(plain, tokenize=False, add_generation_prompt=True)
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def answer(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def text_of(content: Any) -> str:
+    """A message's text: the string itself, or its text parts joined (image parts are not counted)."""
+    return content if isinstance(content, str) else " ".join(part.get("text", "") for part in content)
+
+
+def completion_body(body: dict, user: str, answer: Answer, logprobs: bool, counter: TokenCounter | None = None) -> dict:
     """The chat-completion JSON body of `answer` to the request `body` (whose user turn is `user`); with
-    per-token log-probs when `logprobs` and the request asks for them."""
+    per-token log-probs when `logprobs` and the request asks for them; usage counted by `counter` if given."""
     choice: dict = {
         "index": 0,
         "finish_reason": answer.finish,
@@ -216,12 +304,16 @@ def completion_body(body: dict, user: str, answer: Answer, logprobs: bool) -> di
     if tokens:
         choice["logprobs"] = {"content": tokens}
     limit = body.get("max_completion_tokens") or body.get("max_tokens")
-    out = limit if answer.finish == "length" and limit else max(1, len(answer.text) // 4)
+    if answer.finish == "length" and limit:
+        out = limit
+    else:
+        out = max(1, counter.answer(answer.text) if counter else len(answer.text) // 4)
+    prompt = counter.prompt(body["messages"]) if counter else len(user) // 4
     return {
         "id": "cmpl-test",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body["model"],
         "choices": [choice],
-        "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": out, "total_tokens": len(user) // 4 + out},
+        "usage": {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out},
     }

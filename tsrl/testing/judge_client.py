@@ -1,8 +1,9 @@
 """Test and benchmark support: the openai judge pointed at a loopback `JudgeServer`.
 
 A retry policy fast enough for faults injected by the hundred, pairs whose winner the server's word-count rule
-makes known (`expected`), and `judge_for`, which builds a judge on a server and keeps it until `close_judges`
-(a fixture calls it after each test, so no test leaves connections or event loops behind).
+makes known (`expected`), lists whose scores it makes known (`word_lists`, `expected_scores`), and `judge_for`,
+which builds a judge on a server and keeps it until `close_judges` (a fixture calls it after each test, so no test
+leaves connections or event loops behind).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from tsrl.judging import Judge, OpenAIJudgeConfig, RetryConfig, build_judge, close_judge
 from tsrl.testing.fakes import NumberTask
 from tsrl.testing.judge_server import JudgeServer
-from tsrl.types import PairRequest, Prompt
+from tsrl.types import ListRequest, PairRequest, Prompt
 
 KEY_ENV, KEY = "TSRL_TEST_JUDGE_KEY", "sk-test-5ecret-never-logged"
 PROMPT = Prompt("p", "Say something.")
@@ -53,6 +54,19 @@ def expected(request: PairRequest) -> float:
     """The server's verdict on `request` as p_first: the response with more words wins, equal counts tie."""
     a, b = len(request.first.split()), len(request.second.split())
     return 1.0 if a > b else 0.0 if b > a else 0.5
+
+
+def word_lists(n: int, size: int) -> list[ListRequest]:
+    """n distinct lists of `size` responses (the indices are part of each text) of 1 … 12 words."""
+    return [
+        ListRequest(PROMPT, tuple(" ".join([f"w{i}x{j}"] * ((3 * i + 5 * j) % 12 + 1)) for j in range(size)))
+        for i in range(n)
+    ]
+
+
+def expected_scores(request: ListRequest) -> list[float]:
+    """The server's scores of `request`, in slot order: each response's words, at most 10."""
+    return [float(min(10, len(text.split()))) for text in request.responses]
 
 
 def timed_compare(judge: Judge, requests: list[PairRequest]) -> float:

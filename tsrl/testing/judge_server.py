@@ -1,8 +1,10 @@
 """Test and benchmark support: a real OpenAI-compatible chat-completions server on loopback that scripts verdicts
-and injects faults. Standard library only (asyncio streams), so it runs wherever tsrl does.
+and injects faults. Standard library only (asyncio streams; transformers only with `tokenizer`), so it runs
+wherever tsrl does.
 
 What it answers is judge_answers.py: the fenced response with more words wins (a lone response is graded by its
-words), and a constrained answer obeys the constraint fields of its `dialect`, each obeyed one counted
+words, each response of a list fenced R1 … Rn is scored by its words, at most 10), and a constrained answer obeys
+the constraint fields of its `dialect`, each obeyed one counted
 `constrained/<choice|regex|json>`; a constraint that no answer can meet is an HTTP 400 (counted `rejected`), as
 from a server that refuses it. Faults are drawn per request from a seeded RNG at `fault_rate`, uniformly over
 `fault_kinds`, or taken from the `queue` of scripted faults first. Besides FAULTS, `blackhole` takes the request
@@ -12,12 +14,15 @@ Injected faults hit constrained answers too; `free_text` and `first_unreadable` 
 Every request and every injected fault is counted in `stats`. Each answer leaves exactly `latency` after its
 request arrived. `GET /models` lists `model` (not counted as a request; with `serve_models=False` it is a 404).
 With `latency_per_token_s` an answer leaves that much later per completion token (a model's decode time).
+With `list_missing=N` every unconstrained list answer lacks its last N score lines (a malformed list, a failing of
+the model like `free_text`). With `tokenizer=PATH` (a local Hugging Face tokenizer folder) usage.prompt_tokens and
+completion_tokens are counted with that tokenizer (the prompt through its chat template) instead of characters / 4.
 
 Run as a module for use from another process:
 
     python -m tsrl.testing.judge_server --port-file PATH [--latency 0.05] [--fault-rate 0.2]
         [--fault-kinds blackhole] [--hang 8] [--seed 0] [--dialect structured_outputs] [--free-text]
-        [--latency-per-token 0.01]
+        [--latency-per-token 0.01] [--list-missing 1] [--tokenizer PATH]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from tsrl.testing.judge_answers import (
     DIALECTS,
     FENCE,
     Answer,
+    TokenCounter,
     completion_body,
     constrained_answer,
     requested_constraint,
@@ -76,6 +82,8 @@ class JudgeServer:
         dialect: str = "none",
         free_text: bool = False,
         latency_per_token_s: float = 0.0,
+        list_missing: int = 0,
+        tokenizer: str = "",
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"dialect={dialect!r} is unknown; choose one of {list(DIALECTS)}.")
@@ -85,6 +93,8 @@ class JudgeServer:
         self.first_unreadable, self.seen_pairs = first_unreadable, set()
         self.dialect, self.free_text = dialect, free_text
         self.latency_per_token_s = latency_per_token_s  # added to `latency` per completion token of the answer
+        self.list_missing = list_missing  # score lines dropped from the end of every unconstrained list answer
+        self.counter = TokenCounter(tokenizer) if tokenizer else None  # usage by this tokenizer, else chars / 4
         self.rng, self.logprobs = random.Random(seed), logprobs
         self.stats: Counter[str] = Counter()
         self.queue: list[str] = []
@@ -134,7 +144,7 @@ class JudgeServer:
         kind, value = scripted(user)
         constraint = requested_constraint(body, self.dialect)
         if constraint is None:
-            answer = unconstrained_answer(kind, value, user, self.free_text)
+            answer = unconstrained_answer(kind, value, user, self.free_text, self.list_missing)
             fault = fault or self._unreadable_first(user)
         else:
             self.stats[f"constrained/{constraint[0]}"] += 1
@@ -153,7 +163,7 @@ class JudgeServer:
         }
         if fault in faulted:
             answer = Answer(faulted[fault], "plain")
-        return 200, completion_body(body, user, answer, self.logprobs and fault is None)
+        return 200, completion_body(body, user, answer, self.logprobs and fault is None, self.counter)
 
     def _unreadable_first(self, user: str) -> str | None:
         """'wrong_format' for the first answer to each distinct pair under `first_unreadable`."""
@@ -248,6 +258,8 @@ def main() -> None:
         default=0.0,
         help="seconds added to --latency per completion token (models decode time)",
     )
+    parser.add_argument("--list-missing", type=int, default=0, help="score lines dropped from unconstrained lists")
+    parser.add_argument("--tokenizer", default="", help="a Hugging Face tokenizer folder that counts usage tokens")
     args = parser.parse_args()
     with JudgeServer(
         fault_rate=args.fault_rate,
@@ -258,6 +270,8 @@ def main() -> None:
         dialect=args.dialect,
         free_text=args.free_text,
         latency_per_token_s=args.latency_per_token,
+        list_missing=args.list_missing,
+        tokenizer=args.tokenizer,
     ) as server:
         Path(args.port_file).write_text(server.url)
         try:

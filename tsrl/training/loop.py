@@ -386,7 +386,7 @@ def run_steps(run: Run) -> None:
         bar.set_postfix(
             reward=f"{metrics['reward/mean']:.3f}",
             heldout=f"{heldout:.1f}%",
-            loss=f"{metrics['train/loss']:+.3f}",
+            loss=f"{metrics.get('train/loss', float('nan')):+.3f}",  # absent when every group was dropped
             s_per_step=f"{metrics['time/step_s']:.2f}",
         )
         if last:

@@ -11,8 +11,8 @@ import pytest
 
 from tsrl.errors import ConfigError
 from tsrl.judging import RubricSimConfig, SimulatedJudge, judge_fingerprint
-from tsrl.judging.fit import GUMBEL_STD, collect_answers, fit_answers, profile_from_fit
-from tsrl.judging.profile import PROFILE_FIELDS, load_profile, shipped_profiles, write_profile
+from tsrl.judging.fit import GUMBEL_STD, collect_answers, fit_answers
+from tsrl.judging.profile import PROFILE_FIELDS, load_profile, profile_from_fit, shipped_profiles, write_profile
 from tsrl.types import Anchor, PairRequest, Prompt, ScoreRequest
 
 TRUTH = dict(

@@ -133,6 +133,7 @@ SCHEDULES: dict[str, tuple[Callable[[int, int], object], Counts, Counts | None]]
         None,
     ),
     "swiss": (TOPOLOGIES["swiss"], lambda n: n // 2 * log2ceil(n), log2ceil),
+    "circular": (TOPOLOGIES["circular"], lambda n: n if n > 1 else 0, lambda n: int(n > 1)),
     "live_trace": (
         lambda n, seed: LiveTrace(n, arrival=np.random.default_rng(seed).permutation(n).tolist()),
         lambda n: 3 * n - 6 if n >= 3 else n - 1,
