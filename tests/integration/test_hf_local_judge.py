@@ -36,6 +36,25 @@ EASY = [  # (prompt, clearly better, clearly worse)
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_load_of_the_gguf():
+    """Both tests' judges share one load of SmolLM2 (de-quantising the GGUF costs about 30 s of CPU): the first
+    judge built loads it, the second gets the same model and tokenizer (a judge only reads them)."""
+    from tsrl.judging import hf_local
+
+    load, loaded = hf_local.load_judge_model, {}
+
+    def load_once(cfg: HFLocalJudgeConfig):
+        key = (cfg.model_path, cfg.gguf_file, cfg.device)
+        if key not in loaded:
+            loaded[key] = load(cfg)
+        return loaded[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hf_local, "load_judge_model", load_once)
+        yield
+
+
 def judge_easy_pairs(method: str, pairs: int = len(EASY)):
     pytest.importorskip("gguf")
     judge = build_judge(HFLocalJudgeConfig(order="both", batch_size=4, device="cpu", method=method), NumberTask())

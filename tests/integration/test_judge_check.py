@@ -9,26 +9,27 @@ from pathlib import Path
 
 import pytest
 
-from tsrl.testing.cli import cli_env, run_cli, tiny_overrides
+from tsrl.testing.cli import cli_env, tiny_overrides
 from tsrl.testing.judge_server import JudgeServer
 
 CHECK = str(Path(sys.executable).parent / "tsrl-judge-check")
 
 
-def check(tmp_path: Path, *overrides: str) -> tuple[subprocess.CompletedProcess, dict]:
-    done = subprocess.run(
-        [CHECK, f"run_dir={tmp_path / 'check'}", "check.prompts=6", *overrides],
-        capture_output=True,
-        text=True,
-        env=cli_env(),
-        cwd=tmp_path,
-        timeout=300,
-    )
-    report_file = tmp_path / "check" / "judge_check.json"
-    return done, json.loads(report_file.read_text()) if report_file.is_file() else {}
+@pytest.fixture
+def check(cli):
+    """check(folder, *overrides) -> (CompletedProcess, report): tsrl-judge-check on 6 prompts into folder/check, its
+    main() in a forked child (the `cli` fixture, tests/integration/conftest.py); the report is judge_check.json, {}
+    where none was written."""
+
+    def run(folder: Path, *overrides: str) -> tuple[subprocess.CompletedProcess, dict]:
+        done = cli([f"run_dir={folder / 'check'}", "check.prompts=6", *overrides], folder, "tsrl-judge-check")
+        report_file = folder / "check" / "judge_check.json"
+        return done, json.loads(report_file.read_text()) if report_file.is_file() else {}
+
+    return run
 
 
-def test_the_simulated_judge_ranks_the_anchors_and_its_position_bias_shows(tmp_path):
+def test_the_simulated_judge_ranks_the_anchors_and_its_position_bias_shows(check, tmp_path):
     done, fair = check(tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert fair["questions"] == fair["answered"] == 6 * 10 * 2  # 5 anchors: 10 pairs, both orders
@@ -45,13 +46,13 @@ def test_the_simulated_judge_ranks_the_anchors_and_its_position_bias_shows(tmp_p
     assert done.returncode == 0 and noisy["accuracy"] == fair["accuracy"]
 
 
-def test_min_accuracy_gates_the_exit_status(tmp_path):
+def test_min_accuracy_gates_the_exit_status(check, tmp_path):
     done, report = check(tmp_path, "check.min_accuracy=0.999")
     assert done.returncode == 1 and report["accuracy"] < 0.999
     assert "below check.min_accuracy=0.999" in done.stderr
 
 
-def test_an_openai_compatible_judge_reports_latency_and_tokens(tmp_path):
+def test_an_openai_compatible_judge_reports_latency_and_tokens(check, tmp_path):
     with JudgeServer(latency_s=0.01, dialect="structured_outputs") as server:  # as vLLM: constraints honoured
         done, report = check(
             tmp_path,
@@ -71,13 +72,20 @@ def test_an_openai_compatible_judge_reports_latency_and_tokens(tmp_path):
 
 
 def test_an_unknown_split_is_a_one_line_error(tmp_path):
-    done, _ = check(tmp_path, "check.split=nope")
+    done = subprocess.run(  # the console script itself, in a new interpreter
+        [CHECK, f"run_dir={tmp_path / 'check'}", "check.split=nope"],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == "tsrl: error: Unknown split 'nope'; task humor has ['eval', 'train']."
 
 
 @pytest.mark.slow
-def test_a_check_on_the_train_split_pays_for_the_ladder_of_the_run_that_follows(cache_dir, tmp_path):
+def test_a_check_on_the_train_split_pays_for_the_ladder_of_the_run_that_follows(check, cli, cache_dir, tmp_path):
     """check.split=train asks every anchor pair of the ladder round-robin in both orders: with the run's verdict
     cache the ladder build (one call per pair in a random order, the default) then costs no model call, so a run
     whose judge budget (200 calls per step; the ladder build counts as one step) is far below its 2,880
@@ -92,19 +100,17 @@ def test_a_check_on_the_train_split_pays_for_the_ladder_of_the_run_that_follows(
             "judge.budget.max_calls_per_step=200",
             "trainer.max_steps=1",
         ]
-        refused = run_cli(
-            [*train, f"judge.cache_path={tmp_path / 'other.sqlite'}", f"run_dir={tmp_path / 'a'}"], tmp_path
-        )
+        refused = cli([*train, f"judge.cache_path={tmp_path / 'other.sqlite'}", f"run_dir={tmp_path / 'a'}"], tmp_path)
         assert refused.returncode == 2 and "judge.budget.max_calls_per_step=200" in refused.stderr
         done, report = check(tmp_path, *judge, cache, "check.split=train", "check.prompts=0")
         assert done.returncode == 0, done.stderr[-2000:]
         assert report["questions"] == 64 * 45 * 2
-        run = run_cli([*train, cache, f"run_dir={tmp_path / 'b'}"], tmp_path)
+        run = cli([*train, cache, f"run_dir={tmp_path / 'b'}"], tmp_path)
         assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads((tmp_path / "b" / "setup.json").read_text())["judge_calls_setup"] == 64 * 45
 
 
-def test_a_fit_writes_a_profile_that_the_simulated_judge_then_answers_with(tmp_path):
+def test_a_fit_writes_a_profile_that_the_simulated_judge_then_answers_with(check, tmp_path):
     """check.fit=true on a judge with a known position bias: the report and the written profile carry it with an
     interval that excludes none, and judge.profile=<that file> makes the simulated judge show it again."""
     done, report = check(tmp_path, "check.split=train", "check.prompts=24", "check.fit=true", "judge.position_bias=1.5")
@@ -132,7 +138,7 @@ def test_a_fit_writes_a_profile_that_the_simulated_judge_then_answers_with(tmp_p
     assert again["fit"]["estimates"] == fit["estimates"] and again["questions"] == report["questions"]
 
 
-def test_refit_of_a_folder_without_usable_answers_is_one_sentence(tmp_path):
+def test_refit_of_a_folder_without_usable_answers_is_one_sentence(check, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     done, _ = check(tmp_path, f"check.refit={empty}")
@@ -143,7 +149,7 @@ def test_refit_of_a_folder_without_usable_answers_is_one_sentence(tmp_path):
     assert done.returncode != 0 and "judge_answers.json lacks" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_lists_separate_a_frame_from_the_item_noise_and_the_profile_carries_them(tmp_path):
+def test_lists_separate_a_frame_from_the_item_noise_and_the_profile_carries_them(check, tmp_path):
     """check.lists=4 on a judge whose lists carry a frame σ_η = 1, item noise 0.5 and a primacy effect π = 1: the
     list fit's intervals hold them, the profile answers lists with them, and a refit of the saved answers agrees."""
     truth = {"frame_noise": 1.0, "list_noise": 0.5, "list_position": 1.0}
@@ -169,7 +175,7 @@ def test_lists_separate_a_frame_from_the_item_noise_and_the_profile_carries_them
     assert again["fit"]["lists"]["estimates"] == lists["estimates"]
 
 
-def test_lists_without_the_fit_is_one_sentence(tmp_path):
+def test_lists_without_the_fit_is_one_sentence(check, tmp_path):
     done, _ = check(tmp_path, "check.lists=4")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "check.lists=4: lists are asked for the fit; set check.fit=true" in done.stderr

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
-from tsrl.testing.cli import TINY, read_metrics, run_cli
+from tsrl.testing.cli import TINY, read_metrics, tiny_overrides
 
 KEYS = (
     "reward/mean",
@@ -23,40 +24,37 @@ KEYS = (
 )
 
 
-def test_overlapped_samples_are_at_most_one_version_stale_and_the_ratio_sees_it(tsrl, tmp_path):
-    done = tsrl("trainer.pipeline=overlap", "trainer.max_steps=4", run_dir=tmp_path / "run")
+OVERLAPPED = ["judge.flip_prob=0.3", "trainer.pipeline=overlap", "trainer.max_steps=4"]
+
+
+@pytest.fixture(scope="module")
+def overlapped(cli, cache_dir, tmp_path_factory) -> Path:
+    """The run directory of 4 overlapped steps with judge noise and a checkpoint at step 2 (both kept): the
+    uninterrupted run the next two tests read."""
+    root = tmp_path_factory.mktemp("overlapped")
+    checkpoints = ["trainer.checkpoint.every=2", "trainer.checkpoint.keep=2"]
+    done = cli([*tiny_overrides(cache_dir), *OVERLAPPED, *checkpoints, f"run_dir={root / 'run'}"], root)
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = read_metrics(tmp_path / "run")
+    return root / "run"
+
+
+def test_overlapped_samples_are_at_most_one_version_stale_and_the_ratio_sees_it(overlapped):
+    rows = read_metrics(overlapped)
     assert [r["pipeline/staleness"] for r in rows] == [0.0, 1.0, 1.0, 1.0]  # step 1 trains on fresh samples
     assert rows[0]["train/approx_kl_old"] == pytest.approx(0.0, abs=1e-6)  # fresh: ratio 1 up to rounding
     assert all(r["train/approx_kl_old"] > 1e-6 for r in rows[1:])  # stale: π_θ / π_sample moves
     assert all(r["judge/calls"] > 0 and "time/score_wait_s" in r for r in rows)
 
 
-def test_a_killed_overlapped_run_resumes_onto_the_same_trajectory(tsrl, tmp_path):
+def test_a_killed_overlapped_run_resumes_onto_the_same_trajectory(overlapped, tsrl, tmp_path):
     """4 overlapped steps with a checkpoint at step 2; a second run directory that holds only that checkpoint
     (as if the run had been killed during step 3) resumes: steps 3 and 4 equal the uninterrupted run's, with
     judge noise injected (the groups in flight draw from the stream of the step they are trained at)."""
-    whole, killed = tmp_path / "whole", tmp_path / "killed"
-    done = tsrl(
-        "judge.flip_prob=0.3",
-        "trainer.pipeline=overlap",
-        "trainer.max_steps=4",
-        "trainer.checkpoint.every=2",
-        "trainer.checkpoint.keep=2",
-        run_dir=whole,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    whole, killed = overlapped, tmp_path / "killed"
     state = json.loads((whole / "checkpoints" / "step_000002" / "trainer_state.json").read_text())
     assert state["pending"]["version"] == 1 and len(state["pending"]["groups"]) == 2  # step 3's groups in flight
     shutil.copytree(whole / "checkpoints" / "step_000002", killed / "checkpoints" / "step_000002")
-    resumed = tsrl(
-        "judge.flip_prob=0.3",
-        "trainer.pipeline=overlap",
-        "trainer.max_steps=4",
-        "trainer.checkpoint.resume=auto",
-        run_dir=killed,
-    )
+    resumed = tsrl(*OVERLAPPED, "trainer.checkpoint.resume=auto", run_dir=killed)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     a, b = read_metrics(whole)[2:], read_metrics(killed)
     assert [r["step"] for r in b] == [3, 4]
@@ -69,18 +67,23 @@ def test_a_killed_overlapped_run_resumes_onto_the_same_trajectory(tsrl, tmp_path
 
 
 def test_the_judge_budget_stops_an_overlapped_run_where_it_stops_a_sync_one(tsrl, tmp_path):
-    """trainer.max_judge_calls: the same last step and the same total of training calls."""
+    """trainer.max_judge_calls: the same last step and the same total of training calls (both runs in one
+    multirun: one process; the first builds the shared ladder, whose calls are setup's, not training's)."""
+    sweep = tmp_path / "sweep"
+    done = tsrl(
+        "trainer.pipeline=sync,overlap",
+        "trainer.max_steps=10",
+        "trainer.max_judge_calls=70",
+        f"hydra.sweep.dir={sweep}",
+        multirun=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
     totals = {}
-    for pipeline in ("sync", "overlap"):
-        done = tsrl(
-            f"trainer.pipeline={pipeline}",
-            "trainer.max_steps=10",
-            "trainer.max_judge_calls=70",
-            run_dir=tmp_path / pipeline,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        rows = read_metrics(tmp_path / pipeline)
-        totals[pipeline] = (rows[-1]["step"], rows[-1]["judge/calls_total"])
+    for job, pipeline in enumerate(("sync", "overlap")):
+        rows, run = read_metrics(sweep / str(job)), sweep / str(job)
+        assert json.loads((run / "config.json").read_text())["trainer"]["pipeline"] == pipeline
+        setup = json.loads((run / "setup.json").read_text())["judge_calls_setup"]
+        totals[pipeline] = (rows[-1]["step"], rows[-1]["judge/calls_total"] - setup)
     assert totals["sync"] == totals["overlap"] and totals["sync"][0] < 10
 
 
@@ -96,8 +99,8 @@ def test_what_cannot_overlap_is_refused_in_one_sentence(tsrl, override, message)
     assert done.returncode != 0 and message in done.stderr, done.stderr[-2000:]
 
 
-def test_a_regime_that_reads_the_live_policy_is_refused(cache_dir, tmp_path):
-    done = run_cli(
+def test_a_regime_that_reads_the_live_policy_is_refused(cli, cache_dir, tmp_path):
+    done = cli(
         [
             f"model.cache_dir={cache_dir / 'models'}",
             *TINY,
@@ -137,35 +140,39 @@ def test_resampling_and_overlap_do_not_combine_yet(tsrl):
 
 
 @pytest.mark.parametrize("reward", ["ladder", "arena"])
-def test_a_streamed_run_follows_the_sync_trajectory(cache_dir, tmp_path, reward):
+def test_a_streamed_run_follows_the_sync_trajectory(cli, cache_dir, tmp_path, reward):
     """trainer.pipeline=stream judges each group while the next is generated (one prompt per generation call):
     the same questions, the same rewards, the same updates as sync, step for step — for the ladder and for a
-    Swiss tournament, whose rounds then start as groups arrive."""
+    Swiss tournament, whose rounds then start as groups arrive. Both runs are one multirun (one process), as a
+    sweep runs them."""
     extra = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if reward == "ladder" else ["reward.topology=swiss"]
+    sweep = tmp_path / "sweep"
+    done = cli(
+        [
+            "-m",
+            f"model.cache_dir={cache_dir / 'models'}",
+            *TINY,
+            f"reward={reward}",
+            *extra,
+            "trainer.max_steps=3",
+            "trainer.eval.max_prompts=4",
+            "trainer.pipeline=sync,stream",
+            "generator.prompts_per_call=1",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
     rows = {}
-    for pipeline in ("sync", "stream"):
-        done = run_cli(
-            [
-                f"model.cache_dir={cache_dir / 'models'}",
-                *TINY,
-                f"reward={reward}",
-                *extra,
-                "trainer.max_steps=3",
-                "trainer.eval.max_prompts=4",
-                f"trainer.pipeline={pipeline}",
-                "generator.prompts_per_call=1",
-                f"run_dir={tmp_path / pipeline}",
-            ],
-            tmp_path,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        rows[pipeline] = read_metrics(tmp_path / pipeline)
+    for job, pipeline in enumerate(("sync", "stream")):
+        assert json.loads((sweep / str(job) / "config.json").read_text())["trainer"]["pipeline"] == pipeline
+        rows[pipeline] = read_metrics(sweep / str(job))
     for key in ("reward/mean", "train/loss", "train/grad_norm", "completion/length_mean", "judge/calls"):
         assert [r[key] for r in rows["sync"]] == [r[key] for r in rows["stream"]], key
     assert all("time/score_wait_s" in r and r["time/score_wait_s"] <= r["time/score_s"] for r in rows["stream"])
 
 
-def test_streaming_fills_batches_and_refuses_what_cannot_stream(tsrl, cache_dir, tmp_path):
+def test_streaming_fills_batches_and_refuses_what_cannot_stream(cli, tsrl, cache_dir, tmp_path):
     done = tsrl(
         "trainer.pipeline=stream",
         "trainer.fill=resample",
@@ -176,7 +183,7 @@ def test_streaming_fills_batches_and_refuses_what_cannot_stream(tsrl, cache_dir,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert all(r["fill/generations_per_step"] == r["fill/batches"] * 8 for r in read_metrics(tmp_path / "fill"))
-    done = run_cli(
+    done = cli(
         [
             f"model.cache_dir={cache_dir / 'models'}",
             *TINY,

@@ -7,19 +7,17 @@ import subprocess
 
 import pytest
 
-from tsrl.testing.cli import TINY, read_metrics, run_cli
+from tsrl.testing.cli import TINY, read_metrics
 
 pytestmark = pytest.mark.slow
 
 SMALL = [*TINY, "trainer.max_steps=2", "trainer.eval.max_prompts=2"]
 
 
-def train(cache_dir, run_dir, *overrides: str) -> subprocess.CompletedProcess:
-    """tsrl-train with the shared tiny overrides, minus reward.ladder_dir (these regimes keep their ladders
-    under reward.ladder.* or none at all)."""
-    return run_cli(
-        [f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides], run_dir.parent
-    )
+def train(cli, cache_dir, run_dir, *overrides: str) -> subprocess.CompletedProcess:
+    """tsrl-train (through the `cli` fixture) with the shared tiny overrides, minus reward.ladder_dir (these regimes
+    keep their ladders under reward.ladder.* or none at all)."""
+    return cli([f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides], run_dir.parent)
 
 
 @pytest.mark.parametrize(
@@ -38,9 +36,9 @@ def train(cache_dir, run_dir, *overrides: str) -> subprocess.CompletedProcess:
         ),
     ],
 )
-def test_policy_regime_trains_through_the_cli(cache_dir, tmp_path, regime, overrides, keys):
+def test_policy_regime_trains_through_the_cli(cli, cache_dir, tmp_path, regime, overrides, keys):
     run = tmp_path / "run"
-    result = train(cache_dir, run, f"reward={regime}", *[o.format(cache=cache_dir) for o in overrides])
+    result = train(cli, cache_dir, run, f"reward={regime}", *[o.format(cache=cache_dir) for o in overrides])
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(run)
     assert [r["step"] for r in rows] == [1, 2]
@@ -58,7 +56,7 @@ def test_policy_regime_trains_through_the_cli(cache_dir, tmp_path, regime, overr
         assert report["heldout_pairs"] > 0 and 0.0 <= report["heldout_pair_accuracy"] <= 1.0
 
 
-def test_self_bootstrap_resume_continues_the_same_trajectory(cache_dir, tmp_path):
+def test_self_bootstrap_resume_continues_the_same_trajectory(cli, cache_dir, tmp_path):
     """4 steps with a refresh every 2 vs 3 steps, stop, resume=auto: the resumed run scores against the
     checkpointed ladder and refreshes on the same step, so every metric matches."""
     common = [
@@ -70,9 +68,9 @@ def test_self_bootstrap_resume_continues_the_same_trajectory(cache_dir, tmp_path
     ]
     whole, split = tmp_path / "whole", tmp_path / "split"
     whole.mkdir(), split.mkdir()
-    assert train(cache_dir, whole, *common, "trainer.max_steps=4").returncode == 0
-    assert train(cache_dir, split, *common, "trainer.max_steps=3").returncode == 0
-    resumed = train(cache_dir, split, *common, "trainer.max_steps=4", "trainer.checkpoint.resume=auto")
+    assert train(cli, cache_dir, whole, *common, "trainer.max_steps=4").returncode == 0
+    assert train(cli, cache_dir, split, *common, "trainer.max_steps=3").returncode == 0
+    resumed = train(cli, cache_dir, split, *common, "trainer.max_steps=4", "trainer.checkpoint.resume=auto")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     a, b = read_metrics(whole), read_metrics(split)
     assert [r["step"] for r in b] == [1, 2, 3, 4]

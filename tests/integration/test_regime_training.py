@@ -1,8 +1,10 @@
 """Every ranking-core regime trains end to end: the real `tsrl-train` CLI, tiny model, simulated judge."""
 
+import shutil
+
 import pytest
 
-from tsrl.testing.cli import TINY, read_metrics, run_cli
+from tsrl.testing.cli import TINY, read_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -27,10 +29,10 @@ REGIMES = {
 
 
 @pytest.mark.parametrize("name", list(REGIMES))
-def test_regime_trains_two_steps(name, cache_dir, tmp_path):
+def test_regime_trains_two_steps(cli, name, cache_dir, tmp_path):
     overrides, metric, per_sample = REGIMES[name]
     ladder = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if name in ("ladder_elo", "one_anchor") else []
-    result = run_cli(
+    result = cli(
         [f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={tmp_path / 'run'}", *overrides, *ladder],
         tmp_path,
     )
@@ -50,20 +52,22 @@ def test_regime_trains_two_steps(name, cache_dir, tmp_path):
 
 
 @pytest.mark.parametrize("overrides", [["reward=arena", "reward.topology=swiss"], ["reward=adaptive"]])
-def test_seeded_tournament_regimes_resume_on_the_same_trajectory(overrides, cache_dir, tmp_path):
+def test_seeded_tournament_regimes_resume_on_the_same_trajectory(cli, overrides, cache_dir, tmp_path):
     """Per-step randomness (Swiss draws, coin flips, arrival order) is seeded by the count of scored steps;
-    that count travels in checkpoints, so 2 + 2 resumed steps equal 4 uninterrupted ones."""
+    that count travels in checkpoints, so 2 + 2 resumed steps equal 4 uninterrupted ones: a run directory holding
+    only the uninterrupted run's step-2 checkpoint resumes onto its steps 3 and 4."""
 
     def run(run_dir, *extra):
-        result = run_cli(
+        result = cli(
             [f"model.cache_dir={cache_dir / 'models'}", *SMALL, f"run_dir={run_dir}", *overrides, *extra], tmp_path
         )
         assert result.returncode == 0, result.stderr[-3000:]
 
-    run(tmp_path / "whole", "trainer.max_steps=4", "trainer.prompts_per_step=4")
-    run(tmp_path / "split", "trainer.max_steps=2", "trainer.prompts_per_step=4")
-    run(tmp_path / "split", "trainer.max_steps=4", "trainer.prompts_per_step=4", "trainer.checkpoint.resume=auto")
-    a, b = read_metrics(tmp_path / "whole"), read_metrics(tmp_path / "split")
-    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    run(whole, "trainer.max_steps=4", "trainer.prompts_per_step=4", "trainer.checkpoint.every=2")
+    shutil.copytree(whole / "checkpoints" / "step_000002", split / "checkpoints" / "step_000002")
+    run(split, "trainer.max_steps=4", "trainer.prompts_per_step=4", "trainer.checkpoint.resume=auto")
+    a, b = read_metrics(whole), read_metrics(split)
+    assert [r["step"] for r in a] == [1, 2, 3, 4] and [r["step"] for r in b] == [3, 4]
     for key in ("reward/mean", "reward/std", "train/loss", "judge/calls"):
-        assert [r[key] for r in a] == pytest.approx([r[key] for r in b], rel=1e-6), key
+        assert [r[key] for r in a[2:]] == pytest.approx([r[key] for r in b], rel=1e-6), key

@@ -150,15 +150,25 @@ def test_self_bootstrap_ladders_are_judged_once_for_every_process(cache_dir, tmp
     assert runs["ddp"] == runs[None]
 
 
-def test_zero3_checkpoint_resumes_the_same_trajectory(cache_dir, tmp_path):
+# 4 steps with a checkpoint at step 2, one prompt per generation call (so that a streamed run streams two arrivals
+# per process): the uninterrupted ZeRO-3 run that the resume and the streaming tests compare against.
+ZERO3_RUN = ["trainer.max_steps=4", "trainer.checkpoint.every=2", "generator.prompts_per_call=1"]
+
+
+@pytest.fixture(scope="module")
+def zero3_whole(cache_dir, tmp_path_factory) -> Path:
+    """The run directory of ZERO3_RUN on 2 ZeRO-3 processes (trainer.pipeline=sync)."""
+    run_dir = tmp_path_factory.mktemp("zero3_whole") / "run"
+    launch("zero3", train_overrides(cache_dir, run_dir, *ZERO3_RUN), cache_dir)
+    return run_dir
+
+
+def test_zero3_checkpoint_resumes_the_same_trajectory(zero3_whole, cache_dir, tmp_path):
     """2-process ZeRO-3: 4 steps in one go vs 2 steps, stop, resume=auto — identical metrics; the checkpoint
     holds DeepSpeed's partitioned state and one consolidated policy folder."""
-    whole, split = tmp_path / "whole", tmp_path / "split"
-    launch("zero3", train_overrides(cache_dir, whole, "trainer.max_steps=4", "trainer.checkpoint.every=2"), cache_dir)
-    launch("zero3", train_overrides(cache_dir, split, "trainer.max_steps=2"), cache_dir)
-    launch(
-        "zero3", train_overrides(cache_dir, split, "trainer.max_steps=4", "trainer.checkpoint.resume=auto"), cache_dir
-    )
+    whole, split = zero3_whole, tmp_path / "split"
+    launch("zero3", train_overrides(cache_dir, split, *ZERO3_RUN, "trainer.max_steps=2"), cache_dir)
+    launch("zero3", train_overrides(cache_dir, split, *ZERO3_RUN, "trainer.checkpoint.resume=auto"), cache_dir)
     a, b = read_metrics(whole), read_metrics(split)
     assert [r["step"] for r in b] == [1, 2, 3, 4]
     for key in ("reward/mean", "train/loss", "completion/length_mean", "train/grad_norm", "judge/calls"):
@@ -259,16 +269,13 @@ def test_an_overlapped_zero3_run_killed_after_a_checkpoint_resumes_onto_the_same
         assert [r[key] for r in a[2:]] == pytest.approx([r[key] for r in b], rel=1e-5, abs=1e-9), key
 
 
-def test_a_streamed_zero3_run_follows_its_sync_counterpart(cache_dir, tmp_path):
+def test_a_streamed_zero3_run_follows_its_sync_counterpart(zero3_whole, cache_dir, tmp_path):
     """trainer.pipeline=stream on 2 ZeRO-3 processes: each judges its own groups in its worker while generation's
     parameter gathers stay collective on the main thread; the trajectory is sync's (one prompt per generation
-    call, so each process streams two arrivals)."""
-    common = ["trainer.max_steps=2", "generator.prompts_per_call=1", "trainer.prompts_per_step=2"]
-    rows = {}
-    for pipeline in ("sync", "stream"):
-        run_dir = tmp_path / pipeline
-        launch("zero3", train_overrides(cache_dir, run_dir, *common, f"trainer.pipeline={pipeline}"), cache_dir)
-        rows[pipeline] = read_metrics(run_dir)
+    call, so each process streams two arrivals), over the 4 steps of the sync run the resume test reads."""
+    launch("zero3", train_overrides(cache_dir, tmp_path / "stream", *ZERO3_RUN, "trainer.pipeline=stream"), cache_dir)
+    rows = {"sync": read_metrics(zero3_whole), "stream": read_metrics(tmp_path / "stream")}
+    assert [r["step"] for r in rows["stream"]] == [1, 2, 3, 4]
     for key in ("reward/mean", "train/loss", "train/grad_norm", "completion/length_mean", "judge/calls"):
         assert [r[key] for r in rows["stream"]] == pytest.approx([r[key] for r in rows["sync"]], rel=1e-6), key
     assert all(r["time/score_wait_s"] <= r["time/score_s"] for r in rows["stream"])

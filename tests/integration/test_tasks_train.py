@@ -223,7 +223,7 @@ def test_eval_of_the_initial_policy_gives_a_runs_step_zero_numbers(cli, train, c
         + [f"run_dir={tmp_path / 'eval'}"],
         tmp_path,
         "tsrl-eval",
-    )  # forked as the training run is: the same torch threads
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     (run,) = json.loads((tmp_path / "eval" / "eval_report.json").read_text())["policies"][0]["runs"]
     for key in ("winrate", "winrate_all", "mean_length", "judge_calls"):

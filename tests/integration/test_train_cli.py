@@ -28,7 +28,7 @@ STEP_KEYS = {
 
 
 def test_training_run_writes_metrics_eval_plot_and_checkpoint(tsrl, tmp_path):
-    result = tsrl("algo.kl_beta=0.05")
+    result = tsrl("algo.kl_beta=0.05", new_process=True)  # the console script itself, in a new interpreter
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "run"
     rows = read_metrics(run)
@@ -55,12 +55,22 @@ def test_training_run_writes_metrics_eval_plot_and_checkpoint(tsrl, tmp_path):
     assert f"held-out samples' repeated word bigrams: {start:.1f}% -> {end:.1f}%" in result.stdout
 
 
-@pytest.mark.parametrize("algo", ["dr_grpo", "cispo"])
-def test_other_losses_train(tsrl, algo, tmp_path):
-    result = tsrl(f"algo={algo}", "algo.epochs=2", "algo.minibatches=2", "trainer.max_steps=2")
+def test_other_losses_train(tsrl, tmp_path):
+    """dr_grpo and cispo, 2 epochs of 2 minibatches, as one multirun (one process)."""
+    sweep = tmp_path / "sweep"
+    result = tsrl(
+        "algo=dr_grpo,cispo",
+        "algo.epochs=2",
+        "algo.minibatches=2",
+        "trainer.max_steps=2",
+        f"hydra.sweep.dir={sweep}",
+        multirun=True,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = read_metrics(tmp_path / "run")
-    assert all(r["train/approx_kl_old"] >= 0 for r in rows)
+    for job, algo in enumerate(("dr_grpo", "cispo")):
+        assert f"- algo={algo}\n" in (sweep / str(job) / ".hydra" / "overrides.yaml").read_text()
+        rows = read_metrics(sweep / str(job))
+        assert [r["step"] for r in rows] == [1, 2] and all(r["train/approx_kl_old"] >= 0 for r in rows)
 
 
 def test_resumed_run_continues_the_same_trajectory(tsrl, tmp_path):
@@ -93,7 +103,7 @@ def test_multirun_sweeps_k(tsrl, tmp_path):
 
 
 def test_wandb_logger_writes_an_offline_run(tsrl, tmp_path):
-    result = tsrl("logger=wandb", "trainer.max_steps=2", "logger.samples_every=1")
+    result = tsrl("logger=wandb", "trainer.max_steps=2", "logger.samples_every=1", new_process=True)  # wandb's service
     assert result.returncode == 0, result.stderr[-3000:]
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))
     assert (tmp_path / "run" / "samples.jsonl").is_file()

@@ -245,8 +245,10 @@ class OpenAIJudge:
 
         async def progress() -> None:  # a long batch (a ladder's round-robins, a slow judge) is never silent
             start = time.monotonic()
-            while True:
+            while answered < len(requests):  # a batch that has just finished says nothing more
                 await asyncio.sleep(PROGRESS_EVERY_S)
+                if answered == len(requests):
+                    return
                 log.info(
                     "judge %s: %d of %d requests answered after %.0f s",
                     self.cfg.model,
