@@ -15,33 +15,20 @@ Prints a markdown table (about a second per fit on one core).
 from __future__ import annotations
 
 import argparse
-import random
 
 import numpy as np
 
 from tsrl.judging import RubricSimConfig, SimulatedJudge
 from tsrl.judging.fit_lists import collect_lists, fit_lists
-from tsrl.types import Anchor, Prompt
+from tsrl.testing.fakes import known_ladders
 
 TRUTHS = ((1.0, 0.5, 1.0), (0.3, 1.2, -0.8), (0.6, 0.8, 0.5), (0.0, 1.0, 0.0))
 """(σ_η, σ_list, π) of each row."""
 NAMES = ("frame_noise", "list_noise", "list_position")
 
 
-def ladder(prompts: int, seed: int) -> tuple[list[Prompt], dict[str, float]]:
-    rng, quality, out = random.Random(seed), {}, []
-    for i in range(prompts):
-        anchors = []
-        for rank in range(8):
-            text = f"s{seed}p{i}a{rank} " + "w " * rng.randint(1, 40)
-            quality[text] = 5.0 - 0.7 * rank + rng.gauss(0.0, 0.3)
-            anchors.append(Anchor(text))
-        out.append(Prompt(id=f"s{seed}p{i}", text="tell a joke", anchors=tuple(anchors)))
-    return out, quality
-
-
 def recover(truth: tuple[float, float, float], prompts: int, seed: int) -> dict:
-    ladders, quality = ladder(prompts, seed)
+    ladders, quality = known_ladders(prompts, seed)
     settings = dict(zip(NAMES, truth), length_weight_grade=0.3)
     judge = SimulatedJudge(RubricSimConfig(seed=seed, taste=0.0, **settings), lambda p, text: quality[text])
     return fit_lists(collect_lists(judge, ladders, lambda p, rank, text: quality[text], orders=4))["estimates"]

@@ -6,6 +6,7 @@ texts it makes up, and a judge that compares those numbers is right by construct
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Sequence
 
@@ -136,3 +137,17 @@ def first_wins(_: PairRequest) -> Verdict:
 def numbered_pairs(n: int, prompt: Prompt = PAIR_PROMPT) -> list[PairRequest]:
     """n distinct pairs whose first response is the better one (q=2 against q=1)."""
     return [PairRequest(prompt, f"q=2 answer {i}", f"q=1 other {i}") for i in range(n)]
+
+
+def known_ladders(prompts: int, seed: int) -> tuple[list[Prompt], dict[str, float]]:
+    """Prompts with ladders of 8 anchors of known latent quality (best first, 0.7 apart, jittered by N(0, 0.3²)) and
+    1–40 words each, and the quality of every anchor text: data for checking what a judge fit recovers."""
+    rng, quality, out = random.Random(seed), {}, []
+    for i in range(prompts):
+        anchors = []
+        for rank in range(8):
+            text = f"s{seed}p{i}a{rank} " + "w " * rng.randint(1, 40)
+            quality[text] = 5.0 - 0.7 * rank + rng.gauss(0.0, 0.3)
+            anchors.append(Anchor(text))
+        out.append(Prompt(id=f"s{seed}p{i}", text="tell a joke", anchors=tuple(anchors)))
+    return out, quality

@@ -6,7 +6,6 @@ Each data set: prompts with a ladder of 8 anchors of known quality, each prompt'
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 
@@ -15,27 +14,14 @@ from tsrl.judging import RubricSimConfig, SimulatedJudge
 from tsrl.judging.fit import fit_answers
 from tsrl.judging.fit_lists import ListAnswers, collect_lists, fit_lists, list_orders
 from tsrl.judging.profile import load_profile, profile_from_fit, write_profile
-from tsrl.testing.fakes import ScriptedJudge
+from tsrl.testing.fakes import ScriptedJudge, known_ladders
 from tsrl.types import Anchor, Prompt
 
 LISTED = ("frame_noise", "list_noise", "list_position", "score_centre", "score_scale", "length_weight_grade")
 
 
-def ladder(prompts: int, seed: int) -> tuple[list[Prompt], dict[str, float]]:
-    """Ladders of 8 anchors of known latent quality (best first, 0.7 apart, jittered) and 1–40 words."""
-    rng, quality, out = random.Random(seed), {}, []
-    for i in range(prompts):
-        anchors = []
-        for rank in range(8):
-            text = f"s{seed}p{i}a{rank} " + "w " * rng.randint(1, 40)
-            quality[text] = 5.0 - 0.7 * rank + rng.gauss(0.0, 0.3)
-            anchors.append(Anchor(text))
-        out.append(Prompt(id=f"s{seed}p{i}", text="tell a joke", anchors=tuple(anchors)))
-    return out, quality
-
-
 def simulated_lists(truth: dict, seed: int, prompts: int) -> ListAnswers:
-    ladders, quality = ladder(prompts, seed)
+    ladders, quality = known_ladders(prompts, seed)
     judge = SimulatedJudge(RubricSimConfig(seed=seed, taste=0.0, **truth), lambda p, text: quality[text])
     return collect_lists(judge, ladders, lambda p, rank, text: quality[text], orders=4)
 
@@ -125,7 +111,7 @@ def test_the_profile_takes_the_frame_from_the_lists_and_keeps_the_grades_whole_n
     from tsrl.judging.fit import collect_answers
 
     truth = truth_of(0.8, 0.5, 0.6)
-    ladders, quality = ladder(30, seed=6)
+    ladders, quality = known_ladders(30, seed=6)
     judge = SimulatedJudge(RubricSimConfig(seed=6, taste=0.0, **truth), lambda p, text: quality[text])
     latent = lambda p, rank, text: quality[text]  # noqa: E731
     fit = fit_answers(collect_answers(judge, ladders, latent))
