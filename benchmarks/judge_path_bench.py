@@ -232,11 +232,8 @@ def run_tsrl(pipeline: str, spec: RunSpec, url: str, ladders: Path, run_dir: Pat
 
 def run_trl(spec: RunSpec, url: str, ladders: Path, run_dir: Path, turns: Turns) -> None:
     """TRL's GRPOTrainer (trainer_bench.py's config) with AsyncJudgeReward; one optimizer step per turn."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import TrainerCallback
     from transformers.utils import logging as hf_logging
-    from trl import GRPOTrainer
 
     from tsrl.tasks import HumorConfig, HumorTask
 
@@ -263,16 +260,7 @@ def run_trl(spec: RunSpec, url: str, ladders: Path, run_dir: Path, turns: Turns)
             turns.wait()  # after the last step: the parent's go to finish
             started[:] = time.perf_counter(), time.process_time()
 
-    model = AutoModelForCausalLM.from_pretrained(spec.folder, local_files_only=True, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(spec.folder, local_files_only=True)
-    trainer = GRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        reward_funcs=[reward],
-        args=trainer_bench.trl_config(spec, run_dir / "trl"),
-        train_dataset=Dataset.from_dict({"prompt": prompts}),
-        callbacks=[Turn()],
-    )
+    trainer = trainer_bench.trl_trainer(spec, run_dir, reward, prompts, Turn())
     generate = trainer._generate
 
     def timed_generate(*args: Any, **kwargs: Any) -> Any:

@@ -289,6 +289,24 @@ class CountingReward:
         return self.reward(completion_ids=completion_ids, **kwargs)
 
 
+def trl_trainer(spec: RunSpec, run_dir: Path, reward: Any, prompts: list, callback: Any) -> Any:
+    """TRL's GRPOTrainer on the spec's folder (float32) with trl_config, one reward function, the conversational
+    `prompts` and one callback."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    return GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(spec.folder, local_files_only=True, dtype=torch.float32),
+        processing_class=AutoTokenizer.from_pretrained(spec.folder, local_files_only=True),
+        reward_funcs=[reward],
+        args=trl_config(spec, run_dir / "trl"),
+        train_dataset=Dataset.from_dict({"prompt": prompts}),
+        callbacks=[callback],
+    )
+
+
 def trl_config(spec: RunSpec, output_dir: Path) -> Any:
     """The GRPOConfig of the docstring: one generation batch of B×G = one optimizer step of two micro-batches."""
     from trl import GRPOConfig
@@ -335,11 +353,8 @@ def run_trl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
     """TRL's GRPOTrainer on the same folder, prompts and reward; one optimizer step per turn (a callback waits
     for the turn at the start of training and after each optimizer step, so a step runs from the end of that
     wait to the next on_step_end)."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import TrainerCallback
     from transformers.utils import logging as hf_logging
-    from trl import GRPOTrainer
 
     from tsrl.integrations.trl import TournamentReward
     from tsrl.tasks import HumorConfig, HumorTask
@@ -367,16 +382,7 @@ def run_trl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
             turns.wait()  # after the last step: the parent's go to finish
             clock.start()
 
-    model = AutoModelForCausalLM.from_pretrained(spec.folder, local_files_only=True, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(spec.folder, local_files_only=True)
-    trainer = GRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        reward_funcs=[reward],
-        args=trl_config(spec, run_dir / "trl"),
-        train_dataset=Dataset.from_dict({"prompt": prompts}),
-        callbacks=[Turn()],
-    )
+    trainer = trl_trainer(spec, run_dir, reward, prompts, Turn())
     trainer._generate = clock.wrap(trainer._generate, "generate")
     trainer.train()
 
