@@ -31,7 +31,8 @@ class RetryConfig:
     """Stop the run after this many requests in a row failed for good."""
     endpoint_cooldown_s: float = 2.0
     """With several base_urls: an endpoint whose attempt failed (timeout, connection, 429, 5xx, malformed body)
-    rests this long, doubling with each failure in a row (at most backoff_max_s), while the others serve."""
+    rests this long, doubling with each failure in a row (at most backoff_max_s, or this value where it is
+    longer), while the others serve."""
     reask: int = 1
     """Ask again, with a fresh fence, after an answer with no readable verdict (no verdict line, empty, an
     echo of the prompt), at most this many times per request; then the failure policy applies."""

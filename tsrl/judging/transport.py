@@ -223,7 +223,7 @@ class Endpoints:
 
     def failed(self, index: int, wait: float | None) -> None:
         self.failures[index] += 1
-        rest = min(self.max_s, self.cooldown_s * 2 ** (self.failures[index] - 1))
+        rest = min(max(self.max_s, self.cooldown_s), self.cooldown_s * 2 ** (self.failures[index] - 1))
         now = time.monotonic()
         self.rest_until[index] = now + max(rest, wait or 0.0)
         if wait:
