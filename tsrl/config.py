@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +183,7 @@ class EndpointConfig:
     """Further attempts after a retryable failure (timeout, connection, 429, 5xx)."""
 
 
-LADDER_BUILDS, LADDER_SOURCES = ("auto", "off"), ("auto", "policy", "endpoint")
+LADDER_BUILDS, LADDER_SOURCES = ("auto", "policy", "endpoint", "off"), ("auto", "policy", "endpoint")
 
 
 @dataclass
@@ -192,9 +193,12 @@ class LadderStepConfig:
     tsrl-ladder's builders into the run directory (ladder_anchors.jsonl, reused on resume), then trained on."""
 
     build: str = "auto"
-    """auto: build when a training prompt has fewer anchors than the reward needs | off: never (the run stops)."""
+    """When the missing anchors are written: auto (only where the task's data has at most one reference per
+    training prompt, the one-reference datasets this step exists for; elsewhere a reward asking for more anchors
+    than the data has stops the run) | policy | endpoint (always, by that writer: the anchors are then no longer
+    only the task's) | off (never: the run stops)."""
     source: str = "auto"
-    """Who writes the anchors: endpoint (ladder.endpoint.*, a stronger model: TSRL's Gemini quality spectrum) |
+    """Who writes under build=auto: endpoint (ladder.endpoint.*, a stronger model: TSRL's Gemini quality spectrum) |
     policy (the model group's policy under the tier instructions) | auto (endpoint if its base_url is set)."""
     tiers: dict[str, str] = field(default_factory=dict)
     """Quality tier → instruction added to the prompt; empty = reward=self_bootstrap's four tiers."""
@@ -259,6 +263,32 @@ class RunConfig(CommandConfig):
             # the generator decides: one that samples with the learner's own module has no mismatch to correct
             shares = getattr(type(self.generator), "SHARES_POLICY_MODULE", False)
             resolve_is_correction(self.algo, separate_sampler=self.generator is not None and not shares)
+
+
+def override_error(err: Exception) -> str:
+    """One sentence for a HydraException raised while composing a config from overrides (a misspelled key, a value
+    of the wrong type, an unknown option, bad syntax), where Hydra's own report is a traceback or a paragraph."""
+    from hydra.errors import MissingConfigException, OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    cause = err.__cause__
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
+        known = list(cause.parent_node.keys()) if cause.parent_node is not None else []
+        near = [f"{cause.full_key.rpartition('.')[0]}.{k}".lstrip(".") for k in get_close_matches(cause.key, known)]
+        owner = f" of {cause.object_type.__name__}" if cause.object_type is not None else ""
+        hint = f"did you mean {' or '.join(near)}?" if near else f"the settings there are: {', '.join(known)}."
+        return f"{cause.full_key} is not a setting{owner}; {hint}"
+    if isinstance(cause, ValidationError) and cause.full_key:
+        return f"{cause.full_key}: {str(cause).splitlines()[0]}; give a value of the setting's type."
+    if isinstance(err, MissingConfigException) and err.options:
+        group = (err.missing_cfg_file or "").rpartition("/")[0]
+        options = ", ".join(o for o in err.options if not o.endswith("_schema"))
+        return f"{err.missing_cfg_file} is not a config; the options of {group} are: {options}."
+    lines = [line.strip().rstrip(".") for line in str(err).splitlines() if line.strip()]
+    said = "; ".join(line for line in lines if "hydra.cc" not in line)
+    if isinstance(err, OverrideParseException):
+        return f"an override is not in Hydra's override grammar ({said}); write it as key=value."
+    return f"{said}."
 
 
 def check_distinct_judges(judge: Any, eval_judge: Any) -> None:

@@ -22,3 +22,10 @@ def read_json(path, what: str, fix: str):
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise DataError(f"The {what} {path} is unusable ({type(err).__name__}: {err}); {fix}") from None
+
+
+def not_a_file(path) -> str:
+    """Why `path` cannot be read as a file, for a DataError's sentence: it is a folder, or it does not exist."""
+    from pathlib import Path
+
+    return "is a folder, not a file" if Path(path).is_dir() else "does not exist"

@@ -24,7 +24,8 @@ noise metrics against p, zero-variance groups over training, and the self-bootst
 held-out curve.
 
 A method that has no key of an axis (the rubric has no reward.k) runs once, without that axis: the grid is run as
-one multirun per set of axes its methods share.
+one multirun per set of axes its methods share. Before the first run, the grid's judge calls are estimated and
+printed (tsrl.reproduce_spend); a judge that is not simulated needs --yes above CONFIRM_ABOVE calls.
 
 The command line (options, the recipe's name, what is printed): tsrl.commands.reproduce.
 """
@@ -248,6 +249,7 @@ def collect(out: Path) -> list[dict[str, Any]]:
                     if b.get("bootstrap/refreshes", 0) > a.get("bootstrap/refreshes", 0)
                 ],
                 "zero_var_frac": mean_metric(rows, "reward/zero_var_frac"),
+                "zero_var_drawn": mean_metric(rows, "fill/zero_var_frac"),  # before trainer.fill=resample removed them
                 "route_verifier_frac": mean_metric(rows, "route/verifier_frac"),
                 "tournament_groups": mean_metric(rows, "route/tournament"),
             }
@@ -301,10 +303,12 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     every = [r for r in collect(out) if all(r["values"].get(a) in v for a, v in grid.items() if a in r["values"])]
     runs = [r for r in every if r["done"]]  # a run still going (or stopped) has a partial eval.json: left out
     if not runs:
-        raise SystemExit(
+        print(
             f"tsrl-reproduce: error: no finished run under {out} (no done.json beside an eval.json "
-            "and a .hydra/overrides.yaml); run the grid first."
+            "and a .hydra/overrides.yaml); run the grid first.",
+            file=sys.stderr,
         )
+        raise SystemExit(2)
     key = headline_key(runs[0]["evals"])
     row_axis = METHOD if METHOD in grid else next(a for a in grid if a != SEED)
     col_axes = [a for a in grid if a not in (row_axis, SEED) and len(grid[a]) > 1]
@@ -349,6 +353,7 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
                     "steps": r["steps"],
                     "pool": r["pool"],
                     "zero_var_frac": r["zero_var_frac"],
+                    "zero_var_drawn": r["zero_var_drawn"],
                     "route_verifier_frac": r["route_verifier_frac"],
                     "signal_samples_per_step": None
                     if r["tournament_groups"] is None or not r["group_size"]

@@ -174,7 +174,8 @@ def benchmark_table(records: list[dict], row_axis: str, benchmarks: list[dict], 
 
 def routing_table(records: list[dict], row_axis: str) -> str:
     """With adaptive routing in the grid, per method (mean over steps and seeds): the share of groups whose final
-    rewards are all equal (no gradient), the share the verifier settled alone (no judge call), the samples per
+    rewards are all equal (no gradient; with batch filling, among the groups drawn and among those the update kept,
+    which filling leaves with none), the share the verifier settled alone (no judge call), the samples per
     step that the tournament gave a signal although the verifier could not separate them (generations plain
     RLVR would have spent for nothing), and judge calls per run."""
     if not any(r["route_verifier_frac"] is not None for r in records):
@@ -184,11 +185,18 @@ def routing_table(records: list[dict], row_axis: str) -> str:
         values = [v for v in values if v is not None]
         return f"{100 * np.mean(values):.0f} %" if values else "—"
 
+    filled = any(r.get("zero_var_drawn") is not None for r in records)
+    zero_var = "zero-variance groups, drawn / after filling" if filled else "zero-variance groups"
+
+    def zero_var_cell(mine: list[dict]) -> str:
+        after = pct([r["zero_var_frac"] for r in mine])
+        return f"{pct([r.get('zero_var_drawn') for r in mine])} / {after}" if filled else after
+
     lines = [
         "",
         "Routing (mean over steps and seeds):",
         "",
-        f"| {row_axis} | zero-variance groups | settled by the verifier | samples given a signal by the "
+        f"| {row_axis} | {zero_var} | settled by the verifier | samples given a signal by the "
         "tournament, per step | judge calls per run |",
         "|---|---|---|---|---|",
     ]
@@ -196,7 +204,7 @@ def routing_table(records: list[dict], row_axis: str) -> str:
         mine = [r for r in records if r[row_axis] == m]
         rescued = [r["signal_samples_per_step"] for r in mine if r["signal_samples_per_step"] is not None]
         lines.append(
-            f"| {m} | {pct([r['zero_var_frac'] for r in mine])} | "
+            f"| {m} | {zero_var_cell(mine)} | "
             f"{pct([r['route_verifier_frac'] for r in mine])} | "
             f"{f'{np.mean(rescued):.1f}' if rescued else '—'} | {np.mean([r['judge_calls'] for r in mine]):.0f} |"
         )

@@ -35,6 +35,9 @@ COMMANDS = {  # console script → the module whose main() it runs (pyproject.to
     "tsrl-judge-check": "tsrl.commands.judge_check",
     "tsrl-eval": "tsrl.commands.evaluate",
     "tsrl-ladder": "tsrl.commands.ladder",
+    "tsrl-reproduce": "tsrl.commands.reproduce",
+    "tsrl-human-study": "tsrl.commands.human_study",
+    "tsrl-serve-judge": "tsrl.commands.serve_judge",
 }
 SERVER = Path(__file__).with_name("cli_server.py")
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tsrl.tasks.base import DATA_DIR
-from tsrl.testing.cli import TINY, read_metrics
+from tsrl.testing.cli import TINY, printed_spend, read_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def test_a_run_on_one_reference_per_prompt_builds_its_ladder_trains_and_reuses_i
         "trainer.eval.every=0",
     ]
     off = cli([*base, "ladder.build=off", "trainer.max_steps=1"], tmp_path)
-    assert off.returncode == 2 and "set ladder.build=auto" in off.stderr and "has 1" in off.stderr, off.stderr[-2000:]
+    assert off.returncode == 2 and "(ladder.build=auto: the data" in off.stderr and "has 1" in off.stderr, off.stderr
 
     first = cli([*base, "trainer.max_steps=2"], tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -48,7 +48,10 @@ def test_a_run_on_one_reference_per_prompt_builds_its_ladder_trains_and_reuses_i
     assert [len(r["anchors"]) for r in rows] == [5, 5, 5, 5]  # the reference + one anchor per tier (4 tiers)
     assert [a["tier"] for a in rows[0]["anchors"]] == ["top", "low", "okay", "good", "top"]
     assert [r["step"] for r in read_metrics(run)] == [1, 2]
-    assert json.loads((run / "setup.json").read_text())["judge_calls_setup"] > 0  # the new ladder was ranked
+    setup = json.loads((run / "setup.json").read_text())["judge_calls_setup"]
+    assert setup == 4 * 10  # the new ladder was ranked: 4 prompts × 5 anchors' 10 pairs
+    assert printed_spend(first.stdout)["setup"] == (setup, setup)  # as said before the anchors were written
+    assert "ladder anchors: the policy writes 4 anchors for each of 4 training prompts" in first.stdout
     assert json.loads((run / "config.json").read_text())["task"]["anchors_file"] == str(built)  # what it trained on
 
     before = built.read_text()
@@ -56,4 +59,8 @@ def test_a_run_on_one_reference_per_prompt_builds_its_ladder_trains_and_reuses_i
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "ladder: reusing" in resumed.stdout + resumed.stderr and built.read_text() == before
     assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
+    # what the resumed run said it would still ask: step 3 and its evaluation at the end
+    evals = json.loads((run / "eval.json").read_text())["history"]
+    assert "rest of the run from step 2:" in resumed.stdout
+    assert printed_spend(resumed.stdout)["run"][0] == read_metrics(run)[-1]["judge/calls"] + evals[-1]["judge_calls"]
     assert json.loads((run / "setup.json").read_text())["judge_calls_setup"] == 0  # its stored ranking reused

@@ -128,6 +128,7 @@ def test_resampling_fills_each_step_with_groups_that_carry_a_signal(tsrl, tmp_pa
         batches = r["fill/batches"]
         assert r["fill/generations_per_step"] == batches * 2 * 4  # 2 prompts x 4 completions per batch
         assert r["judge/calls"] == batches * 2 * 4 * 1  # k = 1 verdict per completion, every batch scored
+        assert (r["fill/zero_var_frac"] > 0) == (batches > 1)  # drawn again only when a drawn group was flat
         if r["fill/kept_groups"] == 2:
             assert r["reward/zero_var_frac"] == 0.0  # only groups with a signal reach the update
         else:

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from tsrl.testing.cli import TINY, read_metrics
+from tsrl.testing.cli import TINY, printed_spend, read_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -49,6 +49,9 @@ def test_regime_trains_two_steps(cli, name, cache_dir, tmp_path):
         assert row["judge/calls_per_comparison"] == (cost if row["judge/calls"] else 0.0)
     if name == "adaptive":
         assert all(r["route/verifier"] + r["route/tournament"] == 2 for r in rows)
+    low, high = printed_spend(result.stdout)["step"]  # what the run said before its first call
+    assert all(low <= r["judge/calls"] <= high for r in rows), (low, high, [r["judge/calls"] for r in rows])
+    assert low == high or name == "adaptive"  # only the routed reward's calls depend on the answers
 
 
 @pytest.mark.parametrize("overrides", [["reward=arena", "reward.topology=swiss"], ["reward=adaptive"]])

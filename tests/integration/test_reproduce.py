@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -287,6 +288,35 @@ def test_every_method_of_the_main_tables_trains_in_a_smoke_grid(cache_dir, tmp_p
     for method in methods.split(","):
         assert f"\n| {method} | " in table, method
     assert len(list(out.glob("*/done.json"))) == len(methods.split(","))
+    # the grid's judge calls, printed before its first run, against those its runs made
+    said = re.search(r"free\): ([\d,]+)(?:–([\d,]+))? calls over (\d+) runs", result.stdout)
+    low, high = (int((said.group(i) or said.group(1)).replace(",", "")) for i in (1, 2))
+    made = 0.0
+    for run in out.glob("*/done.json"):
+        made += read_metrics(run.parent)[-1]["judge/calls_total"]
+        made += sum(e["judge_calls"] for e in json.loads((run.parent / "eval.json").read_text())["history"])
+    assert int(said.group(3)) == len(methods.split(",")) and low <= made <= high, (low, made, high)
+    assert low == high or recipe == "reasoning_arena_table1"  # only routed rewards depend on the answers
+
+
+def test_a_grid_with_a_judge_that_is_not_simulated_runs_only_with_yes(tmp_path):
+    """TSRL's k sweep at full scale against a priced hosted judge: the grid's calls and dollars are printed, and
+    nothing runs without --yes."""
+    out = tmp_path / "grid"
+    judge = ["judge.model=judge", "judge.base_urls=[http://127.0.0.1:9/v1]", "judge.price_in_per_m=0.15"]
+    result = subprocess.run(
+        [REPRODUCE, "paper/tsrl_k_sweep", "--out", str(out), *judge, "judge.price_out_per_m=0.6"],
+        env=cli_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.search(r"judge spend of the grid \(judge=openai judge; .*\): [\d,]+ calls over 24 runs", result.stdout)
+    assert re.search(r"at the judge's prices: at most \$[\d,]+\.\d\d", result.stdout)
+    assert "add --yes to run it" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
 
 
 def test_aggregate_reports_routing_beside_plain_rlvr(tmp_path):

@@ -164,6 +164,8 @@ def test_ladder_tool_builds_from_an_endpoint_and_training_reuses_the_stored_ladd
     assert "warning: near-duplicate anchors" in result.stdout
     report = json.loads((tmp_path / "ladder" / "ladder_report.json").read_text())
     assert report["anchors_per_prompt"] == [4] and report["judge_calls"] == 64 * 6  # C(4,2) pairs, one call each
+    assert "ladder anchors: 256 requests to writer at" in result.stdout  # said before the writes: 64 × 4 tiers
+    assert "judge spend: 384 calls — rank the 4 anchors of 64 training prompts" in result.stdout  # and the ranking
     anchors = tmp_path / "ladder" / "anchors.jsonl"
     assert len(anchors.read_text().splitlines()) == 64
     trained = train("task=humor", f"task.anchors_file={anchors}", "reward.k=4", "trainer.max_steps=1")
@@ -209,6 +211,10 @@ def test_ladder_tool_ranks_references_and_samples_the_policy(cli, cache_dir, tmp
     assert [a["tier"] for a in rows[0]["anchors"]] == ["low", "low", "okay", "okay", "good", "good", "top", "top"]
     bare = cli(["task=aime", "build.max_prompts=2", f"run_dir={tmp_path / 'bare'}"], tmp_path, "tsrl-ladder")
     assert bare.returncode == 2 and "needs at least 2 per prompt" in bare.stderr
+    capped = [f"run_dir={tmp_path / 'capped'}", f"ladder.ladder_dir={tmp_path / 'fresh'}", "judge.max_setup_calls=50"]
+    over = cli(["task=stories", "build.max_prompts=3", *capped], tmp_path, "tsrl-ladder")  # 3 × 45 pairs
+    assert over.returncode == 2 and "setup would make 135 judge calls" in over.stderr, over.stderr[-2000:]
+    assert not (tmp_path / "fresh").exists()  # nothing asked, nothing stored
 
 
 def test_eval_of_the_initial_policy_gives_a_runs_step_zero_numbers(cli, train, cache_dir, tmp_path):

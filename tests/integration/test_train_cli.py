@@ -115,7 +115,7 @@ def test_wandb_logger_writes_an_offline_run(tsrl, tmp_path):
         (
             "reward.k=11 ladder.build=off",
             "reward.k=11 needs 11 anchors per training prompt, but prompt 'train-001' of "
-            "task humor has 10 (64 of 64 prompts short); set ladder.build=auto",
+            "task humor has 10 (64 of 64 prompts short; ladder.build=off): lower reward.k to at most 10",
         ),
         ("trainer.group_size=1", "trainer.group_size=1 but group-relative advantages need at least 2"),
         ("task.train_file=/nowhere/train.jsonl", "/nowhere/train.jsonl does not exist"),

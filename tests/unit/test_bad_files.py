@@ -10,18 +10,8 @@ from tsrl.config import TrainerConfig
 from tsrl.errors import DataError, read_json
 from tsrl.judging.cache import VerdictCache
 from tsrl.rewards.ladder import load_matches
+from tsrl.testing.fakes import NeverAsked
 from tsrl.training.checkpoint import STATE_FILE, finished_run, load_checkpoint
-
-
-class NeverAsked:
-    def compare(self, requests):
-        raise AssertionError("not asked")
-
-    def score(self, requests):
-        raise AssertionError("not asked")
-
-    def drain_metrics(self):
-        return {}
 
 
 def test_read_json_names_the_file_what_is_wrong_and_the_fix(tmp_path):

@@ -142,7 +142,9 @@ def test_weak_judge_and_anchor_source_recipes_name_the_papers_models_and_tasks()
     assert set(weak["task"]) == {"stories", "humor", "counseling"}  # MentalH = counseling
     assert composed(["recipes=paper/tsrl_table2_weak_judge"]).eval_judge.order == "both"
     source = grid("tsrl_anchor_source")["task.anchors_file"]
-    assert source[0] == "null" and any("flash" in s for s in source) and any("pro" in s for s in source)
+    assert source[0] == "''" and any("flash" in s for s in source) and any("pro" in s for s in source)
+    # the human writers' arm runs: its value composes to the dataset's own references (a null did not)
+    assert composed(["recipes=paper/tsrl_anchor_source", f"task.anchors_file={source[0]}"]).task.anchors_file == ""
 
 
 def test_tsrl_recipes_measure_the_held_out_win_rate():

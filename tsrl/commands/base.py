@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from tsrl.config import CONFIG_PACKAGE, register_configs
-from tsrl.errors import UserError
+from tsrl.errors import ConfigError, UserError
 
 CONFIG_PATH = f"pkg://{CONFIG_PACKAGE}"  # each command's @hydra.main config_path
 
@@ -73,12 +74,38 @@ def to_run_config(cfg: DictConfig) -> Any:
     return OmegaConf.to_object(cfg)
 
 
+def folder_settings(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(dotted key, value) of every setting of a typed config whose name ends in _dir: folders a run writes into."""
+    for field in fields(node) if is_dataclass(node) else ():
+        value, key = getattr(node, field.name), f"{prefix}{field.name}"
+        if is_dataclass(value):
+            yield from folder_settings(value, f"{key}.")
+        elif field.name.endswith("_dir") and isinstance(value, str) and value:
+            yield key, value
+
+
+def check_folders(cfg: Any) -> None:
+    """A ConfigError when a folder setting (run_dir, model.cache_dir, reward.ladder_dir, ...) names a file or a path
+    through one: caught here before a policy is built, not by the first mkdir minutes later."""
+    for key, value in folder_settings(cfg):
+        path = Path(value).expanduser()
+        blocking = next((p for p in (path, *path.parents) if p.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise ConfigError(f"{key}={value} must be a folder, but {blocking} is a file; point {key} at a folder.")
+
+
 def run_or_exit(job: Callable[[Any], dict], cfg: DictConfig) -> dict:
-    """job(typed config); a UserError ends the process with its one sentence and exit status 2."""
+    """job(typed config); a UserError ends the process with its one sentence and exit status 2, and so does a path
+    that is a file where a folder belongs or the reverse (the path is named; nothing is caught more broadly)."""
     try:
-        return job(to_run_config(cfg))
+        run_config = to_run_config(cfg)
+        check_folders(run_config)
+        return job(run_config)
     except UserError as err:
         print(f"tsrl: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError) as err:
+        print(f"tsrl: error: {err.filename}: {err.strerror}; fix the setting that names it.", file=sys.stderr)
         sys.exit(2)
 
 

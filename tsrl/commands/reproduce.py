@@ -12,7 +12,10 @@ from pathlib import Path
 
 from tsrl import reproduce
 from tsrl.commands.base import setup_or_exit
+from tsrl.config import override_error
+from tsrl.errors import not_a_file
 from tsrl.reproduce import STAND_INS, aggregate, method_grids, not_sweeps, plan, run_grids
+from tsrl.reproduce_spend import CONFIRM_ABOVE, grid_spend, world_of
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--smoke", action="store_true", help="CPU stand-ins, 2 steps, 1 seed, ≤ 2 values per axis")
     parser.add_argument("--accelerate", default=None, help="an accelerate config file: every run on its processes")
     parser.add_argument("--aggregate-only", action="store_true", help="only (re)write the tables and plots")
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"run a grid whose judge is not simulated even above {CONFIRM_ABOVE:,} estimated judge calls",
+    )
     return parser
 
 
@@ -33,18 +41,44 @@ def paper_recipe(name: str) -> str:
     folder = Path(os.environ["TSRL_RECIPES_ROOT"]) / "recipes"  # set by setup_or_exit
     if not (folder / f"{recipe}.yaml").is_file():
         known = ", ".join(sorted(p.stem for p in (folder / "paper").glob("*.yaml")))
-        raise SystemExit(
-            f"tsrl-reproduce: error: {recipe} is not a recipe under {folder}; the paper recipes are: {known}."
-        )
+        print(f"tsrl-reproduce: error: {recipe} is not a recipe under {folder}; the paper recipes are: {known}.",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     return recipe
+
+
+def check_paths(out: Path | None, accelerate: str | None) -> None:
+    """Exit with one sentence and status 2 when --out is a file or --accelerate names no file: found before the
+    grid, not by the first run's mkdir or by accelerate launch."""
+    problem = ""
+    if out is not None and out.exists() and not out.is_dir():
+        problem = f"--out {out} is a file; give a folder (it receives one folder per run)"
+    elif accelerate and not Path(accelerate).expanduser().is_file():
+        problem = f"--accelerate {accelerate} {not_a_file(accelerate)}; give an accelerate config (see tsrl-configs)"
+    if problem:
+        print(f"tsrl-reproduce: error: {problem}.", file=sys.stderr)
+        sys.exit(2)
+
+
+def plan_or_exit(recipe: str, overrides: list[str], scale: str) -> tuple[dict[str, list[str]], list[str]]:
+    """reproduce.plan, or one sentence and exit status 2 when an override does not compose (a misspelled key, a
+    value of the wrong type) — before any run starts."""
+    from hydra.errors import HydraException
+
+    try:
+        return plan(recipe, overrides, scale)
+    except HydraException as err:
+        print(f"tsrl-reproduce: error: {override_error(err)}", file=sys.stderr)
+        sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_intermixed_args(argv)  # overrides before or after the options
     setup_or_exit()
     recipe = paper_recipe(args.recipe)
+    check_paths(args.out, args.accelerate)
     scale = "smoke" if args.smoke else "cpu" if args.cpu else "full"
-    grid, fixed = plan(recipe, args.overrides, scale)
+    grid, fixed = plan_or_exit(recipe, args.overrides, scale)
     suffix = "" if scale == "full" else f"_{scale}"
     out = (args.out or Path("runs/reproduce") / (recipe.split("/")[-1] + suffix)).resolve()
     failed = 0
@@ -52,6 +86,16 @@ def main(argv: list[str] | None = None) -> None:
         grids = method_grids(recipe, grid, [*STAND_INS[scale], *not_sweeps(args.overrides)])
         size = sum(math.prod(len(values) for values in g.values()) for g in grids)
         print(f"tsrl-reproduce: {recipe}: {size} runs into {out}", flush=True)
+        spend = grid_spend(recipe, grids, fixed, world_of(args.accelerate))
+        print("\n".join(spend.lines()), flush=True)
+        if spend.needs_yes() and not args.yes:
+            print(
+                f"tsrl-reproduce: error: the grid would make {spend.total.text()} judge calls with a judge that is "
+                f"not simulated ({', '.join(sorted(spend.judges))}), more than {CONFIRM_ABOVE:,}; nothing was run: "
+                "add --yes to run it, or narrow the grid (an axis on the command line, e.g. seed=0).",
+                file=sys.stderr,
+            )
+            sys.exit(2)
         failed = run_grids(recipe, out, grids, fixed, args.accelerate)  # one multirun per set of axes
     print(aggregate(out, grid))
     print(f"tables and plots: {out}/table.md, table.csv, curves.png")

@@ -192,6 +192,8 @@ def study_task(runs: Sequence[StudyRun], overrides: Sequence[str]) -> list[str]:
 
 def check_export_folder(out: Path) -> None:
     """Refuse to export into a study folder that already holds imported rankings: they rank its old draw's items."""
+    if out.exists() and not out.is_dir():
+        raise StudyError(f"--out {out} is a file; give a folder for the study.")
     if any((out / "rankings").glob("*.json")):
         raise StudyError(
             f"{out} already holds imported rankings (rankings/); a new export would re-draw the "
@@ -224,7 +226,16 @@ def load_study(folder: Path) -> dict:
         raise StudyError(
             f"{folder} is not a study folder (no {STUDY_FILE}); give the --out folder of tsrl-human-study export."
         )
-    return json.loads((folder / STUDY_FILE).read_text())
+    return read_study_json(folder / STUDY_FILE, "export it again into a new folder")
+
+
+def read_study_json(path: Path, fix: str) -> Any:
+    """The JSON in one of a study's files, or a StudyError naming the file and `fix` (a hand-edited or truncated
+    file otherwise ends in a parser's traceback)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise StudyError(f"{path} is unusable ({type(err).__name__}: {err}); {fix}.") from None
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -287,15 +298,19 @@ def report_study(folder: Path, key_path: Path, samples: int = 10_000) -> dict[st
     study = load_study(folder)
     if not key_path.is_file():
         raise StudyError(f"no key at {key_path}; pass the key file export wrote with --key PATH.")
-    rankings = [json.loads(p.read_text()) for p in sorted((folder / "rankings").glob("*.json"))]
+    if samples < 1:
+        raise StudyError(f"--bootstrap {samples}: the intervals need at least 1 resample (10000 by default).")
+    again = "import that annotator's sheet again with --replace"
+    rankings = [read_study_json(p, again) for p in sorted((folder / "rankings").glob("*.json"))]
     if len(rankings) < 2:
         raise StudyError(
             f"{len(rankings)} annotator(s) imported into {folder / 'rankings'}; agreement needs at "
             "least 2: tsrl-human-study import STUDY SHEET.csv …"
         )
     judge_path = folder / JUDGE_FILE
-    judge = json.loads(judge_path.read_text()) if judge_path.is_file() else None
-    report = summarise(study, json.loads(key_path.read_text()), rankings, judge, samples)
+    judge = read_study_json(judge_path, "run tsrl-human-study judge again") if judge_path.is_file() else None
+    key = read_study_json(key_path, "pass the key file export wrote with --key PATH")
+    report = summarise(study, key, rankings, judge, samples)
     write_json(folder / "report.json", report)
     (folder / "report.md").write_text(markdown(report))
     return report

@@ -86,12 +86,29 @@ def summarise(
     runs = {label: run["value"] for label, run in key["runs"].items() if "value" in run}
     if len(runs) >= 2:
         labels = list(runs)
+        metric = next(r["metric"] for r in key["runs"].values() if "metric" in r)
+        values, ranks = [-runs[x] for x in labels], [human[x] for x in labels]
         report["vs_winrate"] = {
-            "metric": next(r["metric"] for r in key["runs"].values() if "metric" in r),
+            "metric": metric,
             "labels": labels,
-            "tau_b": kendall_tau_b([-runs[x] for x in labels], [human[x] for x in labels]),
+            "tau_b": kendall_tau_b(values, ranks),
+            "tau_b_why": tied(values, ranks, f"every method's {metric}", "every method's human mean rank"),
         }
     return report
+
+
+def tied(first: list[float], second: list[float], first_name: str, second_name: str) -> str:
+    """Why Kendall's τ_b of two orders is undefined ("" when it is not): τ_b divides by the pairs each order leaves
+    untied, which is zero when every value of one order is the same."""
+    for values, name in ((first, first_name), (second, second_name)):
+        if len(values) < 2 or np.ptp(np.asarray(values, float)) == 0:
+            return f"{name} is tied"
+    return ""
+
+
+def tau_text(value: float, why: str) -> str:
+    """τ_b for report.md: the number, or why there is none (a bare "nan" says nothing)."""
+    return f"{value:.3f}" if not np.isnan(value) else f"undefined ({why or 'no untied pair'})"
 
 
 def human_win_rates(study: dict, key: dict, t: dict) -> dict[str, float]:
@@ -122,8 +139,11 @@ def judge_agreement(study: dict, key: dict, judge: dict, t: dict, human: dict[st
     rho, p_value = spearman_rho(judged, [human[x] for x in labels])
     return {
         "judge": judge["judge"],
-        "tau_b_per_prompt_mean": float(np.nanmean(taus)),
+        "tau_b_per_prompt_mean": float(np.nanmean(taus)) if not np.all(np.isnan(taus)) else float("nan"),
         "tau_b_over_labels": kendall_tau_b(judged, [human[x] for x in labels]),
+        "tau_b_over_labels_why": tied(
+            judged, [human[x] for x in labels], "every label's judge mean rank", "every label's human mean rank"
+        ),
         "spearman_over_labels": {"rho": rho, "p_value": p_value, "n": len(labels)},
         "spearman_per_prompt_mean": float(np.nanmean(rhos)) if not np.all(np.isnan(rhos)) else float("nan"),
         "judge_mean_rank": dict(zip(labels, judged)),
@@ -159,8 +179,11 @@ def markdown(report: dict[str, Any]) -> str:
     if judge:
         lines.append(
             f"Judge ({judge['judge']['kind']} {judge['judge']['model']}, round-robin of the same items, both "
-            f"orders) against the human mean ranks: Kendall's τ_b {judge['tau_b_over_labels']:.3f} over "
-            f"methods and anchors, {judge['tau_b_per_prompt_mean']:.3f} per prompt (mean over prompts); "
+            "orders) against the human mean ranks: Kendall's τ_b "
+            f"{tau_text(judge['tau_b_over_labels'], judge.get('tau_b_over_labels_why', ''))} over methods and "
+            "anchors, "
+            f"{tau_text(judge['tau_b_per_prompt_mean'], 'every prompt has its judge scores or human ranks tied')} "
+            "per prompt (mean over prompts); "
             f"Spearman's ρ {judge['spearman_over_labels']['rho']:.3f} (p = "
             f"{judge['spearman_over_labels']['p_value']:.3g}, n = {judge['spearman_over_labels']['n']}) over "
             f"methods and anchors, {judge['spearman_per_prompt_mean']:.3f} per prompt (mean over prompts)."
@@ -169,6 +192,7 @@ def markdown(report: dict[str, Any]) -> str:
     if winrate:
         lines.append(
             f"The runs' held-out {winrate['metric']} (eval.json, evaluation judge) against the human mean "
-            f"ranks: Kendall's τ_b {winrate['tau_b']:.3f} over {len(winrate['labels'])} methods."
+            f"ranks: Kendall's τ_b {tau_text(winrate['tau_b'], winrate.get('tau_b_why', ''))} over "
+            f"{len(winrate['labels'])} methods."
         )
     return "\n".join(lines) + "\n"

@@ -73,8 +73,49 @@ def compose_run_config(
                 ],
             )
         except HydraException as err:  # unknown group, option or value: say which, without Hydra's traceback
-            raise UserError(f"Cannot configure reward={regime} judge={judge} task={task}: {err}") from None
+            from tsrl.config import override_error
+
+            raise UserError(
+                f"Cannot configure reward={regime} judge={judge} task={task}: {override_error(err)}"
+            ) from None
     return OmegaConf.to_object(cfg)
+
+
+def check_prompts(prompts: Any) -> None:
+    """A UserError naming `prompts` unless it is a non-empty list of strings or Prompts (checked before anything is
+    built: a wrong argument otherwise fails deep inside hashing or a regime)."""
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence) or not prompts:
+        raise UserError(f"prompts must be a non-empty list of strings or tsrl.types.Prompt, got {prompts!r:.60}.")
+    for b, prompt in enumerate(prompts):
+        if not isinstance(prompt, (str, Prompt)):
+            raise UserError(f"prompts[{b}] is {prompt!r:.60} ({type(prompt).__name__}); a prompt is a str or a Prompt.")
+
+
+def check_completions(prompts: Sequence[Any], completions: Any) -> None:
+    """A UserError naming `completions` unless it holds one non-empty list of strings per prompt, all of one size G."""
+    shape = "completions must hold one list of completions per prompt, all of the same length G"
+    if isinstance(completions, (str, bytes)) or not isinstance(completions, Sequence):
+        raise UserError(f"{shape}, got {type(completions).__name__}.")
+    if len(completions) != len(prompts):
+        raise UserError(f"{shape}; got {len(prompts)} prompts and {len(completions)} lists.")
+    for b, group in enumerate(completions):
+        if isinstance(group, (str, bytes)) or not isinstance(group, Sequence) or not group:
+            raise UserError(f"{shape}; completions[{b}] is {group!r:.60}, not a non-empty list of str.")
+        wrong = next((g for g, text in enumerate(group) if not isinstance(text, str)), None)
+        if wrong is not None:
+            raise UserError(f"completions[{b}][{wrong}] is {group[wrong]!r:.60}; every completion is a str.")
+    sizes = sorted({len(group) for group in completions})
+    if len(sizes) > 1:
+        raise UserError(f"{shape} (whole groups only); got group sizes {sizes}.")
+
+
+def check_options(policy: Any, overrides: Any) -> None:
+    """A UserError naming `policy` unless it is None or (model, tokenizer), or `overrides` unless it is a list of
+    strings (a bare string would be read letter by letter)."""
+    if policy is not None and not (isinstance(policy, (tuple, list)) and len(policy) == 2):
+        raise UserError(f"policy must be (model, tokenizer), got {type(policy).__name__}.")
+    if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
+        raise UserError(f"overrides must be a list of strings like ['judge.flip_prob=0.1'], got {overrides!r:.60}.")
 
 
 def resolve_prompt(known: dict[str, Prompt], prompt: str | Prompt) -> Prompt:
@@ -99,11 +140,8 @@ class Scorer:
         from tsrl.rewards.policy_features import text_groups
         from tsrl.types import Group, Rollout
 
-        if len(prompts) != len(completions) or len({len(c) for c in completions}) > 1:
-            raise UserError(
-                "score needs one list of completions per prompt, all of the same length G; got "
-                f"{len(prompts)} prompts and group sizes {sorted({len(c) for c in completions})}."
-            )
+        check_prompts(prompts)
+        check_completions(prompts, completions)
         resolved = [resolve_prompt(self.known, p) for p in prompts]
         if self.tokenizer is not None:
             groups = text_groups(self.tokenizer, resolved, completions)
@@ -136,6 +174,9 @@ def build_scorer(
     from tsrl.rewards import RegimeContext, build_regime
     from tsrl.tasks import TaskView, build_task
 
+    if prompts is not None:
+        check_prompts(prompts)
+    check_options(policy, overrides)
     run_dir = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="tsrl-score-"))
     cfg = compose_run_config(regime, judge, task, str(run_dir), overrides, reward_options)
     base = build_task(cfg.task)
@@ -168,6 +209,8 @@ def score_groups(
     **reward_options: Any,
 ) -> RewardBatch:
     """One shot: build the regime for these prompts and score their groups; see the module docstring."""
+    check_prompts(prompts)
+    check_completions(prompts, completions)  # before the regime is built: a wrong shape costs no judge call
     with tempfile.TemporaryDirectory(prefix="tsrl-score-") as run_dir:
         scorer = build_scorer(regime, judge, task, prompts, policy, overrides, run_dir, **reward_options)
         batch = scorer.score(prompts, completions)

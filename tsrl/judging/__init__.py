@@ -20,6 +20,7 @@ from tsrl.judging.cache import VerdictCache
 from tsrl.judging.hedging import HedgeConfig
 from tsrl.judging.hf_local import HFLocalJudgeConfig
 from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
+from tsrl.judging.rate import RateConfig
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
 from tsrl.judging.wrappers import (
     BothOrders,
@@ -140,6 +141,7 @@ __all__ = [
     "OpenAIJudgeConfig",
     "RetryConfig",
     "HedgeConfig",
+    "RateConfig",
     "HFLocalJudgeConfig",
     "build_judge",
     "judge_fingerprint",

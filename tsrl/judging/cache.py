@@ -85,6 +85,23 @@ def list_key(identity: str, request: ListRequest) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def open_database(path: Path) -> sqlite3.Connection:
+    """A connection to the SQLite file at `path` (its folder made), or a DataError naming judge.cache_path when the
+    path is a folder or the file cannot be created there (sqlite3 alone says only "unable to open database file")."""
+    fix = "point judge.cache_path at a file in a folder this process can write"
+    if path.is_dir():
+        raise DataError(f"judge.cache_path={path} is a folder, not a file; {fix} (e.g. {path / 'verdicts.sqlite'}).")
+    blocking = next((p for p in path.parents if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise DataError(f"judge.cache_path={path} lies under {blocking}, which is a file; {fix}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except (OSError, sqlite3.Error) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise DataError(f"judge.cache_path={path} cannot be opened ({reason}); {fix}.") from None
+
+
 class VerdictCache:
     """See the module docstring. `chunk` = misses sent to the inner judge per committed transaction."""
 
@@ -102,8 +119,7 @@ class VerdictCache:
         self.score_identity = score_identity or f"{identity}|pointwise"
         self.list_identity = list_identity or f"{identity}|list"
         self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db = open_database(self.path)
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process never corrupts the file

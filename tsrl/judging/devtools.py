@@ -6,7 +6,7 @@ then /dev/null on stdin and stdout), so the launch needs no preexec_fn, which is
 
 Per page, in a browser that lives across pages: a new target (tab) attached with flatten=true (its commands
 carry a sessionId), the viewport set to width × height at device scale 1, scrollbars hidden, a virtual-time
-budget (timers and animations fast-forwarded, paused while the page still loads a local file), navigate, wait
+budget (timers and animations fast-forwarded, paused while the page is still loading), navigate, wait
 for Emulation.virtualTimeBudgetExpired, Page.captureScreenshot, close the target. That is what the per-page
 browser's --window-size / --hide-scrollbars / --virtual-time-budget / --screenshot flags do.
 

@@ -96,8 +96,15 @@ def load_judge_model(cfg: HFLocalJudgeConfig) -> tuple[Any, Any, str]:
 
     path, gguf = (cfg.model_path, cfg.gguf_file) if cfg.model_path else (str(smollm2_dir()), SMOLLM2_GGUF)
     kwargs = {"gguf_file": gguf} if gguf else {}
-    tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except OSError as err:  # transformers' word for a missing folder, file or hub name
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(
+            f"judge.model_path={path!r} (gguf_file={gguf!r}) cannot be loaded ({first}); set judge.model_path to "
+            "a local model folder or a model already in the Hugging Face cache."
+        ) from None
     device = judge_device(cfg.device, os.environ, torch.cuda.device_count() if torch.cuda.is_available() else 0)
     return model.to(device).eval(), tokenizer, device
 

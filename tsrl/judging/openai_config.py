@@ -11,6 +11,7 @@ from tsrl.errors import ConfigError
 from tsrl.judging.constrain import check_form
 from tsrl.judging.hedging import HedgeConfig
 from tsrl.judging.preflight import check_urls
+from tsrl.judging.rate import RateConfig
 from tsrl.judging.transport import TRANSPORTS
 from tsrl.judging.wrappers import JudgePolicyConfig
 
@@ -66,6 +67,7 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
         "transport",
         "retry",
         "hedge",
+        "rate",
         "preflight",
         "price_in_per_m",
         "price_out_per_m",
@@ -106,9 +108,10 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     by one: '+judge.extra_body.chat_template_kwargs={enable_thinking:false}' (a Qwen3 judge on vLLM without
     thinking), +judge.extra_body.max_tokens=null +judge.extra_body.max_completion_tokens=1024."""
     price_in_per_m: float = 0.0
-    """Price per 1M prompt tokens, for the judge/cost_usd metric."""
+    """Dollars per 1M prompt tokens: the judge/cost_usd metric, and a dollar bound in the spend a run prints
+    before its first call."""
     price_out_per_m: float = 0.0
-    """Price per 1M completion tokens."""
+    """Dollars per 1M completion tokens (see price_in_per_m)."""
     transport: str = "aiohttp"
     """aiohttp (lean client, default) | openai (the openai SDK's AsyncOpenAI); see tsrl/judging/transport.py."""
     preflight: bool = True
@@ -116,6 +119,8 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     retry: RetryConfig = field(default_factory=RetryConfig)
     hedge: HedgeConfig = field(default_factory=HedgeConfig)
     """Duplicates of requests outstanding far longer than the running p95 latency (tsrl/judging/hedging.py)."""
+    rate: RateConfig = field(default_factory=RateConfig)
+    """The provider's requests and tokens per minute, kept on our side (tsrl/judging/rate.py; 0 = no limit)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

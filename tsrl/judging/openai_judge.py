@@ -9,6 +9,8 @@ round-robin over `base_urls` (a retry goes to the next URL; an endpoint whose at
 see Endpoints). Each request is retried on 429, 5xx, timeouts, dropped connections and malformed bodies
 with exponential backoff and jitter, waiting at least what Retry-After(-ms) asks. An attempt outstanding far
 longer than the running p95 latency is hedged: a duplicate goes out and the first answer wins (hedging.py).
+With `judge.rate` set, every attempt (hedges, retries and re-asks too) is first admitted by the provider's rate
+limiter, which keeps requests and tokens per minute under the limits (rate.py).
 An answer that arrives but holds no readable verdict (empty, wrong format, echo of the prompt) is asked again
 with a fresh fence, up to `retry.reask` times (counted as reasks, apart from transport retries); then it
 becomes a failed Verdict of its kind. Every failed attempt is counted (attempt_errors/<kind>), every final
@@ -45,7 +47,7 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from tsrl.judging.base import JudgeCounters, JudgeUnavailable, JudgeUnreadable
@@ -76,9 +78,10 @@ from tsrl.judging.prompting import (
     ties_allowed,
     with_images,
 )
+from tsrl.judging.rate import PacedTransport, Pacer, limiter_for
 from tsrl.judging.transport import AttemptError, Completion, Endpoints, backoff_s, build_transport, read_completion
 from tsrl.registry import JUDGES
-from tsrl.types import ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
+from tsrl.types import Count, ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
 
 log = logging.getLogger("tsrl")
 PROGRESS_EVERY_S = 30.0
@@ -118,6 +121,9 @@ class OpenAIJudge:
         self.counters = JudgeCounters()
         self.hedger = Hedger(cfg.hedge, self.counters)
         connections = cfg.concurrency + self.hedger.burst * cfg.hedge.enabled  # hedges need connections of their own
+        # the provider's limits, shared with the process's other judges on the same endpoints (rate.py)
+        limiter = limiter_for(cfg.rate, cfg.base_urls, cfg.model) if cfg.rate.enabled else None
+        self.pacer = Pacer(limiter, cfg.max_tokens, self.counters) if limiter else None
 
         async def connect() -> Any:  # aiohttp sessions belong to the loop they are made on
             return build_transport(cfg.transport, cfg.base_urls, key, cfg.retry.timeout_s, connections)
@@ -181,6 +187,8 @@ class OpenAIJudge:
             metrics["endpoints_resting"] = float(self.endpoints.resting())
         if self.cfg.hedge.enabled and (delay := self.hedger.delay()) is not None:
             metrics["hedge_after_s"] = delay  # the current trigger: max(floor_s, after_p95 × p95)
+        if self.pacer is not None:
+            metrics.setdefault("rate_wait_s", Count(0.0))  # request-seconds held by judge.rate since the last drain
         return metrics
 
     def close(self) -> None:
@@ -195,7 +203,8 @@ class OpenAIJudge:
             self._call(preflight(self.transport, cfg.base_urls, cfg.model, cfg.api_key_env, timeout_s))
         if cfg.constrain == "off":
             return [None] * len(cfg.base_urls)
-        return self._call(probe_dialects(cfg, self.transport, self.counters, self.jitter))
+        transport = self.transport if self.pacer is None else PacedTransport(self.transport, self.pacer)
+        return self._call(probe_dialects(cfg, transport, self.counters, self.jitter))
 
     def _score_job(self, request: ScoreRequest) -> Job:
         fence = new_fence()
@@ -325,19 +334,14 @@ class OpenAIJudge:
         """The endpoint's reply to one question, or a failed Score once retries are spent."""
         retry = self.cfg.retry
         bodies = [self._request_args(messages, self._spec(i, kind, n)) for i in range(len(self.specs))]
-
-        def post(index: int) -> Any:
-            return self.transport.post(index, bodies[index])
-
         for attempt in range(retry.max_retries + 1):
             if self.consecutive_failures >= retry.max_consecutive_failures:
                 return Score(None, error="judge_unavailable: skipped after too many consecutive failures")
             index = self.endpoints.pick()
             await self.endpoints.hold(index)
+            post, other = await self._senders(bodies, index)
             try:
-                response, index = await self.hedger.send(
-                    post, index, self.endpoints.other, retry.timeout_s, self._attempt_failed
-                )
+                response, index = await self.hedger.send(post, index, other, retry.timeout_s, self._attempt_failed)
                 answer = self._read(response)
             except AttemptError as err:
                 error = self._attempt_failed(err, index)
@@ -349,6 +353,24 @@ class OpenAIJudge:
             self.endpoints.succeeded(index)
             return answer, index
         raise AssertionError("unreachable")
+
+    async def _senders(self, bodies: list[dict], index: int) -> tuple[Callable[[int], Awaitable[dict]], Any]:
+        """How one attempt's copies are sent (post) and where a hedge goes (other; None: not now). Under judge.rate
+        the first copy (to `index`) is admitted here, before the hedger's clock for the attempt starts (a wait in
+        the limiter is neither latency nor a reason to hedge); a hedge goes only where the limiter admits it at
+        once, never queueing before requests that wait (the hedger tries again at its next check)."""
+        if self.pacer is None:
+            return (lambda i: self.transport.post(i, bodies[i])), self.endpoints.other
+        pacer, admitted = self.pacer, [await self.pacer.acquire(bodies[index])]
+
+        def other(i: int) -> int | None:
+            target = self.endpoints.other(i)
+            if target is None or (grant := pacer.admit_now(bodies[target])) is None:
+                return None
+            admitted.append(grant)  # the hedger posts to `target` right after this answer
+            return target
+
+        return (lambda i: pacer.post(self.transport, i, bodies[i], admitted.pop())), other
 
     def _attempt_failed(self, err: AttemptError, index: int) -> str:
         """Count a failed attempt, rest its endpoint if the endpoint is at fault (not for a 400); the error text."""

@@ -8,12 +8,21 @@ pages are rendered, as TSRL's web judge sees rendered pages; judge.vision=false 
 Why the network is blocked: a page that pulls a stylesheet, font or image from a CDN renders differently from
 day to day (and offline not at all), so its reward would not be a property of the completion. The task asks
 for self-contained pages: `network_reference` refuses a page that would fetch before any browser starts, and
-Chromium runs behind a dead proxy with every host unresolvable in case the static check misses a fetch.
+Chromium's only proxy is the page server (tsrl/judging/page_server.py), which answers nothing but the page
+itself, with every host unresolvable, in case the static check misses a fetch.
 
-Failures lose: a page that is empty, over `max_bytes`, fetches from the network, or does not finish within
-`timeout_s` (an endless script, a refresh loop) loses its match (p_first = 0 or 1) without a judge call; both
-failed → a tie. The reason stays in the verdict's raw text and is counted (render/failures/<kind>), so a
-broken renderer shows in the logs instead of looking like a bad policy.
+Why nothing local can be shown: the screenshot goes to the judge, often a hosted one, and a page opened as a
+file: URL could draw any file the process can read into it (an <iframe>, <img>, <object>, <embed>, stylesheet or
+script naming file:///…, or a path resolved against the page's file: URL). So a page is never opened from a
+file: it is served at an http URL of its own by the page server, and Chromium refuses every file: load to a page
+of an http origin, whatever its markup or script asks; a path resolves against that http URL and is refused by
+the server. `local_reference` fails a page that names a file: URL before any browser starts (kind `local`), so
+the reason shows instead of a page rendered without its file.
+
+Failures lose: a page that is empty, over `max_bytes`, fetches from the network, names a local file, or does
+not finish within `timeout_s` (an endless script, a refresh loop) loses its match (p_first = 0 or 1) without a
+judge call; both failed → a tie. The reason stays in the verdict's raw text and is counted
+(render/failures/<kind>), so a broken renderer shows in the logs instead of looking like a bad policy.
 
 Pointwise grades (reward=rubric, rlaif, adaptive pointwise) are given on the screenshot too, so that a grade
 and a verdict of the same page see the same thing: each graded page is rendered (with the pairs' cache), a
@@ -25,8 +34,10 @@ RenderingJudge, lives in tsrl/judging/rendering_judge.py (importable from here t
 Each worker drives one long-lived Chromium over the DevTools pipe (tsrl/judging/devtools.py), a fresh tab per
 page; a page that hangs past timeout_s or kills the browser costs a browser restart, so it cannot poison the
 next page. reuse_browser=false starts a fresh Chromium per page (own process group, throwaway profile, the
-group killed on timeout) as before: ~1.7 s a page on 2 cores, mostly browser start-up.
-Screenshots are cached as PNG by sha256(width, height, html), so the frozen anchor pages render once.
+group killed on timeout) as before: ~1 s a page on 2 cores (benchmarks/render_pages.py), mostly browser
+start-up.
+Screenshots are cached as PNG by sha256(RENDER_VERSION, width, height, html), so the frozen anchor pages render
+once, and a renderer whose pixels can differ (RENDER_VERSION bumped) never serves an older one's screenshots.
 """
 
 from __future__ import annotations
@@ -47,12 +58,14 @@ from typing import ClassVar, Protocol
 
 from tsrl.errors import ConfigError
 from tsrl.judging.devtools import BrowserPool, check_temp_dir, chromium_temp, kill_group, log_tail
+from tsrl.judging.page_server import PageServer
 from tsrl.judging.rendering_judge import RenderingJudge, forfeit, score_forfeit  # noqa: F401 (re-exported)
 from tsrl.progress import PROGRESS_EVERY_S, duration
 
 log = logging.getLogger("tsrl")
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 VIRTUAL_TIME_MS = 3000  # simulated time for timers and animations before the shot (fast-forwarded)
+RENDER_VERSION = "http-origin"  # in every screenshot's cache key: bumped whenever the pixels of a page can change
 NOCASE = re.IGNORECASE
 FENCE = re.compile(r"```[ \t]*(\w*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 DOCUMENT = re.compile(r"(?:<!doctype\s+html|<html\b).*?(?:</html\s*>|\Z)", NOCASE | re.DOTALL)
@@ -65,6 +78,10 @@ REFRESH_URL = re.compile(rf"http-equiv\s*=\s*[\"']?refresh.*url\s*={REMOTE}", NO
 CSS_URL = re.compile(rf"(?:url\(|@import){REMOTE}", NOCASE)
 SCRIPT = re.compile(r"<script\b[^>]*>(.*?)</script\s*>", NOCASE | re.DOTALL)
 SCRIPT_URL = re.compile(r"""["'`]\s*https?://""", NOCASE)  # not bare `//`: in a script that is a comment
+FILE = r"""\s*["']?\s*file:"""  # an optionally quoted file: URL
+LOCAL_ATTRIBUTE = re.compile(rf"(?:=|,|url\(){FILE}", NOCASE)  # a value, a srcset entry, a style's url()
+CSS_LOCAL = re.compile(rf"(?:url\(|@import){FILE}", NOCASE)
+SCRIPT_LOCAL = re.compile(r"""["'`]\s*file:""", NOCASE)
 LINKS = ("a", "area")  # followed on click, never fetched on render
 UNFETCHED_RELS = {"canonical", "alternate", "author", "license", "help", "next", "prev", "bookmark", "me"}
 
@@ -110,7 +127,7 @@ class RenderConfig:
 
 @dataclass(frozen=True)
 class Rendering:
-    """One page's screenshot: a PNG path, or an error "<kind>: <message>" (kinds empty, too_large, network,
+    """One page's screenshot: a PNG path, or an error "<kind>: <message>" (kinds empty, too_large, network, local,
     timeout, crash). seconds = wall time spent; cached = served from the screenshot cache."""
 
     path: str | None
@@ -157,6 +174,23 @@ def network_reference(html: str) -> str | None:
     return html[start : start + 120].split("\n")[0]
 
 
+def local_reference(html: str) -> str | None:
+    """The first markup that names a local file (a file: URL in an attribute, a stylesheet or a script string),
+    or None. Links (<a href>, <area href>) are followed on click, never on render. The page's http origin would
+    refuse the load anyway; this check says why the page fails instead of rendering it without the file."""
+    found: list[re.Match[str]] = []
+    for tag in TAG.finditer(html):
+        if tag.group(1).lower() not in LINKS and LOCAL_ATTRIBUTE.search(tag.group(2) or ""):
+            found.append(tag)
+    found += CSS_LOCAL.finditer(html)
+    for script in SCRIPT.finditer(html):
+        found += SCRIPT_LOCAL.finditer(html, script.start(1), script.end(1))
+    if not found:
+        return None
+    start = min(match.start() for match in found)
+    return html[start : start + 120].split("\n")[0]
+
+
 def find_chromium(setting: str) -> str:
     """The Chromium binary to run, or a ConfigError saying how to get one."""
     for name in (setting,) if setting else CHROMIUM_NAMES:
@@ -187,6 +221,7 @@ class PageRenderer:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.pool = ThreadPoolExecutor(cfg.workers, thread_name_prefix="tsrl-render")
         self.assets = {url: read_asset(url, path) for url, path in cfg.assets.items()}
+        self.server = PageServer()  # the browsers' only source and proxy: pages never open as file: URLs
         self.warm = False  # the first batch that starts browsers says so
         self.browsers = (
             BrowserPool(self._live_flags, cfg.workers, self.cache_dir) if cfg.reuse_browser else None
@@ -234,7 +269,7 @@ class PageRenderer:
     def _target(self, html: str) -> tuple[str, Path]:
         """The page with its assets inlined, and where its screenshot is cached."""
         html = inline_assets(html, self.assets)
-        key = hashlib.sha256(f"{self.cfg.width}x{self.cfg.height}\n{html}".encode()).hexdigest()
+        key = hashlib.sha256(f"{RENDER_VERSION}\n{self.cfg.width}x{self.cfg.height}\n{html}".encode()).hexdigest()
         return html, self.cache_dir / f"{key}.png"
 
     def render(self, html: str) -> Rendering:
@@ -252,6 +287,7 @@ class PageRenderer:
         self.pool.shutdown(wait=True, cancel_futures=True)
         if self.browsers:
             self.browsers.close()
+        self.server.close()
 
     def _refusal(self, html: str) -> str | None:
         """Why a page fails before any browser starts (None: render it)."""
@@ -260,37 +296,43 @@ class PageRenderer:
             return "empty: the page has no content"
         if size > self.cfg.max_bytes:
             return f"too_large: {size} bytes, over judge.render.max_bytes={self.cfg.max_bytes}"
-        reference = network_reference(html)
-        return f"network: the page fetches from the network ({reference})" if reference else None
+        if reference := network_reference(html):
+            return f"network: the page fetches from the network ({reference})"
+        if reference := local_reference(html):
+            return f"local: the page reads a local file ({reference})"
+        return None
 
     def _shoot(self, html: str, target: Path) -> str | None:
-        """Screenshot the page and move it to `target`; the error string when it fails."""
-        with tempfile.TemporaryDirectory(prefix="work-", dir=self.cache_dir, ignore_cleanup_errors=True) as d:
+        """Screenshot the page, served at an http URL of its own (never a file: URL), and move it to `target`; the
+        error string when it fails."""
+        with (
+            tempfile.TemporaryDirectory(prefix="work-", dir=self.cache_dir, ignore_cleanup_errors=True) as d,
+            self.server.serving(html) as url,
+        ):
             work = Path(d)
-            page, shot = work / "page.html", work / "shot.png"
-            page.write_text(html, encoding="utf-8")
+            shot = work / "shot.png"
             if self.browsers:
                 viewport = (self.cfg.width, self.cfg.height)
-                error = self.browsers.shoot(page.as_uri(), shot, viewport, VIRTUAL_TIME_MS, self.cfg.timeout_s)
+                error = self.browsers.shoot(url, shot, viewport, VIRTUAL_TIME_MS, self.cfg.timeout_s)
             else:
-                error = self._shoot_fresh(page, shot)
+                error = self._shoot_fresh(url, work, shot)
             if error:
                 return error
             os.replace(shot, target)  # atomic: a concurrent reader sees the whole PNG or none
         return None
 
-    def _shoot_fresh(self, page: Path, shot: Path) -> str | None:
-        """Run a fresh Chromium on the page, its screenshot to `shot`."""
-        log = page.parent / "chromium.log"
+    def _shoot_fresh(self, url: str, work: Path, shot: Path) -> str | None:
+        """Run a fresh Chromium (profile and log under `work`) on the page at `url`, its screenshot to `shot`."""
+        log = work / "chromium.log"
         flags = [
-            *self._flags(page.parent / "profile"),
+            *self._flags(work / "profile"),
             f"--screenshot={shot}",
             f"--virtual-time-budget={VIRTUAL_TIME_MS}",
         ]
         scratch = chromium_temp()
         with log.open("wb") as stderr:  # a file, not a pipe: a chatty browser must never block on it
             process = subprocess.Popen(
-                [self.chromium, *flags, page.as_uri()],
+                [self.chromium, *flags, url],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
@@ -312,7 +354,9 @@ class PageRenderer:
         return [self.chromium, *self._flags(profile), "--remote-debugging-pipe"]
 
     def _flags(self, profile: Path) -> list[str]:
-        """The browser-wide flags of both paths: headless, no GPU, the network blocked, a throwaway profile."""
+        """The browser-wide flags of both paths: headless, no GPU, a throwaway profile, and every request sent to
+        the page server, which answers the page alone (the loopback too; no host name resolves, and the proxy's
+        own address is left out of that rule so the browser can reach it)."""
         return [
             "--headless=new",
             "--disable-gpu",
@@ -328,9 +372,9 @@ class PageRenderer:
             "--disable-dev-shm-usage",
             f"--user-data-dir={profile}",
             f"--window-size={self.cfg.width},{self.cfg.height}",
-            "--proxy-server=127.0.0.1:9",
-            "--proxy-bypass-list=<-loopback>",  # all traffic to a dead port
-            "--host-resolver-rules=MAP * ~NOTFOUND",
+            f"--proxy-server={self.server.address}",
+            "--proxy-bypass-list=<-loopback>",  # the loopback through the proxy too
+            f"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE {self.server.address.split(':')[0]}",
         ]
 
 

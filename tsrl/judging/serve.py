@@ -323,8 +323,34 @@ def say(message: str) -> None:
     print(f"tsrl-serve-judge: {message}", file=sys.stderr, flush=True)
 
 
+def local_path(model: str) -> bool:
+    """--model is meant as a local folder (not a Hugging Face id): it is absolute, relative by ./ or ../, or ~."""
+    return model.startswith(("/", "./", "../", "~")) or Path(model).exists()
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """A UserError naming the option when a path or number cannot work: caught before a server is started (a server
+    given a missing model otherwise fails inside its own log, and --log-dir naming a file in a mkdir traceback)."""
+    model = Path(args.model).expanduser()
+    if local_path(args.model) and not model.is_dir():
+        reason = "is a file, not a folder" if model.exists() else "does not exist"
+        raise UserError(f"--model {args.model} {reason}; give a local model folder or a Hugging Face id.")
+    if args.gpus not in (None, "cpu") and not all(g.strip().isdigit() for g in args.gpus.split(",")):
+        raise UserError(f"--gpus {args.gpus} is not a list of GPU ids; write e.g. --gpus 0,1, or cpu.")
+    if args.tensor_parallel is not None and args.tensor_parallel < 1:
+        raise UserError(f"--tensor-parallel must be at least 1, got {args.tensor_parallel}.")
+    if not 0 < args.port < 65536 - args.replicas:
+        raise UserError(f"--port {args.port} leaves no valid port for {args.replicas} replica(s); give 1024–65000.")
+    for option, path in (("--log-dir", args.log_dir), ("--env-file", args.env_file)):
+        wrong = path is not None and path.exists() and path.is_dir() != (option == "--log-dir")
+        if wrong:
+            kind = "a folder" if option == "--log-dir" else "a file"
+            raise UserError(f"{option} {path} is not {kind}; give {kind} path.")
+
+
 def spec_of(args: argparse.Namespace, command: list[str]) -> tuple[ServerSpec, list[str | None]]:
     """What to serve and each replica's devices, from the options; bad input is a UserError."""
+    check_options(args)
     if command and shutil.which(command[0]) is None:
         raise UserError(f"the command {command[0]} after -- is not found; give its path or install it.")
     devices = split_gpus(args.gpus, args.replicas)

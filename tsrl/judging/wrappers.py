@@ -65,7 +65,7 @@ class BudgetConfig:
 class JudgePolicyConfig:
     """Wrapper settings shared by every judge (rubric_sim, openai, hf_local)."""
 
-    OPERATIONAL: ClassVar[tuple[str, ...]] = ("budget", "cache_path")
+    OPERATIONAL: ClassVar[tuple[str, ...]] = ("budget", "cache_path", "max_setup_calls")
     """Settings that change how verdicts are fetched, paid for or stored, not what they are (judge_fingerprint)."""
 
     order: str = "random"
@@ -81,6 +81,9 @@ class JudgePolicyConfig:
     cache_path: str = ""
     """SQLite verdict cache file (empty = no cache); shared safely across runs of the same judge."""
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    max_setup_calls: int = 50_000
+    """Most judge calls a run may make before training (the anchor round-robins); a run whose setup would ask more
+    stops before asking anything (0 = no limit). The largest paper recipe asks 2,880 on its shipped data."""
     render: RenderConfig = field(default_factory=RenderConfig)
     """Screenshots for tasks whose responses are web pages (task=web): see tsrl/judging/rendering.py."""
     seed: int = 0
@@ -93,6 +96,8 @@ class JudgePolicyConfig:
         if self.failure not in FAILURE_POLICIES:
             raise ConfigError(f"judge.failure={self.failure!r} is unknown; choose one of {list(FAILURE_POLICIES)}.")
         check_noise(self.flip_prob, self.noise_scope)
+        if self.max_setup_calls < 0:
+            raise ConfigError(f"judge.max_setup_calls must be >= 0 (0 = no limit), got {self.max_setup_calls}.")
 
 
 def check_noise(flip_prob: float, scope: str) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tsrl.errors import ConfigError, DataError
+from tsrl.errors import ConfigError, DataError, not_a_file
 from tsrl.ranking import ConstitutionalBracket, Match
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, StepCounted
@@ -67,7 +67,7 @@ def load_principles(path: str) -> list[str]:
     file = Path(path).expanduser() if path else DATA_DIR / "constitution" / "principles.txt"
     if not file.is_file():
         raise DataError(
-            f"Constitution file {file} does not exist; set reward.principles_file to a text file "
+            f"Constitution file {file} {not_a_file(file)}; set reward.principles_file to a text file "
             "with one principle per line."
         )
     lines = [line.strip() for line in file.read_text(encoding="utf-8").splitlines()]

@@ -179,12 +179,13 @@ def ladder_strengths(
     return out
 
 
-def ladder_path(cfg: LadderConfig, ctx: RegimeContext, prompts: Sequence[Prompt]) -> Path:
+def ladder_path(cfg: LadderConfig, fingerprint: str, task_name: str, prompts: Sequence[Prompt]) -> Path:
+    """Where the ladder of these prompts' anchors, ranked by this judge (its fingerprint) and fit, is stored."""
     method = {"bt": "", "elo": f"|elo={cfg.elo_k}", "topo": "|topo"}[cfg.ranking]  # bt keeps the original key
-    digest = hashlib.sha256(f"{ctx.judge_fingerprint}|l2={cfg.l2}{method}".encode())
+    digest = hashlib.sha256(f"{fingerprint}|l2={cfg.l2}{method}".encode())
     for p in prompts:
         digest.update(json.dumps([p.id, p.text, [a.text for a in p.anchors]]).encode())
-    return Path(cfg.ladder_dir).expanduser() / f"{ctx.task.name}-{digest.hexdigest()[:16]}.jsonl"
+    return Path(cfg.ladder_dir).expanduser() / f"{task_name}-{digest.hexdigest()[:16]}.jsonl"
 
 
 def save_ladders(path: Path, ladders: dict[str, list[Rung]], matches: Matches) -> None:
@@ -260,7 +261,7 @@ def check_anchors(cfg: LadderConfig, task: Task) -> None:
             f"reward=ladder needs reference anchors, but prompt {bare[0].id!r} of task {task.name} has none "
             f"({len(bare)} of {len(prompts)} prompts); give the data anchors, let tsrl-train write them first "
             "(ladder.build=auto, from ladder.endpoint.* or the policy), build them with tsrl-ladder (then "
-            "task.anchors_file=...), or use a regime without anchors (reward=self_bootstrap, intragroup)."
+            "task.anchors_file=...), or use a regime without anchors (reward=in_batch, arena or self_bootstrap)."
         )
     short = [p for p in prompts if len(p.anchors) < cfg.k]
     if short:
@@ -277,7 +278,7 @@ class LadderRegime(Streams):
         check_anchors(cfg, ctx.task)
         prompts = ctx.task.prompts("train")
         self.cfg, self.ctx = cfg, ctx
-        self.path = ladder_path(cfg, ctx, prompts)
+        self.path = ladder_path(cfg, ctx.judge_fingerprint, ctx.task.name, prompts)
         self.build_calls = 0
         with ctx.collective.main_first():  # several processes: the main one judges and stores, the others load
             matches = load_matches(self.path) if self.path.is_file() and not cfg.rebuild else None

@@ -25,11 +25,12 @@ makes no judge call for its ladder. Written to the run directory:
     tsrl-ladder task=web build.source=endpoint endpoint.base_url=http://host:8000/v1 endpoint.model=big-model
     tsrl-ladder task=humor build.source=policy model=smollm2 'build.styles=[a pun,a one-liner]'
 
-tsrl-train runs the same builders as its first step (`ladder.*`, `prepare_ladder`): when training prompts have
-fewer anchors than the reward needs (reward.k; WebSight and MentalChat16K give one reference per prompt,
-MWAHAHA none), each short prompt keeps its own anchors and gets tier × style anchors from `ladder.endpoint` or
-the policy, written once to the run directory's ladder_anchors.jsonl (a resumed run reads it), and the run
-trains with task.anchors_file pointing there; the judge then ranks them at start as for any ladder.
+tsrl-train runs the same builders as its first step (`ladder.*`, tsrl/rewards/ladder_step.py): when training
+prompts with one reference or none (WebSight, MentalChat16K, MWAHAHA), or any with ladder.build=policy|endpoint,
+have fewer anchors than the reward needs, each short prompt keeps its own anchors and gets tier × style anchors
+from `ladder.endpoint` or the policy, written once to the run directory's ladder_anchors.jsonl (a resumed run
+reads it), and the run trains with task.anchors_file pointing there; the judge then ranks them at start as for
+any ladder. Before ranking, the judge calls it will make are printed, and judge.max_setup_calls stops it first.
 
     tsrl-train task=web task.dataset=HuggingFaceM4/WebSight task.subset=v0.2 reward.k=4 \
         ladder.endpoint.base_url=http://host:8000/v1 ladder.endpoint.model=big-model
@@ -237,6 +238,8 @@ def build_ladders(cfg: LadderRunConfig) -> dict[str, Any]:
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if cfg.build.source == "endpoint":
+        asked = len(requests_for(prompts, cfg.build)) * cfg.build.samples
+        print(f"ladder anchors: {asked:,} requests to {cfg.endpoint.model} at {cfg.endpoint.base_url}", flush=True)
         prompts = from_endpoint(cfg.endpoint, cfg.build, prompts)
     elif cfg.build.source == "policy":
         prompts = from_policy(cfg, cfg.build, task, prompts)
@@ -248,6 +251,7 @@ def build_ladders(cfg: LadderRunConfig) -> dict[str, Any]:
         )
     if cfg.build.source != "references":
         write_anchors(run_dir / "anchors.jsonl", prompts)
+    say_ranking_spend(cfg, task.name, prompts)
     judge = build_judge(cfg.judge, task)
     try:
         ctx = RegimeContext(TaskView(task, list(prompts)), judge, judge_fingerprint(cfg.judge), run_dir)
@@ -274,6 +278,19 @@ def build_ladders(cfg: LadderRunConfig) -> dict[str, Any]:
     }
     (run_dir / "ladder_report.json").write_text(json.dumps(report, indent=1) + "\n")
     return report
+
+
+def say_ranking_spend(cfg: LadderRunConfig, task_name: str, prompts: Sequence[Prompt]) -> None:
+    """Print the judge calls the ranking will make (0 for a stored ladder) and stop, before asking anything, when
+    they pass judge.max_setup_calls."""
+    from tsrl.judging import judge_fingerprint
+    from tsrl.rewards.spend import Spend, check_setup, ladder_setup
+
+    setup, _ = ladder_setup("ladder", cfg.ladder, prompts, judge_fingerprint(cfg.judge), task_name)
+    both = getattr(cfg.judge, "order", "random") == "both"
+    spend = Spend(judge="", setup=[(what, n * (2 if both else 1)) for what, n in setup])
+    print(f"judge spend: {spend.setup_calls:,} calls — {setup[0][0]}", flush=True)
+    check_setup(spend, cfg.judge.max_setup_calls)
 
 
 def write_anchors(path: Path, prompts: Sequence[Prompt]) -> None:
@@ -311,138 +328,3 @@ def format_report(report: dict[str, Any]) -> str:
     if report["anchors_file"]:
         lines.append(f"train on these anchors with task.anchors_file={report['anchors_file']}")
     return "\n".join(lines)
-
-
-# tsrl-train's ladder step (RunConfig.ladder): the same builders, run before training when anchors are missing.
-
-STEP_FILE = "ladder_anchors.jsonl"
-
-
-def anchors_needed(reward: Any) -> int:
-    """Anchors per training prompt the reward regime reads from the data: reward.k for the ladder regimes, 2
-    for a reward model trained on the ladder's pairs, 0 for a regime without data anchors (self_bootstrap
-    samples its own)."""
-    from tsrl.rewards.reward_model import RewardModelConfig
-
-    if isinstance(reward, LadderConfig):
-        return reward.k
-    return 2 if isinstance(reward, RewardModelConfig) else 0
-
-
-def step_settings(step: Any, needed: int, prompts: Sequence[Prompt]) -> BuildSettings:
-    """tsrl-ladder's build settings for the step: its source resolved, and with ladder.samples=0 the fewest
-    samples per tier × style that give every prompt `needed` anchors next to its own."""
-    source = step.source if step.source != "auto" else ("endpoint" if step.endpoint.base_url else "policy")
-    tiers = dict(step.tiers) or dict(DEFAULT_TIERS)
-    per_sample = len(tiers) * max(len(step.styles), 1)
-    missing = max(needed - min(len(p.anchors) for p in prompts), 1)
-    samples = step.samples or -(-missing // per_sample)
-    return BuildSettings(source=source, tiers=tiers, styles=list(step.styles), samples=samples)
-
-
-def check_references(task: Any) -> None:
-    """A task evaluated by win-rate needs reference anchors on its held-out prompts (else every win-rate is 0)."""
-    from tsrl.tasks.base import task_metric
-
-    bare = [p for p in task.prompts("eval") if not p.anchors] if task_metric(task) == "winrate" else []
-    if bare:
-        raise UserError(
-            f"Held-out prompt {bare[0].id!r} of task {task.name} has no reference anchors ({len(bare)} "
-            "such), so its win-rate cannot be measured; point task.eval_file at held-out prompts with "
-            "anchors in the task's schema (for humor the shipped tsrl/tasks/data/humor/eval.jsonl)."
-        )
-
-
-def prepare_ladder(cfg: Any, task: Any) -> tuple[Any, Any]:
-    """The run's config and task with every training prompt holding the anchors the reward needs: the ones the
-    data has, else (ladder.build=auto) those of the run directory's ladder_anchors.jsonl — read if it is there
-    (a resumed run), else written now by `write_step_anchors`. The task is rebuilt with task.anchors_file
-    pointing at the file."""
-    import logging
-
-    from tsrl.tasks import build_task
-
-    check_references(task)
-    needed, prompts = anchors_needed(cfg.reward), task.prompts("train")
-    short = [p for p in prompts if len(p.anchors) < needed]
-    if not short:
-        return cfg, task
-    first = f"prompt {short[0].id!r} of task {task.name} has {len(short[0].anchors)}"
-    if cfg.ladder.build == "off":
-        what = f"reward.k={needed}" if isinstance(cfg.reward, LadderConfig) else "the reward model's ladder"
-        fewest = min(len(p.anchors) for p in prompts)
-        lower = (
-            f"set reward.k to at most {fewest}" if fewest and what.startswith("reward.k") else "choose another reward"
-        )
-        raise UserError(
-            f"{what} needs {needed} anchors per training prompt, but {first} ({len(short)} of "
-            f"{len(prompts)} prompts short); set ladder.build=auto to have tsrl-train write the missing "
-            "ones first (from ladder.endpoint.* or the policy), build them with tsrl-ladder and pass "
-            f"task.anchors_file=..., or {lower}."
-        )
-    if not hasattr(cfg.task, "anchors_file"):
-        raise UserError(
-            f"{first} of the {needed} anchors reward.k needs, and task {task.name} has no anchors_file "
-            "setting to give it built ones; lower reward.k."
-        )
-    path = Path(cfg.run_dir) / STEP_FILE
-    if path.is_file():
-        logging.getLogger("tsrl").info(
-            "ladder: reusing %s (written by an earlier start of this run) for %d prompts short of %d anchors",
-            path,
-            len(short),
-            needed,
-        )
-    else:
-        write_step_anchors(cfg, task, short, needed, path)
-    cfg = replace(cfg, task=replace(cfg.task, anchors_file=str(path)))
-    task = build_task(cfg.task)
-    still = [p for p in task.prompts("train") if len(p.anchors) < needed]
-    if still:
-        raise UserError(
-            f"{path} gives prompt {still[0].id!r} {len(still[0].anchors)} anchors, fewer than the "
-            f"{needed} needed; it was built for a smaller reward.k or other prompts: delete it to build "
-            "it again, or use another run_dir."
-        )
-    return cfg, task
-
-
-def write_step_anchors(cfg: Any, task: Any, short: Sequence[Prompt], needed: int, path: Path) -> None:
-    """Each short prompt's own anchors plus tier × style anchors from the endpoint or the policy (seeded, on a
-    forked RNG: the training RNG is the same whether the file was written now or reused), saying what it does,
-    where and how long it took."""
-    import logging
-    import time
-
-    import torch
-
-    log, build = logging.getLogger("tsrl"), step_settings(cfg.ladder, needed, short)
-    writer = (
-        f"endpoint {cfg.ladder.endpoint.model} at {cfg.ladder.endpoint.base_url}"
-        if build.source == "endpoint"
-        else "the policy"
-    )
-    styles = max(len(build.styles), 1)
-    log.info(
-        "ladder: %d training prompts have fewer than the %d anchors the reward needs; writing %d more per "
-        "prompt (%d tiers × %d styles × %d samples) with %s into %s, once (a resumed run reuses it)",
-        len(short),
-        needed,
-        len(build.tiers) * styles * build.samples,
-        len(build.tiers),
-        styles,
-        build.samples,
-        writer,
-        path,
-    )
-    start = time.perf_counter()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
-        written = (
-            from_endpoint(cfg.ladder.endpoint, build, short)
-            if build.source == "endpoint"
-            else from_policy(cfg, build, task, short)
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_anchors(path, [replace(p, anchors=p.anchors + w.anchors) for p, w in zip(short, written)])
-    log.info("ladder: wrote %s in %.1f s", path, time.perf_counter() - start)

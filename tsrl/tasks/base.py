@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from tsrl.errors import DataError
+from tsrl.errors import DataError, not_a_file
 from tsrl.types import Anchor, Group, Prompt
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -234,7 +234,7 @@ def with_anchors_file(prompts: list[Prompt], path: Path) -> list[Prompt]:
     line) gives them, in the file's order; prompts the file does not name keep theirs. A file naming a prompt
     the task does not have is an error (it was built for other prompts)."""
     if not path.is_file():
-        raise DataError(f"Anchors file {path} does not exist; build it with tsrl-ladder or fix task.anchors_file.")
+        raise DataError(f"Anchors file {path} {not_a_file(path)}; build it with tsrl-ladder or fix task.anchors_file.")
     given: dict[str, tuple[Anchor, ...]] = {}
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
@@ -265,7 +265,7 @@ def reference_anchors(texts: Sequence[Any], cfg: DatasetConfig) -> list[dict[str
 def read_jsonl(path: Path, parse_row: Callable[[dict[str, Any], str], Prompt]) -> list[Prompt]:
     """Parse a JSONL file row by row; any problem raises DataError naming file and line."""
     if not path.is_file():
-        raise DataError(f"Data file {path} does not exist; check the task's train_file/eval_file setting.")
+        raise DataError(f"Data file {path} {not_a_file(path)}; check the task's train_file/eval_file setting.")
     prompts: list[Prompt] = []
     seen: set[str] = set()
     with path.open(encoding="utf-8") as handle:

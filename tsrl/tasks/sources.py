@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tsrl.errors import ConfigError, DataError
+from tsrl.errors import ConfigError, DataError, not_a_file
 
 FILES = (".jsonl", ".json", ".parquet", ".tsv", ".csv")
 DELIMITERS = {".tsv": "\t", ".csv": ","}
@@ -131,7 +131,7 @@ def _read(source: str, split: str, subset: str) -> tuple[Any, list[str]]:
 
 def _read_file(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
-        raise DataError(f"Dataset file {path} does not exist; check task.dataset.")
+        raise DataError(f"Dataset file {path} {not_a_file(path)}; check task.dataset.")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         try:

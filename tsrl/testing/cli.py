@@ -52,3 +52,28 @@ def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def read_metrics(run_dir: Path) -> list[dict]:
     """The run's metrics.jsonl, one dict per line."""
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def printed_spend(stdout: str) -> dict[str, tuple[int, int]]:
+    """The judge calls a run printed before its first call (tsrl/rewards/spend.py): setup (summed over its lines),
+    per step, per evaluation, the number of evaluations and the whole run, each as (low, high)."""
+    import re
+
+    def calls(text: str) -> tuple[int, int]:
+        low, _, high = text.replace(",", "").partition("–")
+        return int(low), int(high or low)
+
+    def one(pattern: str) -> tuple[int, int]:
+        found = re.search(pattern, stdout, re.M)
+        if found is None:
+            raise AssertionError(f"no line matching {pattern!r} in the run's output:\n{stdout[:2000]}")
+        return calls(found.group(1))
+
+    setup = [calls(n) for n in re.findall(r"^  setup: ([\d,–]+) calls", stdout, re.M)]
+    return {
+        "setup": (sum(s[0] for s in setup), sum(s[1] for s in setup)),
+        "step": one(r"^  per step: ([\d,–]+) calls"),
+        "eval": one(r"^  evaluation: ([\d,–]+) calls"),
+        "evaluations": one(r"calls × (\d+) evaluations"),
+        "run": one(r"^  (?:whole run|rest of the run from step \d+): ([\d,–]+) calls"),
+    }

@@ -151,3 +151,16 @@ def known_ladders(prompts: int, seed: int) -> tuple[list[Prompt], dict[str, floa
             anchors.append(Anchor(text))
         out.append(Prompt(id=f"s{seed}p{i}", text="tell a joke", anchors=tuple(anchors)))
     return out, quality
+
+
+class NeverAsked:
+    """A judge that must not be asked: for inputs refused before any question reaches the judge."""
+
+    def compare(self, requests):
+        raise AssertionError("not asked")
+
+    def score(self, requests):
+        raise AssertionError("not asked")
+
+    def drain_metrics(self):
+        return {}

@@ -69,6 +69,17 @@ def expected_scores(request: ListRequest) -> list[float]:
     return [float(min(10, len(text.split()))) for text in request.responses]
 
 
+def most_in_any_window(times: list[float], window_s: float) -> int:
+    """The most of `times` (seconds) that one interval [t, t + window_s) holds, over every start t: a rate limit of
+    R per window holds if this is at most R."""
+    ordered, most, first = sorted(times), 0, 0
+    for last, end in enumerate(ordered):
+        while ordered[first] <= end - window_s:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
 def timed_compare(judge: Judge, requests: list[PairRequest]) -> float:
     """Seconds `judge.compare(requests)` takes: a baseline measured in the test itself, so that a timing bound
     holds on a loaded machine (bound = baseline + what the behaviour under test may add)."""

@@ -37,11 +37,14 @@ from tsrl.evaluation.chunks import ChunkPlan, chunk_size, chunked_sums, ordered_
 from tsrl.judging import close_judge, set_noise_stream
 from tsrl.models.forward import collate
 from tsrl.rewards import SamplingRegime, StatefulRegime
+from tsrl.rewards.spend import check_setup, estimate_run
 from tsrl.tasks import build_task
 from tsrl.training.checkpoint import (
     DONE_FILE,
+    STATE_FILE,
     capture_rng,
     checkpoint_dir,
+    find_resume,
     finished_run,
     mark_finished,
     restore_rng,
@@ -89,11 +92,14 @@ def fill_batch(
     """trainer.fill=resample (DAPO's dynamic sampling): keep the groups whose rewards differ, draw and score
     further batches until prompts_per_step such groups are in hand on every process (all processes draw the same
     number of batches, so generation's collectives stay in step) or fill_max_batches were drawn. Returns the
-    kept groups (the first prompts_per_step) and their rewards; the regime's metrics are the first batch's."""
+    kept groups (the first prompts_per_step) and their rewards; the regime's metrics are the first batch's.
+    fill/zero_var_frac is the zero-variance share of every group drawn, before filling removed them (the update's
+    reward/zero_var_frac is then ~0 by construction)."""
     cfg = run.cfg.trainer
-    want, kept, rows, drawn = cfg.prompts_per_step, [], [], 1
+    want, kept, rows, drawn, flat = cfg.prompts_per_step, [], [], 1, []
 
     def keep(batch: list[Group], rewards: np.ndarray) -> None:
+        flat.extend(float(np.ptp(row) == 0) for row in rewards if not np.isnan(row).any())
         for group, row in zip(batch, rewards):
             if not np.isnan(row).any() and np.ptp(row) > 0:
                 kept.append(group)
@@ -113,6 +119,7 @@ def fill_batch(
         "fill/batches": float(drawn),
         "fill/kept_groups": Count(min(len(kept), want)),
         "fill/generations_per_step": Count(drawn * want * cfg.group_size),
+        "fill/zero_var_frac": float(np.mean(flat)) if flat else 1.0,
     }
     if not kept:  # nothing with a signal: the first batch, which the update then skips as it would without fill
         return groups, RewardBatch(scored.rewards, metrics)
@@ -310,7 +317,8 @@ def train(cfg: RunConfig) -> dict[str, Any]:
             "repeated_end": done["latest"].get("repeated_bigrams"),
             "already_done": True,
         }
-    judge, eval_judge = open_judges(cfg, task)  # first: an unusable judge stops the run before any model is built
+    say_spend(cfg, task)  # before any judge call: what the run will ask, stopped here if its setup is over the cap
+    judge, eval_judge = open_judges(cfg, task)  # an unusable judge stops the run before any model is built
     try:
         run = setup(cfg, task, judge, eval_judge)
         try:
@@ -333,6 +341,29 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         "repeated_start": evals[0].get("repeated_bigrams") if evals else None,
         "repeated_end": evals[-1].get("repeated_bigrams") if evals else None,
     }
+
+
+def say_spend(cfg: RunConfig, task: Any) -> None:
+    """Print the run's judge calls (setup, per step, evaluation, whole run; dollars where priced) on the main
+    process, and stop the run, before anything is asked, when its setup would pass judge.max_setup_calls."""
+    resume = find_resume(Path(cfg.run_dir), cfg.trainer.checkpoint.resume)
+    done = json.loads((resume / STATE_FILE).read_text())["step"] if resume is not None else 0
+    spend = estimate_run(cfg, task, start_step=done)  # a resumed run: the steps and evaluations still to come
+    if int(os.environ.get("RANK", "0")) == 0:
+        print("\n".join(spend.lines()), flush=True)
+    check_setup(spend, cfg.judge.max_setup_calls)
+
+
+def bar_fields(metrics: dict[str, float], heldout: float, offline: bool) -> dict[str, str]:
+    """The progress bar's fields after a step. An offline algo (sft, dpo) scores nothing, so it shows no reward
+    (it would read nan); DPO shows its pair accuracy and implicit reward margin instead."""
+    fields = {} if offline else {"reward": f"{metrics['reward/mean']:.3f}"}
+    if offline:
+        fields.update({k.rsplit("/", 1)[1]: f"{v:.3f}" for k, v in metrics.items() if k.startswith("train/dpo/")})
+    fields["heldout"] = f"{heldout:.1f}%"
+    fields["loss"] = f"{metrics.get('train/loss', float('nan')):+.3f}"  # absent when every group was dropped
+    fields["s_per_step"] = f"{metrics['time/step_s']:.2f}"
+    return fields
 
 
 def run_steps(run: Run) -> None:
@@ -383,12 +414,7 @@ def run_steps(run: Run) -> None:
                 tcfg.checkpoint.keep,
             )
         heldout = log.evals[-1][headline(run.task)[0]] if log.evals else float("nan")
-        bar.set_postfix(
-            reward=f"{metrics['reward/mean']:.3f}",
-            heldout=f"{heldout:.1f}%",
-            loss=f"{metrics.get('train/loss', float('nan')):+.3f}",  # absent when every group was dropped
-            s_per_step=f"{metrics['time/step_s']:.2f}",
-        )
+        bar.set_postfix(bar_fields(metrics, heldout, offline))
         if last:
             if acc.is_main_process:
                 mark_finished(Path(run.cfg.run_dir), tcfg, step, "max_judge_calls" if spent else "max_steps")

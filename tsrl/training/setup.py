@@ -28,7 +28,7 @@ from tsrl.judging import (
 )
 from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
-from tsrl.rewards.ladder_tool import prepare_ladder
+from tsrl.rewards.ladder_step import prepare_ladder
 from tsrl.tasks import Task
 from tsrl.training.checkpoint import find_resume, load_checkpoint
 from tsrl.training.collective import AccelerateCollective, gather

@@ -102,7 +102,7 @@ def test_ladder_path_changes_with_everything_the_ladder_depends_on(number_task, 
     cfg = LadderConfig(ladder_dir=str(tmp_path / "l"))
 
     def path(cfg=cfg, prompts=prompts, fingerprint="judge-a", task=number_task):
-        return ladder_path(cfg, RegimeContext(task, ScriptedJudge(), fingerprint, tmp_path), prompts)
+        return ladder_path(cfg, fingerprint, task.name, prompts)
 
     base = path()
     assert base.parent == tmp_path / "l" and base.name.startswith("numbers-") and base.suffix == ".jsonl"
@@ -125,7 +125,7 @@ def test_ladder_path_changes_with_everything_the_ladder_depends_on(number_task, 
     assert path(cfg=LadderConfig(ladder_dir=cfg.ladder_dir, elo_k=32.0)) == base
     retiered = Prompt(prompts[0].id, prompts[0].text, tuple(Anchor(a.text, "gold") for a in prompts[0].anchors))
     assert path(prompts=[retiered, prompts[1]]) == base
-    home = ladder_path(LadderConfig(ladder_dir="~/ladders"), RegimeContext(number_task, None, "j", tmp_path), prompts)
+    home = ladder_path(LadderConfig(ladder_dir="~/ladders"), "j", number_task.name, prompts)
     assert "~" not in str(home)
     expected = hashlib.sha256(b"judge-a|l2=0.1")
     for p in prompts:

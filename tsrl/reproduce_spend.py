@@ -1,0 +1,159 @@
+"""What a `tsrl-reproduce` grid will ask its judges, said before the first run starts.
+
+Every run of the grid is composed as tsrl-train would compose it and estimated as tsrl-train estimates itself before
+its first call (tsrl/rewards/spend.py): setup, training and evaluation calls, dollars where the judge is priced.
+Ladders are stored by their anchors and judge, so a ladder several runs share is ranked once, by the first: its
+round-robin is counted once. A grid whose judges are not all simulated and whose calls pass `CONFIRM_ABOVE` runs
+only with `--yes`. A run that cannot be estimated (its data cannot be read here, its settings stop it) is named
+with the reason; tsrl-train stops it the same way when its turn comes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tsrl.errors import UserError
+from tsrl.reproduce_tables import SEED
+from tsrl.rewards.spend import NONE, Calls, Spend
+
+CONFIRM_ABOVE = 10_000
+"""Judge calls of a grid with a judge that is not simulated above which tsrl-reproduce asks for --yes."""
+
+
+@dataclass
+class GridSpend:
+    """The grid's judge calls, summed over its runs."""
+
+    runs: int = 0
+    setup: int = 0
+    training: Calls = NONE
+    evaluation: int = 0
+    dollars: tuple[float, float] = (0.0, 0.0)
+    priced: bool = False
+    simulated: bool = True
+    judges: set[str] = field(default_factory=set)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    """(the run's grid values, why it could not be estimated)."""
+
+    @property
+    def total(self) -> Calls:
+        fixed = self.setup + self.evaluation
+        return self.training + Calls(fixed, fixed)
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"judge spend of the grid ({', '.join(sorted(self.judges)) or 'no judge'}; model calls, a cached verdict "
+            f"is free): {self.total.text()} calls over {self.runs} runs (setup {self.setup:,}, a ladder shared by "
+            f"several runs counted once; training {self.training.text()}; evaluation {self.evaluation:,})"
+        ]
+        if self.priced:
+            low, high = self.dollars
+            lines.append(
+                f"  at the judge's prices: at most ${low:,.2f}–${high:,.2f}"
+                if low != high
+                else f"  at the judge's prices: at most ${high:,.2f}"
+            )
+        for values, why in self.failed[:5]:
+            lines.append(f"  not estimated: {values}: {why}")
+        if len(self.failed) > 5:
+            lines.append(f"  not estimated: {len(self.failed) - 5} more runs")
+        return lines
+
+    def needs_yes(self) -> bool:
+        return not self.simulated and self.total.high > CONFIRM_ABOVE
+
+
+def runs_of(grids: Sequence[dict[str, list[str]]]) -> list[list[str]]:
+    """Each run's axis overrides, grid by grid in the order Hydra runs them."""
+    runs = []
+    for grid in grids:
+        axes = list(grid)
+        for values in itertools.product(*(grid[a] for a in axes)):
+            runs.append([f"{a}={v}" for a, v in zip(axes, values)])
+    return runs
+
+
+def world_of(accelerate: str | None) -> int:
+    """The processes each run of a grid under `--accelerate CONFIG` has (num_processes), 1 without it."""
+    if not accelerate:
+        return 1
+    import yaml
+
+    return int((yaml.safe_load(Path(accelerate).read_text()) or {}).get("num_processes", 1))
+
+
+def is_group(axis: str) -> bool:
+    """Whether a grid axis picks a config group (method=, task=, judge@eval_judge=: the defaults change, so the
+    config is composed again) rather than setting a value (reward.k=, seed=: set on a composed config)."""
+    from tsrl.config import CONFIG_PACKAGE
+
+    root = Path(importlib.import_module(CONFIG_PACKAGE).__file__).parent
+    return axis[:1] in "+~" or (root / axis.split("@")[0]).is_dir()
+
+
+def grid_spend(recipe: str, grids: Sequence[dict[str, list[str]]], fixed: list[str], world: int = 1) -> GridSpend:
+    """Every run of the grids composed and estimated (module docstring). A config is composed once per choice of
+    config groups; the value axes are set on a copy of it."""
+    import yaml
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from tsrl.config import CONFIG_PACKAGE
+    from tsrl.rewards.spend import estimate_run
+    from tsrl.tasks import build_task
+
+    total, ladders, tasks, composed, seen = GridSpend(), set(), {}, {}, {}
+    with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+        for run in runs_of(grids):
+            total.runs += 1
+            groups = tuple(o for o in run if is_group(o.split("=", 1)[0]))
+            same = tuple(o for o in run if not o.startswith(f"{SEED}="))  # a seed changes no count
+            if same in seen:
+                add(total, *seen[same], ladders)
+                continue
+            try:
+                if groups not in composed:
+                    composed[groups] = compose("config", overrides=[f"recipes={recipe}", *fixed, *groups])
+                one = OmegaConf.create(OmegaConf.to_container(composed[groups]))
+                one = OmegaConf.merge(composed[groups], one)  # typed again (the structured schema's nodes)
+                for override in run:
+                    key, _, value = override.partition("=")
+                    if override not in groups:
+                        OmegaConf.update(one, key, yaml.safe_load(value), merge=False)
+                one.run_dir = "/nonexistent/tsrl-reproduce-estimate"
+                cfg = OmegaConf.to_object(one)
+                key = repr(cfg.task)
+                if key not in tasks:
+                    tasks[key] = build_task(cfg.task)
+                spend = estimate_run(cfg, tasks[key], world)
+            except (UserError, ValueError, OSError) as err:
+                total.failed.append((" ".join(run), str(err).splitlines()[0][:300]))
+                continue
+            seen[same] = (spend, cfg)
+            add(total, spend, cfg, ladders)
+    return total
+
+
+def add(total: GridSpend, spend: Spend, cfg: Any, ladders: set[str]) -> None:
+    """One run's estimate into the grid's; a ladder already counted costs nothing again."""
+    from tsrl.judging.simulated import RubricSimConfig
+
+    setup = 0 if spend.ladder and spend.ladder in ladders else spend.setup_calls
+    if spend.ladder:
+        ladders.add(spend.ladder)
+    total.setup += setup
+    total.training = total.training + spend.training
+    total.evaluation += spend.per_eval * spend.evaluations
+    total.judges.add(spend.judge)
+    for judge in (cfg.judge, cfg.eval_judge):
+        total.simulated &= judge is None or isinstance(judge, RubricSimConfig)
+    run = spend.training + Calls(setup + spend.per_eval * spend.evaluations, setup + spend.per_eval * spend.evaluations)
+    money = spend.dollars(run)
+    if money is not None:
+        total.priced = True
+        total.dollars = (total.dollars[0] + money[0], total.dollars[1] + money[1])

@@ -1,0 +1,181 @@
+"""tsrl-train's ladder step (RunConfig.ladder): tsrl-ladder's builders, run before training when the training prompts
+have fewer anchors than the reward needs.
+
+Whether anchors are written at all is `short_prompts`' decision, taken on the data alone before anything is built or
+asked: only when asked (ladder.build=policy|endpoint) or, with ladder.build=auto, on data with at most one reference
+per prompt (WebSight, MentalChat16K, MWAHAHA: the datasets this step exists for). Anchors written by the policy are
+not the task's, so data with ladders of its own (humor's 10 a prompt) never gets them unasked: a reward.k above
+what it has stops the run in one sentence naming both numbers and the ways out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tsrl.errors import UserError
+from tsrl.rewards.ladder import LadderConfig
+from tsrl.rewards.ladder_tool import DEFAULT_TIERS, BuildSettings, from_endpoint, from_policy, write_anchors
+from tsrl.types import Prompt
+
+STEP_FILE = "ladder_anchors.jsonl"
+
+
+def anchors_needed(reward: Any) -> int:
+    """Anchors per training prompt the reward regime reads from the data: reward.k for the ladder regimes,
+    reward.anchors for the listwise ladder, 2 for a reward model trained on the ladder's pairs, 0 for a regime
+    without data anchors (self_bootstrap samples its own)."""
+    from tsrl.rewards.listwise import ListwiseConfig
+    from tsrl.rewards.reward_model import RewardModelConfig
+
+    if isinstance(reward, LadderConfig):
+        return reward.k
+    if isinstance(reward, ListwiseConfig):
+        return reward.anchors
+    return 2 if isinstance(reward, RewardModelConfig) else 0
+
+
+def step_settings(step: Any, needed: int, prompts: Sequence[Prompt]) -> BuildSettings:
+    """tsrl-ladder's build settings for the step: its writer resolved (ladder.build=policy|endpoint, else
+    ladder.source), and with ladder.samples=0 the fewest samples per tier × style that give every prompt `needed`
+    anchors next to its own."""
+    chosen = step.build if step.build in ("policy", "endpoint") else step.source
+    source = chosen if chosen != "auto" else ("endpoint" if step.endpoint.base_url else "policy")
+    tiers = dict(step.tiers) or dict(DEFAULT_TIERS)
+    per_sample = len(tiers) * max(len(step.styles), 1)
+    missing = max(needed - min(len(p.anchors) for p in prompts), 1)
+    samples = step.samples or -(-missing // per_sample)
+    return BuildSettings(source=source, tiers=tiers, styles=list(step.styles), samples=samples)
+
+
+def short_prompts(cfg: Any, task: Any) -> tuple[int, list[Prompt]]:
+    """The anchors per training prompt the reward needs and the prompts short of them, when tsrl-train may write
+    the missing ones (ladder.build=policy|endpoint, or auto on data with at most one reference per prompt); a
+    UserError naming both numbers and the ways out otherwise. Reads data only: nothing is built or asked."""
+    needed, prompts = anchors_needed(cfg.reward), task.prompts("train")
+    short = [p for p in prompts if len(p.anchors) < needed]
+    if not short:
+        return needed, []
+    first = f"prompt {short[0].id!r} of task {task.name} has {len(short[0].anchors)}"
+    from tsrl.rewards.listwise import ListwiseConfig
+
+    listwise = isinstance(cfg.reward, ListwiseConfig)
+    setting = "reward.k" if isinstance(cfg.reward, LadderConfig) else "reward.anchors" if listwise else ""
+    what = f"{setting}={needed}" if setting else "the reward model's ladder"
+    fewest, most = min(len(p.anchors) for p in prompts), max(len(p.anchors) for p in prompts)
+    lower = f"lower {setting} to at most {fewest}" if fewest and setting else "choose another reward"
+    if cfg.ladder.build == "off" or (cfg.ladder.build == "auto" and most > 1):
+        why = (
+            "ladder.build=off"
+            if cfg.ladder.build == "off"
+            else "the task's data has its own anchors, so ladder.build=auto writes none"
+        )
+        writers = (
+            "ladder.build=auto: the data has one reference per prompt"
+            if most <= 1
+            else "ladder.build=policy, or ladder.build=endpoint with ladder.endpoint.*; the ladder then holds "
+            "anchors that are not the task's"
+        )
+        raise UserError(
+            f"{what} needs {needed} anchors per training prompt, but {first} ({len(short)} of {len(prompts)} "
+            f"prompts short; {why}): {lower}, or have tsrl-train write the missing ones with the policy or a "
+            f"stronger model first ({writers}), or build them with tsrl-ladder and pass "
+            "task.anchors_file=<its anchors.jsonl>."
+        )
+    if not hasattr(cfg.task, "anchors_file"):
+        raise UserError(
+            f"{first} of the {needed} anchors {what} needs, and task {task.name} has no anchors_file setting to "
+            f"give it built ones; {lower}."
+        )
+    return needed, short
+
+
+def check_references(task: Any) -> None:
+    """A task evaluated by win-rate needs reference anchors on its held-out prompts (else every win-rate is 0)."""
+    from tsrl.tasks.base import task_metric
+
+    bare = [p for p in task.prompts("eval") if not p.anchors] if task_metric(task) == "winrate" else []
+    if bare:
+        raise UserError(
+            f"Held-out prompt {bare[0].id!r} of task {task.name} has no reference anchors ({len(bare)} "
+            "such), so its win-rate cannot be measured; point task.eval_file at held-out prompts with "
+            "anchors in the task's schema (for humor the shipped tsrl/tasks/data/humor/eval.jsonl)."
+        )
+
+
+def prepare_ladder(cfg: Any, task: Any) -> tuple[Any, Any]:
+    """The run's config and task with every training prompt holding the anchors the reward needs: the ones the
+    data has, else (`short_prompts` allowing it) those of the run directory's ladder_anchors.jsonl — read if it is there
+    (a resumed run), else written now by `write_step_anchors`. The task is rebuilt with task.anchors_file
+    pointing at the file."""
+    import logging
+
+    from tsrl.tasks import build_task
+
+    check_references(task)
+    needed, short = short_prompts(cfg, task)
+    if not short:
+        return cfg, task
+    path = Path(cfg.run_dir) / STEP_FILE
+    if path.is_file():
+        logging.getLogger("tsrl").info(
+            "ladder: reusing %s (written by an earlier start of this run) for %d prompts short of %d anchors",
+            path,
+            len(short),
+            needed,
+        )
+    else:
+        write_step_anchors(cfg, task, short, needed, path)
+    cfg = replace(cfg, task=replace(cfg.task, anchors_file=str(path)))
+    task = build_task(cfg.task)
+    still = [p for p in task.prompts("train") if len(p.anchors) < needed]
+    if still:
+        raise UserError(
+            f"{path} gives prompt {still[0].id!r} {len(still[0].anchors)} anchors, fewer than the "
+            f"{needed} needed; it was built for a smaller reward.k or other prompts: delete it to build "
+            "it again, or use another run_dir."
+        )
+    return cfg, task
+
+
+def write_step_anchors(cfg: Any, task: Any, short: Sequence[Prompt], needed: int, path: Path) -> None:
+    """Each short prompt's own anchors plus tier × style anchors from the endpoint or the policy (seeded, on a
+    forked RNG: the training RNG is the same whether the file was written now or reused), saying what it does,
+    where and how long it took."""
+    import logging
+    import time
+
+    import torch
+
+    log, build = logging.getLogger("tsrl"), step_settings(cfg.ladder, needed, short)
+    writer = (
+        f"endpoint {cfg.ladder.endpoint.model} at {cfg.ladder.endpoint.base_url}"
+        if build.source == "endpoint"
+        else "the policy"
+    )
+    styles = max(len(build.styles), 1)
+    log.info(
+        "ladder: %d training prompts have fewer than the %d anchors the reward needs; writing %d more per "
+        "prompt (%d tiers × %d styles × %d samples) with %s into %s, once (a resumed run reuses it)",
+        len(short),
+        needed,
+        len(build.tiers) * styles * build.samples,
+        len(build.tiers),
+        styles,
+        build.samples,
+        writer,
+        path,
+    )
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        written = (
+            from_endpoint(cfg.ladder.endpoint, build, short)
+            if build.source == "endpoint"
+            else from_policy(cfg, build, task, short)
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_anchors(path, [replace(p, anchors=p.anchors + w.anchors) for p, w in zip(short, written)])
+    log.info("ladder: wrote %s in %.1f s", path, time.perf_counter() - start)

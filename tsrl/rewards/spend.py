@@ -1,0 +1,350 @@
+"""What a run will ask its judge, said before the first question: a judge call can cost money.
+
+Before any judge call (before the judges are even opened) `tsrl-train` prints, on the main process:
+- setup: the anchor round-robins the ladder regimes judge once (K(K−1)/2 pairs per training prompt; none where the
+  ladder is stored already), self_bootstrap's first ladder, and the anchors `ladder.build` writes with
+  `ladder.endpoint` (requests to that model, not to the judge);
+- per step: the regime's calls per group (its tournament played on paper: `schedule_matches`) times the groups a
+  step scores on every process, a range where the calls depend on the answers (adaptive routing, trainer.fill);
+- evaluation: held-out prompts × samples × their reference anchors per evaluation, times the evaluations;
+- the whole run, capped by trainer.max_judge_calls where set, and in dollars where `judge.price_in_per_m` and
+  `judge.price_out_per_m` are set, with the tokens per call it assumed.
+
+A model call is one request: a pair asked in both orders (judge.order=both) is two, a grade or a whole list one.
+Cached verdicts (judge.cache_path) are free, so a run with a warm cache spends less than printed: the numbers are
+what the run asks, the most it can pay. `judge.max_setup_calls` stops a run whose setup would pass it, before
+anything is spent (`check_setup`). `estimate` is the same arithmetic for a composed config without printing; the
+grid of `tsrl-reproduce` sums it over its runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from tsrl.errors import UserError
+from tsrl.types import Anchor
+
+PAIR_CALLS = ("ladder", "one_anchor", "in_batch", "arena", "constitutional", "self_bootstrap")
+"""Regimes whose calls are pairs (doubled under judge.order=both)."""
+
+
+@dataclass(frozen=True)
+class Calls:
+    """A number of judge calls that is known exactly (low == high) or only within a range."""
+
+    low: int
+    high: int
+
+    def __add__(self, other: Calls) -> Calls:
+        return Calls(self.low + other.low, self.high + other.high)
+
+    def times(self, n: int) -> Calls:
+        return Calls(self.low * n, self.high * n)
+
+    def text(self) -> str:
+        return f"{self.high:,}" if self.low == self.high else f"{self.low:,}–{self.high:,}"
+
+
+NONE = Calls(0, 0)
+
+
+@dataclass
+class Spend:
+    """A run's judge calls: setup, per step, per evaluation; see the module docstring."""
+
+    judge: str
+    setup: list[tuple[str, int]] = field(default_factory=list)
+    """(what, judge calls) of each setup item."""
+    writes: str = ""
+    """The anchors the ladder step writes before training, and who writes them ("" = none)."""
+    per_step: Calls = NONE
+    step_what: str = ""
+    steps: int = 0
+    per_eval: int = 0
+    eval_what: str = ""
+    evaluations: int = 0
+    max_training_calls: int = 0
+    tokens: tuple[int, int] | None = None
+    """(prompt, completion) tokens assumed per call for the dollar estimate."""
+    prices: tuple[float, float] = (0.0, 0.0)
+    start_step: int = 0
+    """The step a resumed run continues from (its numbers are those still to come)."""
+    ladder: str = ""
+    """The stored ladder file the setup round-robin writes ("" = none): runs that share it rank it once."""
+
+    @property
+    def setup_calls(self) -> int:
+        return sum(n for _, n in self.setup)
+
+    @property
+    def training(self) -> Calls:
+        calls = self.per_step.times(self.steps)
+        cap = self.max_training_calls
+        return Calls(min(calls.low, cap), min(calls.high, cap)) if cap else calls
+
+    @property
+    def total(self) -> Calls:
+        fixed = self.setup_calls + self.per_eval * self.evaluations
+        return self.training + Calls(fixed, fixed)
+
+    def dollars(self, calls: Calls) -> tuple[float, float] | None:
+        if self.tokens is None or not any(self.prices):
+            return None
+        per_call = (self.tokens[0] * self.prices[0] + self.tokens[1] * self.prices[1]) / 1e6
+        return calls.low * per_call, calls.high * per_call
+
+    def lines(self) -> list[str]:
+        """What the run prints before its first judge call."""
+        lines = [f"judge spend ({self.judge}; model calls, a cached verdict is free):"]
+        if self.writes:
+            lines.append(f"  ladder anchors: {self.writes}")
+        for what, n in self.setup or [("nothing to judge before training", 0)]:
+            lines.append(f"  setup: {n:,} calls — {what}")
+        lines.append(f"  per step: {self.per_step.text()} calls — {self.step_what}")
+        lines.append(
+            f"  evaluation: {self.per_eval:,} calls × {self.evaluations} evaluations = "
+            f"{self.per_eval * self.evaluations:,} — {self.eval_what}"
+        )
+        capped = (
+            f", training capped by trainer.max_judge_calls={self.max_training_calls:,}"
+            if self.max_training_calls
+            else ""
+        )
+        whole = f"rest of the run from step {self.start_step}" if self.start_step else "whole run"
+        lines.append(
+            f"  {whole}: {self.total.text()} calls (setup {self.setup_calls:,} + {self.steps} steps × "
+            f"{self.per_step.text()}{capped} + evaluation {self.per_eval * self.evaluations:,})"
+        )
+        money = self.dollars(self.total)
+        if money is not None and self.tokens is not None:
+            low, high = money
+            amount = f"${high:,.2f}" if math.isclose(low, high) else f"${low:,.2f}–${high:,.2f}"
+            lines.append(
+                f"  at ${self.prices[0]:g} per million prompt tokens and ${self.prices[1]:g} per million completion "
+                f"tokens: at most {amount}, assuming {self.tokens[0]:,} prompt + {self.tokens[1]:,} completion tokens "
+                "per call (the template, the prompt and two responses of generator.max_new_tokens tokens, 4 "
+                "characters a token; the answer at the judge's max_tokens)"
+            )
+        return lines
+
+
+def schedule_matches(make: Callable[[int], Any], seeds: int = 8) -> Calls:
+    """Matches a schedule plays, from playing it on paper with seeded random outcomes (`make(seed)` → a fresh
+    Schedule): exact when every seed plays as many, a range otherwise."""
+    counts = []
+    for seed in range(seeds):
+        schedule, rng, played = make(seed), np.random.default_rng(seed), 0
+        while matches := schedule.next_round():
+            played += len(matches)
+            schedule.record(rng.choice([0.0, 0.5, 1.0], size=len(matches)).tolist())
+        counts.append(played)
+    return Calls(min(counts), max(counts))
+
+
+def group_calls(name: str, reward: Any, size: int, both: bool) -> tuple[Calls, str]:
+    """Judge calls to score one group of `size` completions under reward `name`, and how they come about."""
+    from tsrl.ranking import TOPOLOGIES, ConstitutionalBracket, LiveTrace, RoundRobin, TraceRoundRobin
+
+    pairs = 2 if both else 1
+    order = " × 2 orders" if both else ""
+    if name in ("ladder", "one_anchor"):
+        return Calls(
+            size * reward.k * pairs, size * reward.k * pairs
+        ), f"{size} completions × {reward.k} anchors{order}"
+    if name == "self_bootstrap":
+        k = reward.ladder.k
+        return Calls(size * k * pairs, size * k * pairs), f"{size} completions × {k} anchors{order}"
+    if name == "in_batch":
+        n = schedule_matches(lambda seed: RoundRobin(size)).times(pairs)
+        return n, f"a round-robin of {size}{order}"
+    if name == "arena":
+        n = schedule_matches(lambda seed: TOPOLOGIES[reward.topology](size, seed)).times(pairs)
+        return n, f"{reward.topology.replace('_', ' ')} among {size}{order}"
+    if name == "constitutional":
+        n = schedule_matches(lambda seed: ConstitutionalBracket(size, 1, seed=seed)).times(pairs)
+        return n, f"a single-elimination bracket of {size}{order}"
+    if name in ("rubric", "rlaif"):
+        return Calls(size, size), f"{size} grades"
+    if name == "listwise":
+        chunks = 1 if not reward.max_items else -(-size // max(reward.max_items - reward.anchors, 1))
+        calls = reward.orders * chunks
+        return Calls(calls, calls), f"{reward.orders} order(s) × {chunks} list(s) of the group"
+    if name == "adaptive":
+        if reward.tournament == "pointwise":
+            high, what = size, f"{size} grades"
+        else:
+            live = reward.tournament == "live"
+            make = (lambda seed: LiveTrace(size)) if live else (lambda seed: TraceRoundRobin(size))
+            high = schedule_matches(make).high * pairs
+            what = f"a {'live' if live else 'round-robin'} trace tournament of {size}{order}"
+        return Calls(0, high), f"0 when the verifier separates the group, else {what}"
+    if name in ("verifier", "intuitor", "reward_model"):
+        return NONE, "no judge call (the reward does not ask the judge)"
+    calls = getattr(reward, "judge_calls", None)  # a plugin regime may say its own
+    if callable(calls):
+        low, high = calls(size)
+        return Calls(low, high), f"reward={name}'s own count"
+    return NONE, f"reward={name} does not say its calls (give its config a judge_calls(group_size) method)"
+
+
+def ladder_setup(
+    name: str, reward: Any, prompts: Sequence[Any], fingerprint: str, task_name: str
+) -> tuple[list[tuple[str, int]], str]:
+    """The setup round-robin of the regimes that rank anchor ladders: K(K−1)/2 pairs per training prompt, none
+    where the same ladder is stored (reward.ladder_dir) and not rebuilt; and the ladder file."""
+    from tsrl.rewards.ladder import ladder_path
+
+    if name in ("ladder", "one_anchor"):
+        ladder = reward
+    elif name == "listwise" and reward.anchors:
+        ladder = reward.ladder
+    elif name == "reward_model":
+        ladder = reward.ladder
+    else:
+        return [], ""
+    pairs = sum(len(p.anchors) * (len(p.anchors) - 1) // 2 for p in prompts)
+    sizes = sorted({len(p.anchors) for p in prompts})
+    anchors = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}"
+    path = ladder_path(ladder, fingerprint, task_name, prompts)
+    if path.is_file() and not ladder.rebuild:
+        return [(f"the {len(prompts)} training prompts' ladders are stored ({path})", 0)], str(path)
+    return [(f"rank the {anchors} anchors of {len(prompts)} training prompts by round-robin", pairs)], str(path)
+
+
+def evaluations(max_steps: int, every: int, start_step: int = 0) -> int:
+    """Held-out evaluations of a run from `start_step`: at step 0 (a run from the start), every `every` steps and
+    at the end."""
+    steps = range(start_step + 1, max_steps + 1)
+    return (start_step == 0) + len({s for s in steps if every and s % every == 0} | ({max_steps} & set(steps)))
+
+
+def tokens_per_call(cfg: Any, task: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens assumed per call: the judge template, a mean training prompt and two responses
+    of generator.max_new_tokens tokens, at 4 characters a token; the answer at judge.max_tokens (256 where the
+    judge has none)."""
+    from tsrl.judging.prompting import resolve_template
+
+    template = 0
+    try:
+        template = len(resolve_template(getattr(cfg.judge, "template", "auto"), task.name).read_text())
+    except Exception:  # a judge without a template file (the simulator, a contrast judge): the prompt alone
+        template = 0
+    prompts = task.prompts("train")
+    prompt = sum(len(p.text) for p in prompts) / max(len(prompts), 1)
+    return int((template + prompt) / 4 + 2 * cfg.generator.max_new_tokens), int(getattr(cfg.judge, "max_tokens", 256))
+
+
+def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0) -> Spend:
+    """The run's judge calls (see the module docstring) for a typed RunConfig whose task holds the anchors the
+    reward needs (after the ladder step's decision, `prepare_ladder`)."""
+    from tsrl.judging import clean_judge_config, judge_fingerprint
+    from tsrl.registry import ALGOS, JUDGES, REWARDS
+    from tsrl.tasks.base import task_metric
+
+    world = world or int(os.environ.get("WORLD_SIZE", "1"))
+    name, tcfg = REWARDS.of(cfg.reward).name, cfg.trainer
+    both = getattr(cfg.judge, "order", "random") == "both"
+    prompts = task.prompts("train")
+    model = getattr(cfg.judge, "model", "")
+    name_ = f"judge={JUDGES.of(cfg.judge).name}" + (f" {model}" if model else "")
+    spend = Spend(judge=name_, steps=max(tcfg.max_steps - start_step, 0), start_step=start_step)
+    spend.setup, spend.ladder = ladder_setup(name, cfg.reward, prompts, judge_fingerprint(cfg.judge), task.name)
+    if name == "self_bootstrap":
+        k = len(cfg.reward.tiers) * cfg.reward.samples_per_tier
+        pairs = len(prompts) * k * (k - 1) // 2
+        spend.setup = [(f"rank the first self-sampled ladder: {k} anchors of {len(prompts)} training prompts", pairs)]
+    spend.setup = [(what, n * (2 if both else 1)) for what, n in spend.setup]
+    if cfg.algo.OFFLINE:
+        spend.per_step, spend.step_what = NONE, f"algo={ALGOS.of(cfg.algo).name} trains on the ladder's anchors"
+    else:
+        groups = tcfg.prompts_per_step * world
+        per_group, how = group_calls(name, cfg.reward, tcfg.group_size, both)
+        spend.per_step = per_group.times(groups)
+        spend.step_what = f"{groups} groups × ({how}) (reward={name})"
+        if tcfg.fill == "resample":
+            spend.per_step = Calls(spend.per_step.low, spend.per_step.high * tcfg.fill_max_batches)
+            spend.step_what += f", up to {tcfg.fill_max_batches} batches with trainer.fill=resample"
+        if name == "self_bootstrap" and cfg.reward.period:
+            k = len(cfg.reward.tiers) * cfg.reward.samples_per_tier
+            spend.step_what += f"; every {cfg.reward.period} steps (or early) {len(prompts) * k * (k - 1) // 2:,} more"
+    eval_prompts = task.prompts("eval")
+    eval_prompts = eval_prompts[: tcfg.eval.max_prompts] if tcfg.eval.max_prompts else eval_prompts
+    eval_cfg = clean_judge_config(cfg.judge) if cfg.eval_judge is None else cfg.eval_judge
+    if task_metric(task) == "winrate":
+        pairs = 2 if getattr(eval_cfg, "order", "random") == "both" else 1
+        spend.per_eval = sum(tcfg.eval.samples * len(p.anchors) * pairs for p in eval_prompts)
+        spend.eval_what = (
+            f"{len(eval_prompts)} held-out prompts × {tcfg.eval.samples} samples × their reference anchors"
+        )
+    else:
+        spend.eval_what = "held-out pass rate by the task's verifier, no judge call"
+    spend.evaluations = evaluations(tcfg.max_steps, tcfg.eval.every, start_step)
+    spend.max_training_calls = tcfg.max_judge_calls
+    prices = (getattr(cfg.judge, "price_in_per_m", 0.0), getattr(cfg.judge, "price_out_per_m", 0.0))
+    if any(prices):
+        spend.prices, spend.tokens = prices, tokens_per_call(cfg, task)
+    return spend
+
+
+def check_setup(spend: Spend, limit: int) -> None:
+    """Stop a run whose setup would ask the judge more than judge.max_setup_calls, before it asks anything."""
+    if limit and spend.setup_calls > limit:
+        what = "; ".join(f"{n:,} to {w}" for w, n in spend.setup if n)
+        raise UserError(
+            f"The run's setup would make {spend.setup_calls:,} judge calls ({what}), more than "
+            f"judge.max_setup_calls={limit:,}; nothing was asked: raise it (judge.max_setup_calls={spend.setup_calls}) "
+            "if that is meant, or 0 for no limit."
+        )
+
+
+def estimate_run(cfg: Any, task: Any, world: int | None = None, start_step: int = 0) -> Spend:
+    """`estimate` for a run about to start: where the ladder step will write anchors (ladder.build), each short
+    prompt counts its own anchors plus those to be written (or those the run directory's file already holds), and
+    the writes to an endpoint are said. Raises the ladder step's UserError where the reward asks for more anchors
+    than the data has and nothing may write them."""
+    from pathlib import Path
+
+    from tsrl.rewards.ladder_step import STEP_FILE, short_prompts, step_settings
+    from tsrl.tasks import build_task
+
+    needed, short = short_prompts(cfg, task)
+    if not short:
+        return estimate(cfg, task, world, start_step)
+    written = Path(cfg.run_dir) / STEP_FILE
+    if written.is_file():  # a resumed run reuses it
+        return estimate(cfg, build_task(replace(cfg.task, anchors_file=str(written))), world, start_step)
+    build = step_settings(cfg.ladder, needed, short)
+    extra = len(build.tiers) * max(len(build.styles), 1) * build.samples
+    blank = tuple(Anchor(f"(to be written {i})", "") for i in range(extra))
+    missing = {p.id for p in short}
+    prompts = [replace(p, anchors=p.anchors + blank) if p.id in missing else p for p in task.prompts("train")]
+    spend = estimate(cfg, TrainPrompts(task, prompts), world, start_step)
+    spend.writes = (
+        f"{len(short) * extra:,} requests to {cfg.ladder.endpoint.model} at {cfg.ladder.endpoint.base_url} (not judge "
+        f"calls): {extra} anchors for each of {len(short)} training prompts"
+        if build.source == "endpoint"
+        else f"the policy writes {extra} anchors for each of {len(short)} training prompts (no judge call)"
+    )
+    return spend
+
+
+class TrainPrompts:
+    """A task whose training prompts are the given ones (holding the anchors the ladder step will write); every
+    other split and capability is the task's."""
+
+    def __init__(self, task: Any, train: list[Any]) -> None:
+        self.task, self.train = task, train
+
+    def prompts(self, split: str) -> list[Any]:
+        return self.train if split == "train" else self.task.prompts(split)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "task":
+            raise AttributeError(attr)
+        return getattr(self.task, attr)
