@@ -234,3 +234,4 @@ def test_eval_of_the_initial_policy_gives_a_runs_step_zero_numbers(cli, train, c
     (run,) = json.loads((tmp_path / "eval" / "eval_report.json").read_text())["policies"][0]["runs"]
     for key in ("winrate", "winrate_all", "mean_length", "judge_calls"):
         assert run[key] == start[key], key
+    assert f"judge spend: {run['judge_calls']:,.0f} calls — 1 policies × 1 seeds × 5 prompts" in evaluated.stdout

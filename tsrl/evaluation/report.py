@@ -98,10 +98,19 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     prompts = task.prompts(cfg.eval.split)
     prompts = prompts[: cfg.eval.max_prompts] if cfg.eval.max_prompts else prompts
     judge_cfg = clean_judge_config(cfg.judge)
-    judge = build_judge(judge_cfg, task)
     default = policy_source(cfg.model, cfg.task)
     sources = [PolicySource(policy_folder(p), default.dtype) for p in cfg.eval.policies] or [default]
     key, label = headline(task)
+    if key == "winrate":  # before the judge is built: what the evaluation will ask it
+        pairs = 2 if getattr(judge_cfg, "order", "random") == "both" else 1
+        per_run = sum(cfg.eval.samples * len(p.anchors) * pairs for p in prompts)
+        runs = len(sources) * len(cfg.eval.seeds)
+        print(
+            f"judge spend: {per_run * runs:,} calls — {len(sources)} policies × {len(cfg.eval.seeds)} seeds × "
+            f"{len(prompts)} prompts × {cfg.eval.samples} samples × their reference anchors",
+            flush=True,
+        )
+    judge = build_judge(judge_cfg, task)
     report: dict[str, Any] = {
         "task": task.name,
         "split": cfg.eval.split,
