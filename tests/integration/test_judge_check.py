@@ -36,6 +36,7 @@ def test_the_simulated_judge_ranks_the_anchors_and_its_position_bias_shows(check
     assert fair["accuracy"] > 0.75 and fair["accuracy_by_gap"]["4"] > fair["accuracy_by_gap"]["1"]
     assert abs(fair["position_bias_p_first"] - 0.5) < 0.1 and fair["swap_consistency"] > 0.7
     assert "accuracy (P to the better anchor)" in done.stdout and "rubric_sim" in done.stdout
+    assert "judge spend: 120 calls — 6 prompts' anchor pairs in both orders" in done.stdout  # said before asking
 
     done, biased = check(tmp_path, "judge.position_bias=3.0")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -117,6 +118,7 @@ def test_a_fit_writes_a_profile_that_the_simulated_judge_then_answers_with(check
     assert done.returncode == 0, done.stderr[-2000:]
     fit = report["fit"]
     assert fit["data"]["verdicts"] == 24 * 45 * 2 and fit["data"]["grades"] == 24 * 10  # 10 anchors per prompt
+    assert f"judge spend: {24 * 45 * 2 + 24 * 10:,} calls" in done.stdout  # what it then asked, said first
     low, high = fit["estimates"]["position_bias"]["ci95"]
     assert 0.5 < low <= 1.5 <= high and fit["signal_test"]["p_value"] < 1e-6
     assert "perception model fit" in done.stdout and "judge.profile=<this path>" in done.stdout
@@ -158,6 +160,7 @@ def test_lists_separate_a_frame_from_the_item_noise_and_the_profile_carries_them
     assert done.returncode == 0, done.stderr[-2000:]
     lists = report["fit"]["lists"]
     assert lists["data"]["lists"] == 16 * 4 and lists["data"]["grades"] == 16 * 4 * 10
+    assert f"judge spend: {16 * 90 + 16 * 10 + 16 * 4:,} calls" in done.stdout  # pairs, grades and lists, said first
     for name, value in truth.items():
         low, high = lists["estimates"][name]["ci95"]
         assert low <= value <= high, (name, low, high)

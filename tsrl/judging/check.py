@@ -280,6 +280,19 @@ def refit(cfg: JudgeCheckRunConfig) -> dict:
     return report
 
 
+def check_calls(check: CheckConfig, prompts: Sequence[Prompt]) -> tuple[int, str]:
+    """The model calls a check will make (its judge asks in fixed order: one call a question): every anchor pair in
+    both orders; with the fit, check.repeats − 1 more rounds of them, every anchor's grade check.repeats times and
+    each prompt's list in check.lists orders."""
+    pairs = sum(len(p.anchors) * (len(p.anchors) - 1) for p in prompts)
+    if not check.fit:
+        return pairs, f"{len(prompts)} prompts' anchor pairs in both orders"
+    grades = sum(len(p.anchors) for p in prompts)
+    calls = pairs * check.repeats + grades * check.repeats + len(prompts) * check.lists
+    what = f"{len(prompts)} prompts' anchor pairs in both orders and their anchors' grades, {check.repeats} time(s)"
+    return calls, what + (f", and {check.lists} list(s) a prompt" if check.lists else "")
+
+
 def run_check(cfg: JudgeCheckRunConfig) -> dict:
     """Build the task and the judge (raw positions), check it, write run_dir/judge_check.json."""
     from tsrl.judging import build_judge
@@ -295,6 +308,8 @@ def run_check(cfg: JudgeCheckRunConfig) -> dict:
             "or more; the judge check needs reference anchors (choose another check.split)."
         )
     prompts = prompts[: cfg.check.prompts] if cfg.check.prompts else prompts
+    calls, what = check_calls(cfg.check, prompts)
+    print(f"judge spend: {calls:,} calls — {what}", flush=True)  # before the judge is built
     judge = build_judge(raw_positions(cfg.judge), task)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
