@@ -1,7 +1,7 @@
 """judge.rate against the real loopback server: with a limit of R requests per window, the requests the server
 receives (its arrival log) never exceed R in any window — with retries and re-asks, with hedges, and for two
 judges sharing one provider — and the waits are logged as rate_wait_s. The window is shrunk from a minute to
-1 s (plus 0.2 s of slack) so that a test takes seconds; the server's log is checked over every 1 s interval."""
+1 s (plus 0.5 s of slack) so that a test takes seconds; the server's log is checked over every 1 s interval."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ WINDOW_S = 1.0
 @pytest.fixture(autouse=True)
 def one_second_window(monkeypatch):
     monkeypatch.setattr(rate_module, "WINDOW_S", WINDOW_S)
-    monkeypatch.setattr(rate_module, "SLACK_S", 0.2)
+    monkeypatch.setattr(rate_module, "SLACK_S", 0.5)  # arrivals may lag admission by that much under load
 
 
 def test_retries_and_reasks_stay_within_r_requests_per_window():
