@@ -4,8 +4,8 @@ Every run of the grid is composed as tsrl-train would compose it and estimated a
 its first call (tsrl/rewards/spend.py): setup, training and evaluation calls, dollars where the judge is priced.
 Ladders are stored by their anchors and judge, so a ladder several runs share is ranked once, by the first: its
 round-robin is counted once. A grid whose judges are not all simulated and whose calls pass `CONFIRM_ABOVE` runs
-only with `--yes`. A run that cannot be estimated (its data cannot be read here, its settings stop it) is named
-with the reason; tsrl-train stops it the same way when its turn comes.
+only with `--yes`, as does one with runs that cannot be estimated (its data cannot be read here, its settings stop
+it): those are named with the reason, and tsrl-train stops them the same way when their turn comes.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class GridSpend:
         return lines
 
     def needs_yes(self) -> bool:
-        return not self.simulated and self.total.high > CONFIRM_ABOVE
+        """A judge that may cost money, and calls above CONFIRM_ABOVE or runs whose calls are not known."""
+        return not self.simulated and (self.total.high > CONFIRM_ABOVE or bool(self.failed))
 
 
 def runs_of(grids: Sequence[dict[str, list[str]]]) -> list[list[str]]:
@@ -116,6 +117,7 @@ def grid_spend(recipe: str, grids: Sequence[dict[str, list[str]]], fixed: list[s
             if same in seen:
                 add(total, *seen[same], ladders)
                 continue
+            cfg = None
             try:
                 if groups not in composed:
                     composed[groups] = compose("config", overrides=[f"recipes={recipe}", *fixed, *groups])
@@ -133,16 +135,22 @@ def grid_spend(recipe: str, grids: Sequence[dict[str, list[str]]], fixed: list[s
                 spend = estimate_run(cfg, tasks[key], world)
             except (UserError, ValueError, OSError) as err:
                 total.failed.append((" ".join(run), str(err).splitlines()[0][:300]))
+                total.simulated &= cfg is not None and simulated(cfg)  # a judge not known may be a paid one
                 continue
             seen[same] = (spend, cfg)
             add(total, spend, cfg, ladders)
     return total
 
 
-def add(total: GridSpend, spend: Spend, cfg: Any, ladders: set[str]) -> None:
-    """One run's estimate into the grid's; a ladder already counted costs nothing again."""
+def simulated(cfg: Any) -> bool:
+    """Whether a run's judges (training and evaluation) are both the simulator: nothing to pay."""
     from tsrl.judging.simulated import RubricSimConfig
 
+    return all(judge is None or isinstance(judge, RubricSimConfig) for judge in (cfg.judge, cfg.eval_judge))
+
+
+def add(total: GridSpend, spend: Spend, cfg: Any, ladders: set[str]) -> None:
+    """One run's estimate into the grid's; a ladder already counted costs nothing again."""
     setup = 0 if spend.ladder and spend.ladder in ladders else spend.setup_calls
     if spend.ladder:
         ladders.add(spend.ladder)
@@ -150,8 +158,7 @@ def add(total: GridSpend, spend: Spend, cfg: Any, ladders: set[str]) -> None:
     total.training = total.training + spend.training
     total.evaluation += spend.per_eval * spend.evaluations
     total.judges.add(spend.judge)
-    for judge in (cfg.judge, cfg.eval_judge):
-        total.simulated &= judge is None or isinstance(judge, RubricSimConfig)
+    total.simulated &= simulated(cfg)
     run = spend.training + Calls(setup + spend.per_eval * spend.evaluations, setup + spend.per_eval * spend.evaluations)
     money = spend.dollars(run)
     if money is not None:

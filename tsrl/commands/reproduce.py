@@ -89,10 +89,12 @@ def main(argv: list[str] | None = None) -> None:
         spend = grid_spend(recipe, grids, fixed, world_of(args.accelerate))
         print("\n".join(spend.lines()), flush=True)
         if spend.needs_yes() and not args.yes:
+            unknown = f" and {len(spend.failed)} runs whose calls could not be estimated" if spend.failed else ""
             print(
-                f"tsrl-reproduce: error: the grid would make {spend.total.text()} judge calls with a judge that is "
-                f"not simulated ({', '.join(sorted(spend.judges))}), more than {CONFIRM_ABOVE:,}; nothing was run: "
-                "add --yes to run it, or narrow the grid (an axis on the command line, e.g. seed=0).",
+                f"tsrl-reproduce: error: the grid would make {spend.total.text()} judge calls{unknown} with a judge "
+                f"that is not simulated ({', '.join(sorted(spend.judges)) or 'not known'}; the threshold is "
+                f"{CONFIRM_ABOVE:,} calls); nothing was run: add --yes to run it, or narrow the grid (an axis on the "
+                "command line, e.g. seed=0).",
                 file=sys.stderr,
             )
             sys.exit(2)

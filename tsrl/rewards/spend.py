@@ -30,9 +30,6 @@ import numpy as np
 from tsrl.errors import UserError
 from tsrl.types import Anchor
 
-PAIR_CALLS = ("ladder", "one_anchor", "in_batch", "arena", "constitutional", "self_bootstrap")
-"""Regimes whose calls are pairs (doubled under judge.order=both)."""
-
 
 @dataclass(frozen=True)
 class Calls:
@@ -153,12 +150,8 @@ def group_calls(name: str, reward: Any, size: int, both: bool) -> tuple[Calls, s
 
     pairs = 2 if both else 1
     order = " × 2 orders" if both else ""
-    if name in ("ladder", "one_anchor"):
-        return Calls(
-            size * reward.k * pairs, size * reward.k * pairs
-        ), f"{size} completions × {reward.k} anchors{order}"
-    if name == "self_bootstrap":
-        k = reward.ladder.k
+    if name in ("ladder", "one_anchor", "self_bootstrap"):
+        k = reward.ladder.k if name == "self_bootstrap" else reward.k
         return Calls(size * k * pairs, size * k * pairs), f"{size} completions × {k} anchors{order}"
     if name == "in_batch":
         n = schedule_matches(lambda seed: RoundRobin(size)).times(pairs)
@@ -230,11 +223,8 @@ def tokens_per_call(cfg: Any, task: Any) -> tuple[int, int]:
     judge has none)."""
     from tsrl.judging.prompting import resolve_template
 
-    template = 0
-    try:
-        template = len(resolve_template(getattr(cfg.judge, "template", "auto"), task.name).read_text())
-    except Exception:  # a judge without a template file (the simulator, a contrast judge): the prompt alone
-        template = 0
+    spec = getattr(cfg.judge, "template", None)  # the simulator has none: the prompt alone
+    template = len(resolve_template(spec, task.name).read_text()) if isinstance(spec, str) and spec else 0
     prompts = task.prompts("train")
     prompt = sum(len(p.text) for p in prompts) / max(len(prompts), 1)
     return int((template + prompt) / 4 + 2 * cfg.generator.max_new_tokens), int(getattr(cfg.judge, "max_tokens", 256))

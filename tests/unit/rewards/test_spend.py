@@ -123,3 +123,12 @@ def test_auto_writes_anchors_only_for_data_with_one_reference_per_prompt():
         short_prompts(Run(LadderConfig(k=4), LadderStepConfig(build="off")), Data([1, 1]))
     with pytest.raises(UserError, match="reward.anchors=3 needs 3 anchors"):  # the listwise ladder asks too
         short_prompts(Run(ListwiseConfig(anchors=3)), Data([2, 2]))
+
+
+def test_a_grid_asks_for_yes_with_a_paid_judge_above_the_threshold_or_with_runs_it_could_not_estimate():
+    from tsrl.reproduce_spend import CONFIRM_ABOVE, GridSpend
+
+    assert not GridSpend(simulated=False).needs_yes()  # nothing to pay
+    assert GridSpend(simulated=False, training=Calls(0, CONFIRM_ABOVE + 1)).needs_yes()
+    assert not GridSpend(simulated=True, training=Calls(0, 10 * CONFIRM_ABOVE)).needs_yes()  # the simulator is free
+    assert GridSpend(simulated=False, failed=[("seed=0", "its anchors file does not exist")]).needs_yes()
