@@ -11,3 +11,15 @@ def duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def bar_fields(metrics: dict[str, float], heldout: float, offline: bool) -> dict[str, str]:
+    """The progress bar's fields after a step. An offline algo (sft, dpo) scores nothing, so it shows no reward
+    (it would read nan); DPO shows its pair accuracy and implicit reward margin instead."""
+    fields = {} if offline else {"reward": f"{metrics['reward/mean']:.3f}"}
+    if offline:
+        fields.update({k.rsplit("/", 1)[1]: f"{v:.3f}" for k, v in metrics.items() if k.startswith("train/dpo/")})
+    fields["heldout"] = f"{heldout:.1f}%"
+    fields["loss"] = f"{metrics.get('train/loss', float('nan')):+.3f}"  # absent when every group was dropped
+    fields["s_per_step"] = f"{metrics['time/step_s']:.2f}"
+    return fields

@@ -20,7 +20,6 @@ Where it departs from textbook GRPO (all configurable, defaults in configs/):
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -36,24 +35,23 @@ from tsrl.evaluation import evaluation_summary, headline, heldout_rows
 from tsrl.evaluation.chunks import ChunkPlan, chunk_size, chunked_sums, ordered_total
 from tsrl.judging import close_judge, set_noise_stream
 from tsrl.models.forward import collate
-from tsrl.rewards import SamplingRegime, StatefulRegime
-from tsrl.rewards.spend import check_setup, estimate_run
+from tsrl.progress import bar_fields
+from tsrl.rewards import SamplingRegime
 from tsrl.tasks import build_task
 from tsrl.training.checkpoint import (
     DONE_FILE,
-    STATE_FILE,
     capture_rng,
     checkpoint_dir,
-    find_resume,
     finished_run,
     mark_finished,
     restore_rng,
     save_checkpoint,
+    stopped_cleanly,
+    trainer_state,
 )
 from tsrl.training.collective import gather, reduce_metrics
 from tsrl.training.offline import offline_groups, offline_ladders
-from tsrl.training.pipeline import encode_groups
-from tsrl.training.setup import Run, open_judges, quiet_libraries, setup
+from tsrl.training.setup import Run, open_judges, quiet_libraries, say_spend, setup
 from tsrl.types import Count, Emit, Group, Prompt, RewardBatch
 
 
@@ -343,29 +341,6 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     }
 
 
-def say_spend(cfg: RunConfig, task: Any) -> None:
-    """Print the run's judge calls (setup, per step, evaluation, whole run; dollars where priced) on the main
-    process, and stop the run, before anything is asked, when its setup would pass judge.max_setup_calls."""
-    resume = find_resume(Path(cfg.run_dir), cfg.trainer.checkpoint.resume)
-    done = json.loads((resume / STATE_FILE).read_text())["step"] if resume is not None else 0
-    spend = estimate_run(cfg, task, start_step=done)  # a resumed run: the steps and evaluations still to come
-    if int(os.environ.get("RANK", "0")) == 0:
-        print("\n".join(spend.lines()), flush=True)
-    check_setup(spend, cfg.judge.max_setup_calls)
-
-
-def bar_fields(metrics: dict[str, float], heldout: float, offline: bool) -> dict[str, str]:
-    """The progress bar's fields after a step. An offline algo (sft, dpo) scores nothing, so it shows no reward
-    (it would read nan); DPO shows its pair accuracy and implicit reward margin instead."""
-    fields = {} if offline else {"reward": f"{metrics['reward/mean']:.3f}"}
-    if offline:
-        fields.update({k.rsplit("/", 1)[1]: f"{v:.3f}" for k, v in metrics.items() if k.startswith("train/dpo/")})
-    fields["heldout"] = f"{heldout:.1f}%"
-    fields["loss"] = f"{metrics.get('train/loss', float('nan')):+.3f}"  # absent when every group was dropped
-    fields["s_per_step"] = f"{metrics['time/step_s']:.2f}"
-    return fields
-
-
 def run_steps(run: Run) -> None:
     """Evaluate at the start, then step, log, evaluate and checkpoint until trainer.max_steps."""
     from tqdm import tqdm
@@ -420,40 +395,3 @@ def run_steps(run: Run) -> None:
                 mark_finished(Path(run.cfg.run_dir), tcfg, step, "max_judge_calls" if spent else "max_steps")
             break
     log.close()
-
-
-def trainer_state(run: Run, step: int) -> dict[str, Any]:
-    """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
-    regime = run.regime.state_dict() if isinstance(run.regime, StatefulRegime) else None
-    in_flight = run.pipeline.in_flight if run.pipeline is not None else None
-    return json.loads(
-        json.dumps(
-            {
-                "step": step,
-                "sampler": run.sampler.state_dict(),
-                "judge_calls_total": run.judge_calls_total,
-                "judge_calls_training": run.training_calls,
-                "regime": regime,
-                "pending": encode_groups(*in_flight) if in_flight else None,
-            }
-        )
-    )
-
-
-def stopped_cleanly(run: Run, state: dict[str, Any], err: UserError) -> UserError:
-    """Save what the run has finished before a stop that needs the user (a spent judge budget, a dead judge):
-    a checkpoint of the last finished step, exactly as the periodic one would be (state and RNG from before
-    the failed step), the logs and the plot. Returns the error to raise: the cause, then where to resume."""
-    acc, step = run.accelerator, state["step"]
-    run.log.close()
-    if step <= run.start_step:
-        return type(err)(f"{err} No step finished since the start; nothing new to save.")
-    if acc.num_processes > 1:  # the failure may have hit one rank only: a collective save could hang
-        return type(err)(f"{err} Multi-process run: the newest periodic checkpoint is the place to resume from.")
-    path = checkpoint_dir(Path(run.cfg.run_dir), step)
-    if not path.is_dir():
-        save_checkpoint(acc, run.learner, path, state, run.cfg.trainer.checkpoint.keep)
-    return type(err)(
-        f"{err} Steps 1–{step} are saved in {path}; after the fix, the same command with "
-        "trainer.checkpoint.resume=auto continues from there."
-    )

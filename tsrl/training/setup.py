@@ -29,8 +29,9 @@ from tsrl.judging import (
 from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
 from tsrl.rewards.ladder_step import prepare_ladder
+from tsrl.rewards.spend import check_setup, estimate_run
 from tsrl.tasks import Task
-from tsrl.training.checkpoint import find_resume, load_checkpoint
+from tsrl.training.checkpoint import STATE_FILE, find_resume, load_checkpoint
 from tsrl.training.collective import AccelerateCollective, gather
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
@@ -188,3 +189,14 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     # DeepSpeed 0.19 calls collectives torch has renamed; the warning repeats on every step and every process.
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
+
+
+def say_spend(cfg: RunConfig, task: Any) -> None:
+    """Print the run's judge calls (setup, per step, evaluation, whole run; dollars where priced) on the main
+    process, and stop the run, before anything is asked, when its setup would pass judge.max_setup_calls."""
+    resume = find_resume(Path(cfg.run_dir), cfg.trainer.checkpoint.resume)
+    done = json.loads((resume / STATE_FILE).read_text())["step"] if resume is not None else 0
+    spend = estimate_run(cfg, task, start_step=done)  # a resumed run: the steps and evaluations still to come
+    if int(os.environ.get("RANK", "0")) == 0:
+        print("\n".join(spend.lines()), flush=True)
+    check_setup(spend, cfg.judge.max_setup_calls)

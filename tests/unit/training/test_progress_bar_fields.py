@@ -3,7 +3,7 @@ nan); DPO shows its pair accuracy and margin instead."""
 
 from __future__ import annotations
 
-from tsrl.training.loop import bar_fields
+from tsrl.progress import bar_fields
 
 STEP = {"train/loss": 0.5, "time/step_s": 1.25}
 
