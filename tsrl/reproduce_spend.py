@@ -10,6 +10,7 @@ it): those are named with the reason, and tsrl-train stops them the same way whe
 
 from __future__ import annotations
 
+import copy
 import importlib
 import itertools
 from collections.abc import Sequence
@@ -121,8 +122,7 @@ def grid_spend(recipe: str, grids: Sequence[dict[str, list[str]]], fixed: list[s
             try:
                 if groups not in composed:
                     composed[groups] = compose("config", overrides=[f"recipes={recipe}", *fixed, *groups])
-                one = OmegaConf.create(OmegaConf.to_container(composed[groups]))
-                one = OmegaConf.merge(composed[groups], one)  # typed again (the structured schema's nodes)
+                one = copy.deepcopy(composed[groups])  # typed, as composed: the value axes are set on it
                 for override in run:
                     key, _, value = override.partition("=")
                     if override not in groups:

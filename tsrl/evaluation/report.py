@@ -92,6 +92,7 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     from tsrl.judging import build_judge, clean_judge_config, close_judge, judge_identity
     from tsrl.models import policy_source
     from tsrl.models.source import PolicySource, load_source
+    from tsrl.rewards.spend import winrate_calls
     from tsrl.tasks import build_task
 
     task = build_task(cfg.task)
@@ -102,8 +103,7 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     sources = [PolicySource(policy_folder(p), default.dtype) for p in cfg.eval.policies] or [default]
     key, label = headline(task)
     if key == "winrate":  # before the judge is built: what the evaluation will ask it
-        pairs = 2 if getattr(judge_cfg, "order", "random") == "both" else 1
-        per_run = sum(cfg.eval.samples * len(p.anchors) * pairs for p in prompts)
+        per_run = winrate_calls(prompts, cfg.eval.samples, judge_cfg)
         runs = len(sources) * len(cfg.eval.seeds)
         print(
             f"judge spend: {per_run * runs:,} calls — {len(sources)} policies × {len(cfg.eval.seeds)} seeds × "

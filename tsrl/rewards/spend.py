@@ -217,6 +217,13 @@ def evaluations(max_steps: int, every: int, start_step: int = 0) -> int:
     return (start_step == 0) + len({s for s in steps if every and s % every == 0} | ({max_steps} & set(steps)))
 
 
+def winrate_calls(prompts: Sequence[Any], samples: int, judge_cfg: Any) -> int:
+    """Calls of one held-out win-rate evaluation: every sample against every reference anchor of its prompt, two
+    calls a comparison where the judge asks both orders."""
+    pairs = 2 if getattr(judge_cfg, "order", "random") == "both" else 1
+    return sum(samples * len(p.anchors) * pairs for p in prompts)
+
+
 def tokens_per_call(cfg: Any, task: Any) -> tuple[int, int]:
     """(prompt, completion) tokens assumed per call: the judge template, a mean training prompt and two responses
     of generator.max_new_tokens tokens, at 4 characters a token; the answer at judge.max_tokens (256 where the
@@ -267,8 +274,7 @@ def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0)
     eval_prompts = eval_prompts[: tcfg.eval.max_prompts] if tcfg.eval.max_prompts else eval_prompts
     eval_cfg = clean_judge_config(cfg.judge) if cfg.eval_judge is None else cfg.eval_judge
     if task_metric(task) == "winrate":
-        pairs = 2 if getattr(eval_cfg, "order", "random") == "both" else 1
-        spend.per_eval = sum(tcfg.eval.samples * len(p.anchors) * pairs for p in eval_prompts)
+        spend.per_eval = winrate_calls(eval_prompts, tcfg.eval.samples, eval_cfg)
         spend.eval_what = (
             f"{len(eval_prompts)} held-out prompts × {tcfg.eval.samples} samples × their reference anchors"
         )
