@@ -110,6 +110,12 @@ def clean_judge_config(cfg: Any) -> Any:
     )  # the simulated judge's biases, reference frame and per-text errors (docs/judge_simulator.md)
 
 
+def eval_judge_config(run: Any) -> Any:
+    """A run's held-out evaluation judge (`run` holds `judge` and `eval_judge`, as a RunConfig does): `eval_judge`,
+    else the training judge's own config without its injected noise, position bias or budget."""
+    return clean_judge_config(run.judge) if run.eval_judge is None else run.eval_judge
+
+
 def judge_identity(cfg: Any) -> dict[str, Any]:
     """What names a judge in results: its kind, its model (or 'simulated') and every verdict-changing setting."""
     if isinstance(cfg, HFLocalJudgeConfig):
@@ -148,5 +154,6 @@ __all__ = [
     "wrap",
     "order_and_noise",
     "clean_judge_config",
+    "eval_judge_config",
     "judge_identity",
 ]

@@ -240,7 +240,7 @@ def tokens_per_call(cfg: Any, task: Any) -> tuple[int, int]:
 def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0) -> Spend:
     """The run's judge calls (see the module docstring) for a typed RunConfig whose task holds the anchors the
     reward needs (after the ladder step's decision, `prepare_ladder`)."""
-    from tsrl.judging import clean_judge_config, judge_fingerprint
+    from tsrl.judging import eval_judge_config, judge_fingerprint
     from tsrl.registry import ALGOS, JUDGES, REWARDS
     from tsrl.tasks.base import task_metric
 
@@ -272,7 +272,7 @@ def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0)
             spend.step_what += f"; every {cfg.reward.period} steps (or early) {len(prompts) * k * (k - 1) // 2:,} more"
     eval_prompts = task.prompts("eval")
     eval_prompts = eval_prompts[: tcfg.eval.max_prompts] if tcfg.eval.max_prompts else eval_prompts
-    eval_cfg = clean_judge_config(cfg.judge) if cfg.eval_judge is None else cfg.eval_judge
+    eval_cfg = eval_judge_config(cfg)
     if task_metric(task) == "winrate":
         spend.per_eval = winrate_calls(eval_prompts, tcfg.eval.samples, eval_cfg)
         spend.eval_what = (

@@ -20,8 +20,8 @@ from tsrl.generation import Generator, HFGenerator, build_generator
 from tsrl.judging import (
     Judge,
     build_judge,
-    clean_judge_config,
     close_judge,
+    eval_judge_config,
     judge_fingerprint,
     judge_identity,
     set_noise_stream,
@@ -71,11 +71,6 @@ def open_judges(cfg: RunConfig, task: Task) -> tuple[Judge, Judge]:
     except BaseException:
         close_judge(judge)
         raise
-
-
-def eval_judge_config(cfg: RunConfig) -> Any:
-    """`eval_judge`, else the training judge's own config without its injected noise, position bias or budget."""
-    return clean_judge_config(cfg.judge) if cfg.eval_judge is None else cfg.eval_judge
 
 
 def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
