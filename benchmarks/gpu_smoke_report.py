@@ -1,18 +1,33 @@
-"""The report of scripts/gpu_smoke.sh: from the jobs' folders under SCRATCH (benchmarks/gpu_smoke.py), three
-tables in OUT/report.md — training steps, weight sync, a 128k-vocabulary log-prob step — and every number in
-OUT/numbers.json. Every job has its row, with its result: ok, failed (exit n), timed out, or not run.
+"""The report of scripts/gpu_smoke.sh: from the jobs' folders under SCRATCH (benchmarks/gpu_smoke.py), four
+tables in OUT/report.md — training steps, weight sync (generator=vllm's engine, or engine-shaped buffers where the
+image has no vLLM), a 128k-vocabulary log-prob step — and every number in OUT/numbers.json. Every job has its row,
+with its result: ok, failed (exit n), timed out, not run (a selected job that never started), not selected, or
+not run for want of vLLM.
 
-    python benchmarks/gpu_smoke_report.py SCRATCH OUT      # exit status 1 unless every job ran ok
+    python benchmarks/gpu_smoke_report.py SCRATCH OUT      # exit status 1 unless every selected job ran ok
 
 The numbers:
-- generation tokens/s: a step's completion tokens (every process) ÷ its generate seconds;
-- update MFU: F·N·tokens ÷ update seconds ÷ (processes × the card's peak dense bf16 FLOP/s), N the policy's
-  parameters, tokens the non-padding tokens of the update's rows (`throughput/update_tokens`: prompt and completion,
-  as TRL and verl count them, although trainer.share_prompt runs a group's prompt once), F = 6 (forward, backward to
-  activations and to weights), 4 under LoRA (the frozen base gets no weight gradient). GRPO on-policy runs one
-  forward and one backward per row; gradient checkpointing's recomputation is not counted (model FLOPs, not
-  hardware FLOPs);
+- generation tokens/s: a step's completion tokens (every process's: train/samples_in_update rows of
+  completion/length_mean tokens) ÷ its generate seconds;
+- update MFU: F·N·tokens ÷ update seconds ÷ (processes × the card's peak dense bf16 FLOP/s), the 6·N·D convention
+  of Kaplan et al. (2020): N the policy's non-embedding parameters (neither the embedding table, a lookup, nor the
+  output head is counted; the head's 2·V·h FLOPs per predicted token are <1 % of the smoke's 1.1B Llama, whose
+  vocabulary has 2,048 tokens), F = 6 (forward, backward to activations and to weights), 4 under LoRA (the frozen
+  base gets no weight gradient; the adapter's own FLOPs are left out). tokens (`flop_tokens`): every completion
+  token of the update's rows, and each group's prompt once per micro-batch its rows span — trainer.share_prompt
+  runs a group's prompt once and continues its G completions from that cache — or once per row when prompts are not
+  shared (share_prompt off, or model.gradient_checkpointing, whose layers keep no cache in the pass with gradient).
+  From the metrics: completion tokens = completion/length_mean × train/samples_in_update (exact when no group was
+  dropped), prompt tokens of every row = throughput/update_tokens − that. GRPO on-policy (one epoch, one minibatch,
+  no KL term, as the smoke runs it) makes one forward and one backward per row; gradient checkpointing's
+  recomputation is not counted (model FLOPs, not hardware FLOPs);
 - steps: the median over the steps after the first (the first compiles, allocates and warms up);
+- checkpoint: the end-of-run checkpoint's seconds and size where the job wrote it (the LoRA job), "skipped" where
+  it did not (the full-weight jobs: 15–17 GB of float32 masters, moments and policy would fill their timeouts);
+- vLLM: the engine's start, its first sync (ZeRO-3 gathers included) and GiB synced, generation tokens/s (the median
+  over the repeats after the first), the update, the sync after it (wake the weights, load, wake the KV cache), and
+  the mean |sampler − learner| log-prob of the engine's samples: right after a sync before the update, of the
+  samples drawn before the update against the updated learner (stale), and after the update's sync;
 - memory: torch's max allocated and max reserved, the largest over processes; the device's used memory, the peak of
   nvidia-smi's samples taken while the job ran (every process on the card, CUDA contexts and NCCL included), else
   mem_get_info at the job's end; the peak resident set.
@@ -30,17 +45,20 @@ from typing import Any
 GIB = 2**30
 TRAIN_JOBS = ("train-bf16", "train-zero3", "train-lora")
 SYNC_JOBS = ("sync-zero3", "sync-lora")
+VLLM_JOBS = ("vllm-zero3", "vllm-lora")
 LOGITS_JOBS = ("logits-128k",)
-JOBS = (*TRAIN_JOBS, *SYNC_JOBS, *LOGITS_JOBS)
+JOBS = (*TRAIN_JOBS, *SYNC_JOBS, *VLLM_JOBS, *LOGITS_JOBS)
+NO_VLLM = "vLLM not in this image: the vLLM jobs did not run."
 
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def outcome(status: dict | None) -> str:
+def outcome(status: dict | None, planned: bool = True) -> str:
+    """A job's result from its status.json (None: it never started); `planned`: the script selected it."""
     if status is None:
-        return "not run"
+        return "not run" if planned else "not selected"
     if status["rc"] == 0:
         return "ok"
     if status["rc"] in (124, 137):
@@ -60,16 +78,33 @@ def memory_of(folder: Path) -> dict[str, float]:
     return out
 
 
+def prompt_runs(rows: int, group: int, micro: int) -> float:
+    """How many times, on average, each group's prompt runs when a process's `rows` (whole groups of `group` rows,
+    in order) are cut into micro-batches of `micro` rows and each micro-batch runs each of its prompts once: one
+    per micro-batch a group's rows fall in."""
+    groups = rows // group
+    spans = [((g + 1) * group - 1) // micro - (g * group) // micro + 1 for g in range(groups)]
+    return sum(spans) / groups if groups else 1.0
+
+
+def flop_tokens(row_tokens: float, completion_tokens: float, group: int, runs: float) -> float:
+    """The tokens the update computes: every completion token, and of the prompt tokens of every row
+    (row_tokens − completion_tokens, G copies of each group's prompt) the share `runs` / G of them."""
+    return completion_tokens + (row_tokens - completion_tokens) * runs / group
+
+
 def train_numbers(folder: Path, processes: int, model: dict, peak: float | None, lora: bool) -> dict[str, Any]:
     """The steady state (steps after the first: no warm-up) of a train job's metrics.jsonl."""
     rows = [json.loads(line) for line in (folder / "run" / "metrics.jsonl").read_text().splitlines() if line]
     steady = rows[1:] or rows
-    trainer = read_json(folder / "run" / "config.json")["trainer"]
+    config = read_json(folder / "run" / "config.json")
+    trainer = config["trainer"]
 
     def median(key: str) -> float:
         return statistics.median(r[key] for r in steady)
 
-    completions = median("completion/length_mean") * trainer["prompts_per_step"] * trainer["group_size"] * processes
+    samples = median("train/samples_in_update")  # every process's rows
+    completions = median("completion/length_mean") * samples
     numbers = {
         "steps": len(rows),
         "step_s": median("time/step_s"),
@@ -78,26 +113,45 @@ def train_numbers(folder: Path, processes: int, model: dict, peak: float | None,
         "update_s": median("time/update_s"),
     }
     if all("throughput/update_tokens" in r for r in steady):
+        group = trainer["group_size"]
+        shared = trainer.get("share_prompt", True) and not config["model"].get("gradient_checkpointing", False)
+        runs = prompt_runs(round(samples / processes), group, trainer["micro_batch_size"]) if shared else group
         tokens = median("throughput/update_tokens")
-        flops = (4 if lora else 6) * model["params"] * tokens
-        numbers |= {"update_tokens": tokens, "update_tflops": flops / numbers["update_s"] / 1e12}
+        counted = flop_tokens(tokens, completions, group, runs)
+        flops = (4 if lora else 6) * model["non_embedding_params"] * counted
+        numbers |= {
+            "update_tokens": tokens,
+            "prompt_runs_per_group": runs,
+            "flop_tokens": counted,
+            "update_tflops": flops / numbers["update_s"] / 1e12,
+        }
         if peak:
             numbers["mfu"] = numbers["update_tflops"] / (processes * peak)
     return numbers
 
 
-def job_numbers(scratch: Path, job: str, model: dict, peak: float | None) -> dict[str, Any]:
+def job_numbers(scratch: Path, job: str, model: dict, peak: float | None, plan: dict) -> dict[str, Any]:
+    """A job's result and numbers; `plan`: the script's plan.json (the selected jobs, whether vLLM is there)."""
     folder = scratch / "jobs" / job
     status = read_json(folder / "status.json")
-    numbers: dict[str, Any] = {"result": outcome(status), **(status or {}), "memory": memory_of(folder)}
+    result = outcome(status, job in plan["jobs"])
+    if status is None and job in VLLM_JOBS and not plan["vllm"]:
+        result = "not run: no vLLM in this image"
+    numbers: dict[str, Any] = {"result": result, **(status or {}), "memory": memory_of(folder)}
     try:
         if job in TRAIN_JOBS and (folder / "run" / "metrics.jsonl").is_file():
             numbers |= train_numbers(folder, status["processes"], model, peak, lora=job == "train-lora")
+            numbers["checkpoint"] = read_json(folder / "checkpoint.json")
         elif (folder / "result.json").is_file():
             numbers |= read_json(folder / "result.json")
     except (KeyError, ValueError, statistics.StatisticsError) as err:
         numbers["result"] += f"; unreadable numbers ({type(err).__name__}: {err})"
     return numbers
+
+
+def must_pass(job: str, plan: dict) -> bool:
+    """A job the run must have run ok: selected, and for a vLLM job, vLLM in the image."""
+    return job in plan["jobs"] and (plan["vllm"] or job not in VLLM_JOBS)
 
 
 def cell(value: Any) -> str:
@@ -119,7 +173,8 @@ def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
 
 def train_table(numbers: dict[str, dict]) -> list[str]:
     header = ["job", "result", "wall s", "s/step", "generate s", "generation tok/s", "update s", "update tokens"]
-    header += ["update TFLOP/s", "MFU", "allocated GiB", "reserved GiB", "device GiB", "RSS GiB"]
+    header += ["tokens computed", "update TFLOP/s", "MFU", "checkpoint s", "checkpoint GiB", "allocated GiB"]
+    header += ["reserved GiB", "device GiB", "RSS GiB"]
     rows = []
     for job in TRAIN_JOBS:
         n, m = numbers[job], numbers[job]["memory"]
@@ -127,10 +182,18 @@ def train_table(numbers: dict[str, dict]) -> list[str]:
         device = m.get("device_peak_gib", m.get("device_used_end_gib"))
         rows.append(
             [job, n["result"], n.get("wall_s"), n.get("step_s"), n.get("generate_s"), n.get("generation_tokens_per_s")]
-            + [n.get("update_s"), n.get("update_tokens"), n.get("update_tflops"), mfu, m.get("allocated_peak_gib")]
-            + [m.get("reserved_peak_gib"), device, m.get("rss_peak_gib")]
+            + [n.get("update_s"), n.get("update_tokens"), n.get("flop_tokens"), n.get("update_tflops"), mfu]
+            + checkpoint_cells(n.get("checkpoint"))
+            + [m.get("allocated_peak_gib"), m.get("reserved_peak_gib"), device, m.get("rss_peak_gib")]
         )
     return table(header, rows)
+
+
+def checkpoint_cells(checkpoint: dict | None) -> list[Any]:
+    """A train job's checkpoint seconds and GiB; "skipped" where it wrote none; blanks where it did not say."""
+    if checkpoint is None:
+        return [None, None]
+    return [checkpoint["seconds"], checkpoint["gib"]] if checkpoint["written"] else ["skipped", "skipped"]
 
 
 def sync_table(numbers: dict[str, dict]) -> list[str]:
@@ -144,6 +207,21 @@ def sync_table(numbers: dict[str, dict]) -> list[str]:
         rows.append(
             [job, n["result"], n.get("wall_s"), n.get("tensors"), n.get("gib"), n.get("first_s"), drain, rate]
             + [n.get("extra_gib"), n["memory"].get("reserved_peak_gib")]
+        )
+    return table(header, rows)
+
+
+def vllm_table(numbers: dict[str, dict]) -> list[str]:
+    header = ["job", "result", "wall s", "engine start s", "first sync s", "GiB synced", "generation tok/s"]
+    header += ["update s", "sync s", "gap: synced", "gap: stale", "gap: synced after update", "device GiB"]
+    rows = []
+    for job in VLLM_JOBS:
+        n, m = numbers[job], numbers[job]["memory"]
+        device = m.get("device_peak_gib", m.get("device_used_end_gib"))
+        rows.append(
+            [job, n["result"], n.get("wall_s"), n.get("engine_start_s"), n.get("first_sync_s"), n.get("sync_gib")]
+            + [n.get("generation_tokens_per_s"), n.get("update_s"), n.get("sync_s"), n.get("gap_before")]
+            + [n.get("gap_stale"), n.get("gap_after"), device]
         )
     return table(header, rows)
 
@@ -163,24 +241,28 @@ def logits_table(numbers: dict[str, dict]) -> list[str]:
 
 
 def report(scratch: Path, out: Path) -> bool:
-    """report.md (versions, nvidia-smi, the three tables) and numbers.json in `out`; whether every job ran ok."""
+    """report.md (versions, nvidia-smi, the tables) and numbers.json in `out`; whether every job the run had to run
+    ran ok (must_pass)."""
     model = read_json(scratch / "jobs" / "model" / "model.json") or {}
     peak = read_json(scratch / "peak.json") or {"tflops": None, "source": "unknown"}
-    numbers = {job: job_numbers(scratch, job, model, peak["tflops"]) for job in JOBS}
+    plan = read_json(scratch / "plan.json") or {"jobs": list(JOBS), "vllm": True}
+    numbers = {job: job_numbers(scratch, job, model, peak["tflops"], plan) for job in JOBS}
     sizes = read_json(scratch / "sizes.json") or {}
     lines = ["# tsrl GPU smoke", "", "```", *read_text(scratch / "versions.txt"), "```", ""]
     lines += [model_line(model, outcome(read_json(scratch / "jobs" / "model" / "status.json"))), sizes_line(sizes)]
     lines += [f"Peak for MFU: {peak['tflops']} TFLOP/s ({peak['source']}).", ""]
+    lines += [] if plan["vllm"] else [NO_VLLM, ""]
     lines += ["## Training steps (median over the steps after the first)", "", *train_table(numbers), ""]
+    lines += ["## generator=vllm: engine, sync, generation, and a step checked", "", *vllm_table(numbers), ""]
     lines += ["## Weight sync into engine-shaped buffers", "", *sync_table(numbers), ""]
     lines += ["## A log-prob step over a 128k vocabulary", "", *logits_table(numbers), ""]
     lines += ["## nvidia-smi", "", "```", *read_text(scratch / "nvidia-smi.txt"), "```"]
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text("\n".join(lines) + "\n")
-    everything = {"model": model, "peak": peak, "sizes": sizes, "jobs": numbers}
+    everything = {"model": model, "peak": peak, "sizes": sizes, "plan": plan, "jobs": numbers}
     (out / "numbers.json").write_text(json.dumps(everything, indent=1) + "\n")
     print("\n".join(lines))
-    return all(n["result"] == "ok" for n in numbers.values())
+    return all(n["result"] == "ok" for job, n in numbers.items() if must_pass(job, plan))
 
 
 def read_text(path: Path) -> list[str]:
@@ -191,7 +273,8 @@ def model_line(model: dict, built: str) -> str:
     if not model:
         return f"Model of the train and sync jobs: {built}."
     shape = f"hidden {model['hidden']}, {model['layers']} layers, vocabulary {model['vocab']}"
-    return f"Model of the train and sync jobs: a Llama of {model['params']:,} parameters ({shape}) in bf16."
+    inner = f"{model['non_embedding_params']:,} outside the embedding and the head"
+    return f"Model of the train and sync jobs: a Llama of {model['params']:,} parameters ({inner}; {shape}) in bf16."
 
 
 def sizes_line(sizes: dict) -> str:

@@ -5,10 +5,10 @@
     python benchmarks/scale_memory.py --hidden 256 --layers 4 --steps 2
 
 The model is a Llama from config with random weights and the tiny policy's tokenizer (memory and time do not
-depend on what the weights say). Every run: trainer.prompts_per_step=2 per process, group 4, 16 new tokens,
-AdamW, no KL; peak = the largest resident set of a process (`memory/peak_gib`, averaged over processes) at
-the last step. ZeRO-3 splits parameters, gradients and Adam's two moments between the processes, so its
-per-process peak should approach (1/W) of DDP's model-and-optimizer share.
+depend on what the weights say). Every run: 2 prompts per process (trainer.prompts_per_step=2 on one, 4 on
+two), group 4, 16 new tokens, AdamW, no KL; peak = the largest resident set of a process (`memory/peak_gib`,
+averaged over processes) at the last step. ZeRO-3 splits parameters, gradients and Adam's two moments between
+the processes, so its per-process peak should approach (1/W) of DDP's model-and-optimizer share.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def run(kind: str, model: Path, run_dir: Path, steps: int) -> dict:
     overrides = [
         "model=hf",
         f"model.path={model}",
-        "trainer.prompts_per_step=2",
+        f"trainer.prompts_per_step={2 if kind == 'one' else 4}",  # the step's batch over every process: 2 each
         "trainer.group_size=4",
         f"trainer.max_steps={steps}",
         "generator.max_new_tokens=16",

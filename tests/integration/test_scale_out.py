@@ -14,34 +14,22 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from tsrl.testing.cli import cli_env, read_metrics, tiny_overrides
+from tsrl.testing.cli import launch as launch_processes
+from tsrl.testing.cli import printed_spend, read_metrics, tiny_overrides
 
-ROOT = Path(__file__).resolve().parents[2]
-ACCELERATE = str(Path(sys.executable).parent / "accelerate")
 UPDATE_SCRIPT = str(Path(__file__).with_name("dist_update.py"))
-LAUNCHERS = {"ddp": "cpu_ddp.yaml", "zero3": "cpu_zero3.yaml"}
 
 pytestmark = pytest.mark.slow
 
 
 def launch(kind: str | None, args: list[str], cache_dir: Path) -> subprocess.CompletedProcess:
     """`args` (a script or `-m tsrl.commands.train` with overrides) on one process (kind None) or two (ddp | zero3)."""
-    env = {**cli_env(), "TSRL_TEST_CACHE": str(cache_dir / "models")}
-    if kind is None:
-        command = [sys.executable, *args]
-    else:
-        if kind == "ddp":  # without it accelerate would start one process per (absent) GPU
-            env["ACCELERATE_USE_CPU"] = "true"
-        else:  # with it accelerate would drop DeepSpeed
-            env.pop("ACCELERATE_USE_CPU", None)
-        command = [ACCELERATE, "launch", "--config_file", str(ROOT / "configs" / "accelerate" / LAUNCHERS[kind]), *args]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    result = launch_processes(kind, args, cache_dir)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 
@@ -128,6 +116,35 @@ def test_held_out_samples_and_numbers_do_not_depend_on_the_process_count(
         assert numbers[key] == one_numbers[key], key
 
 
+def test_two_processes_sample_what_one_process_samples_and_state_the_global_batch(cache_dir, tmp_path):
+    """trainer.prompts_per_step=4 is the step's batch on any number of processes: one process generates the 4
+    groups, two DDP processes 2 each, and both runs print 4 groups per step. Every completion is drawn under its own
+    seed (run seed, place of its prompt in the run's prompt stream, sample index), so step 1 — the same weights
+    everywhere — has the same completions for the same prompts: process 0's two groups (samples.jsonl is the main
+    process's) are the one-process run's first two, and process 1's show in the step's averages."""
+    common = [
+        "trainer.prompts_per_step=4",
+        "trainer.max_steps=1",
+        "logger.samples_every=1",
+        "trainer.eval.max_prompts=2",
+    ]
+    runs = {}
+    for kind in (None, "ddp"):
+        run_dir = tmp_path / str(kind)
+        printed = launch(kind, train_overrides(cache_dir, run_dir, *common), cache_dir).stdout
+        rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+        runs[kind] = (printed_spend(printed)["step"], rows, read_metrics(run_dir)[0])
+        assert "per step: " in printed and " 4 groups × " in printed, printed[-2000:]
+    (one_step, one_rows, one), (two_step, two_rows, two) = runs[None], runs["ddp"]
+    assert one_step == two_step
+    assert len(one_rows) == 4 * 4 and len(two_rows) == 2 * 4  # G = 4; process 0 logs its own 2 groups
+    fields = ("step", "prompt_id", "completion", "reward")
+    assert [[r[f] for f in fields] for r in two_rows] == [[r[f] for f in fields] for r in one_rows[:8]]
+    assert len({r["completion"] for r in one_rows}) > 4  # sampled, not one text
+    for key in ("completion/length_mean", "completion/truncated_frac", "reward/mean", "judge/calls"):
+        assert two[key] == pytest.approx(one[key], rel=1e-6), key
+
+
 def test_self_bootstrap_ladders_are_judged_once_for_every_process(cache_dir, tmp_path):
     """reward=self_bootstrap rebuilds its ladder from policy samples at start and every step (period=1). With
     two processes the main one judges each round-robin and the other loads it: the same calls as one process."""
@@ -150,9 +167,15 @@ def test_self_bootstrap_ladders_are_judged_once_for_every_process(cache_dir, tmp
     assert runs["ddp"] == runs[None]
 
 
-# 4 steps with a checkpoint at step 2, one prompt per generation call (so that a streamed run streams two arrivals
-# per process): the uninterrupted ZeRO-3 run that the resume and the streaming tests compare against.
-ZERO3_RUN = ["trainer.max_steps=4", "trainer.checkpoint.every=2", "generator.prompts_per_call=1"]
+# 4 steps of 4 prompts (2 per process) with a checkpoint at step 2, one prompt per generation call (so that a
+# streamed run streams two arrivals per process): the uninterrupted ZeRO-3 run the resume and streaming tests compare
+# against.
+ZERO3_RUN = [
+    "trainer.max_steps=4",
+    "trainer.prompts_per_step=4",
+    "trainer.checkpoint.every=2",
+    "generator.prompts_per_call=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -228,11 +251,11 @@ def test_regimes_that_read_the_policy_run_under_zero3(cache_dir, tmp_path, regim
 @pytest.mark.parametrize("algo", ["sft", "dpo"])
 def test_offline_baselines_take_the_step_one_process_takes_under_zero3(cache_dir, tmp_path, algo):
     """algo=sft and algo=dpo go through the same Learner: two ZeRO-3 processes with 2 prompts each log the
-    losses (and DPO's pair accuracy) one process logs with all 4 — the sampler shards one global batch and the
+    losses (and DPO's pair accuracy) one process logs with all 4 — the sampler shards one global batch of 4 and the
     losses are normalised over both processes. Evaluation runs on both and writes eval.json."""
     common = [
         f"algo={algo}",
-        "trainer.prompts_per_step=2",
+        "trainer.prompts_per_step=4",
         "trainer.max_steps=3",
         "trainer.lr=5e-3",
         "trainer.eval.every=0",
@@ -240,9 +263,9 @@ def test_offline_baselines_take_the_step_one_process_takes_under_zero3(cache_dir
         "task.max_prompts=8",
     ]
     runs = {}
-    for kind, per_process in ((None, 4), ("zero3", 2)):
+    for kind in (None, "zero3"):
         run_dir = tmp_path / str(kind)
-        launch(kind, train_overrides(cache_dir, run_dir, *common, f"trainer.prompts_per_step={per_process}"), cache_dir)
+        launch(kind, train_overrides(cache_dir, run_dir, *common), cache_dir)
         runs[kind] = read_metrics(run_dir)
         assert [e["step"] for e in json.loads((run_dir / "eval.json").read_text())["history"]] == [0, 3]
     keys = ["train/loss"] + (["train/dpo/accuracy", "train/dpo/margin"] if algo == "dpo" else [])

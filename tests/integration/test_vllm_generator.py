@@ -149,6 +149,28 @@ def test_streaming_hands_over_each_group_as_its_requests_finish(policy, generato
     assert [[r.token_ids for r in g.rollouts] for g in streamed] == [[r.token_ids for r in g.rollouts] for g in whole]
 
 
+def test_a_group_seed_decides_its_completions_whatever_the_global_rng_and_the_batch(policy, generator):
+    """Each group's sampled request carries its group seed (vLLM seeds completion j with it + j), so the same seed
+    gives the same completions alone or among other prompts, whatever torch's global RNG holds (vLLM reseeds it
+    identically on every rank when its engine starts); completions 1 … n − 1 of a greedy_first group are those of
+    the fully sampled group; group seed 51 draws completion j under 51 + j, completion j + 1 of group seed 50."""
+    model, tokenizer, prompts = policy
+    sync(generator, model)
+
+    def ids(groups: list[Group]) -> list[list[list[int]]]:
+        return [[r.token_ids for r in g.rollouts] for g in groups]
+
+    torch.manual_seed(1)
+    together = ids(generator.generate(prompts[:3], n=4, seeds=[5, 50, 500]))
+    torch.manual_seed(2)
+    alone = ids(generator.generate(prompts[1:2], n=4, seeds=[50]))
+    anchored = ids(generator.generate(prompts[1:2], n=4, greedy_first=True, seeds=[50]))
+    other = ids(generator.generate(prompts[1:2], n=4, seeds=[51]))
+    assert alone == together[1:2]
+    assert anchored[0][1:] == alone[0][1:]
+    assert len({tuple(t) for t in alone[0]}) > 1 and other[0][:3] == alone[0][1:] and other != alone
+
+
 @pytest.mark.parametrize("reset", [True, False])
 def test_a_sync_resets_the_prefix_cache(policy, generator, monkeypatch, reset):
     """A prompt longer than a KV block is cached by the first generate; after new weights arrive the same
@@ -308,12 +330,13 @@ def tiny_vllm_run(cache_dir) -> list[str]:
 
 
 @pytest.mark.parametrize("launcher", [None, "cpu_zero3.yaml"])
-def test_lora_training_syncs_merged_weights_under_the_base_names(cache_dir, tmp_path, launcher):
+def test_lora_training_syncs_the_base_and_the_adapter(cache_dir, tmp_path, launcher):
     """tsrl-train generator=vllm model.lora.r=8, on one process and under ZeRO-3 on two (accelerate launch): the
-    engine is built from the base model (not peft's wrapper, whose names vLLM does not know) and receives the merged
-    weights W + s·B·A under the base names. Step 1 updates the adapter (lr 1e-2: the merged weights move far), so
-    step 2's samples match the learner only if the sync delivered the merged weights. The context is sized from the
-    task's prompts (generator.max_model_len 0)."""
+    engine is built from the base model (not peft's wrapper, whose names vLLM does not know), receives the base
+    weights under the base names and the adapter as a vLLM adapter (tsrl/generation/vllm_lora.py). Step 1 updates the
+    adapter (lr 1e-2: the policy moves far), so step 2's samples match the learner only if the sync delivered the
+    new adapter, gathered from its partitions under ZeRO-3. The context is sized from the task's prompts
+    (generator.max_model_len 0). Small updates that a bf16 merge would lose: test_vllm_lora.py."""
     import subprocess
     import sys
     from pathlib import Path

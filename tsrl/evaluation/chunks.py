@@ -2,11 +2,12 @@
 
 The held-out prompts are cut into fixed chunks of `size` prompts (the generator's batch, so that a chunk is one
 generate call); chunk c is generated under its own seed, derived from (evaluation seed, c), and the chunks go
-round-robin to the processes. A chunk's samples then depend only on its prompts and its seed — generator=hf samples
-a whole batch from torch's global RNG (a sample depends on the batch it is drawn in), generator=vllm draws each
-request's seed from it — and not on which process draws them or what it drew before. Each chunk's sums are kept
-apart and the caller adds them in chunk order, so one process and eight give the same samples and, to the bit, the
-same metric.
+round-robin to the processes. A chunk's samples then depend only on its prompts and its seed — the evaluation names
+no sampling seeds, so both generators draw each prompt's group seed from torch's global RNG in prompt order
+(tsrl.generation.seeds), which the chunk's seed sets — and not on which process draws them or what it drew before.
+Training's samples have seeds of their own (tsrl.training.sampler), which evaluation neither uses nor moves. Each
+chunk's sums are kept apart and the caller adds them in chunk order, so one process and eight give the same samples
+and, to the bit, the same metric.
 
 Under ZeRO-3 (generator=hf: the forward gathers parameters) and vLLM tensor parallelism a generate call is
 collective: every process makes the same number of them. A process with no chunk left in a round while others

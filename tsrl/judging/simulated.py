@@ -31,7 +31,7 @@ choice: the paper's premise is that a pointwise grade is *noisier* than a pairwi
 latent unit apart are then ordered correctly by their grades with probability Φ(1/(1.5·√2)) ≈ 0.68 (less
 after rounding ties), against σ(1) ≈ 0.73 for one pairwise verdict at τ = 1; with σ_rub = 0 the simulated
 rubric would be the less noisy of the two. flip_prob's grade noise (a grade replaced by a uniformly random one)
-is the Noise wrapper's, as for every judge (tsrl/judging/wrappers.py), drawn per judgment.
+is the Noise wrapper's, as for every judge (tsrl/judging/noise.py), drawn per judgment.
 
 A list (`score_lists`, one call showing n responses under R1 … Rn in the caller's order) grades slot i = 0 … n−1
 from u_j(c_i) = q + t + e + γ_grade·h + η_j + ε_{j,i} + π·(½ − i/(n−1)): one frame η_j ~ N(0, σ_η²) shared by every

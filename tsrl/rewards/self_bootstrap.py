@@ -156,25 +156,24 @@ class SelfBootstrapRegime:
             replace(p, anchors=tuple(Anchor(t, tier) for t, tier in state["anchors"][p.id]))
             for p in self.ctx.task.prompts("train")
         ]
-        with self.ctx.collective.main_first():
-            self._rank(prompts)
+        self._rank(prompts)
 
     def _rebuild(self) -> int:
         """Sample and rank a new ladder; returns the judge calls its round-robin cost. With several processes
         every one samples (generation may be collective, e.g. under ZeRO-3), the main process's anchors are
-        used everywhere, and the main process judges the round-robin and stores it; the others load it."""
-        collective = self.ctx.collective
-        prompts = collective.from_main(
+        used everywhere, and each process judges its share of the round-robin (LadderRegime)."""
+        prompts = self.ctx.collective.from_main(
             sample_anchors(self.ctx, self.cfg, self.ctx.task.prompts("train"), self.refreshes)
         )
-        with collective.main_first():
-            return self._rank(prompts)
+        return self._rank(prompts)
 
     def _rank(self, prompts: list[Prompt]) -> int:
         """Rank the given anchored prompts into the current ladder; returns the judge calls it cost."""
         self.anchored = prompts
         task = TaskView(self.ctx.task, prompts, f"{self.ctx.task.name}-selfboot")
-        view = RegimeContext(task, self.ctx.judge, self.ctx.judge_fingerprint, self.ctx.run_dir)
+        view = RegimeContext(
+            task, self.ctx.judge, self.ctx.judge_fingerprint, self.ctx.run_dir, collective=self.ctx.collective
+        )
         self.ladder = LadderRegime(self.cfg.ladder, view)
         texts = [[r.anchor.text for r in rungs] for rungs in self.ladder.ladders.values()]
         self.diversity = float(self.ladder.diversity["jaccard_distance"])  # diversity.py, via the ladder

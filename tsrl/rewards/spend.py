@@ -5,7 +5,9 @@ Before any judge call (before the judges are even opened) `tsrl-train` prints, o
   ladder is stored already), self_bootstrap's first ladder, and the anchors `ladder.build` writes with
   `ladder.endpoint` (requests to that model, not to the judge);
 - per step: the regime's calls per group (its tournament played on paper: `schedule_matches`) times the groups a
-  step scores on every process, a range where the calls depend on the answers (adaptive routing, trainer.fill);
+  step scores, trainer.prompts_per_step over every process (the global batch, shared between the processes: the
+  same number on one process and on eight), a range where the calls depend on the answers (adaptive routing,
+  trainer.fill);
 - evaluation: held-out prompts × samples × their reference anchors per evaluation, times the evaluations;
 - the whole run, capped by trainer.max_judge_calls where set, and in dollars where `judge.price_in_per_m` and
   `judge.price_out_per_m` are set, with the tokens per call it assumed.
@@ -27,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tsrl.config import per_process_prompts
 from tsrl.errors import UserError
 from tsrl.types import Anchor
 
@@ -239,13 +242,15 @@ def tokens_per_call(cfg: Any, task: Any) -> tuple[int, int]:
 
 def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0) -> Spend:
     """The run's judge calls (see the module docstring) for a typed RunConfig whose task holds the anchors the
-    reward needs (after the ladder step's decision, `prepare_ladder`)."""
+    reward needs (after the ladder step's decision, `prepare_ladder`); a ConfigError where trainer.prompts_per_step
+    does not split over the `world` processes (WORLD_SIZE by default), which the run would refuse at start."""
     from tsrl.judging import eval_judge_config, judge_fingerprint
     from tsrl.registry import ALGOS, JUDGES, REWARDS
     from tsrl.tasks.base import task_metric
 
     world = world or int(os.environ.get("WORLD_SIZE", "1"))
     name, tcfg = REWARDS.of(cfg.reward).name, cfg.trainer
+    per_process_prompts(tcfg.prompts_per_step, world)  # refused before anything is asked, as the run refuses it
     both = getattr(cfg.judge, "order", "random") == "both"
     prompts = task.prompts("train")
     model = getattr(cfg.judge, "model", "")
@@ -260,7 +265,7 @@ def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0)
     if cfg.algo.OFFLINE:
         spend.per_step, spend.step_what = NONE, f"algo={ALGOS.of(cfg.algo).name} trains on the ladder's anchors"
     else:
-        groups = tcfg.prompts_per_step * world
+        groups = tcfg.prompts_per_step  # the global batch: the same calls on any number of processes
         per_group, how = group_calls(name, cfg.reward, tcfg.group_size, both)
         spend.per_step = per_group.times(groups)
         spend.step_what = f"{groups} groups × ({how}) (reward={name})"

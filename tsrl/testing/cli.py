@@ -77,3 +77,24 @@ def printed_spend(stdout: str) -> dict[str, tuple[int, int]]:
         "evaluations": one(r"calls × (\d+) evaluations"),
         "run": one(r"^  (?:whole run|rest of the run from step \d+): ([\d,–]+) calls"),
     }
+
+
+LAUNCHERS = {"ddp": "cpu_ddp.yaml", "zero3": "cpu_zero3.yaml"}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def launch(kind: str | None, args: list[str], cache_dir: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    """`args` (a script, or `-m tsrl.commands.train` with overrides) on one process (kind None) or on two under
+    `accelerate launch` with the shipped CPU file of `kind` (ddp | zero3); output captured, not checked."""
+    env = {**cli_env(), "TSRL_TEST_CACHE": str(cache_dir / "models")}
+    if kind is None:
+        command = [sys.executable, *args]
+    else:
+        if kind == "ddp":  # without it accelerate would start one process per (absent) GPU
+            env["ACCELERATE_USE_CPU"] = "true"
+        else:  # with it accelerate would drop DeepSpeed
+            env.pop("ACCELERATE_USE_CPU", None)
+        accelerate = str(Path(sys.executable).parent / "accelerate")
+        config = str(ROOT / "configs" / "accelerate" / LAUNCHERS[kind])
+        command = [accelerate, "launch", "--config_file", config, *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)

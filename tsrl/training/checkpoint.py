@@ -18,6 +18,7 @@ import torch
 
 from tsrl.errors import ConfigError, DataError, UserError, read_json
 from tsrl.rewards import StatefulRegime
+from tsrl.training.collective import gather
 from tsrl.training.pipeline import encode_groups
 
 if TYPE_CHECKING:
@@ -53,7 +54,12 @@ def find_resume(run_dir: Path, resume: str) -> Path | None:
 
 
 def save_checkpoint(accelerator, learner, path: Path, trainer_state: dict, keep: int) -> None:
-    """Collective: every process calls it."""
+    """Collective: every process calls it. With several processes, `pending` (trainer.pipeline=overlap's groups in
+    flight) becomes every process's, in process order: each scored its own, and each scores its own again on
+    resume (`pending_groups`)."""
+    if accelerator.num_processes > 1:
+        every = [d["pending"] for d in gather(accelerator, {"pending": trainer_state["pending"]})]
+        trainer_state = {**trainer_state, "pending": every if any(every) else None}
     accelerator.save_state(str(path))
     learner.save_pretrained(path / "policy")
     if accelerator.is_main_process:
@@ -61,6 +67,25 @@ def save_checkpoint(accelerator, learner, path: Path, trainer_state: dict, keep:
         for old in complete_checkpoints(path.parent.parent)[:-keep] if keep > 0 else []:
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
+
+
+def pending_groups(state: dict, rank: int, processes: int) -> dict | None:
+    """This process's groups in flight in a checkpoint's state (one process: the state's own; several: its entry
+    of the per-process list), or a ConfigError when the checkpoint was written by another number of processes."""
+    pending = state.get("pending")
+    if not isinstance(pending, list):
+        if pending and processes > 1:
+            raise ConfigError(
+                "This checkpoint holds the groups in flight of one process (trainer.pipeline=overlap); resume it on "
+                "one process, or with trainer.checkpoint.resume=never."
+            )
+        return pending
+    if len(pending) != processes:
+        raise ConfigError(
+            f"This checkpoint holds the groups in flight of {len(pending)} processes (trainer.pipeline=overlap), but "
+            f"the run has {processes}; resume it on {len(pending)}, or with trainer.checkpoint.resume=never."
+        )
+    return pending[rank]
 
 
 def load_checkpoint(accelerator, path: Path) -> dict:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from tsrl.types import Count
@@ -22,6 +21,14 @@ class AccelerateCollective:
     def is_main(self) -> bool:
         return self.acc.is_main_process
 
+    @property
+    def rank(self) -> int:
+        return self.acc.process_index
+
+    @property
+    def world_size(self) -> int:
+        return self.acc.num_processes
+
     def mean(self, value: float) -> float:
         """The mean over processes of the values that are not NaN (NaN when every process has NaN)."""
         if self.acc.num_processes == 1:
@@ -38,8 +45,13 @@ class AccelerateCollective:
 
         return broadcast_object_list([value], from_process=0)[0]
 
-    def main_first(self) -> AbstractContextManager:
-        return self.acc.main_process_first()
+    def gather(self, value: T) -> list[T]:
+        """Every process's `value` (picklable), in process order, on every process."""
+        if self.acc.num_processes == 1:
+            return [value]
+        from accelerate.utils import gather_object
+
+        return gather_object([value])
 
 
 # Metrics and values across processes (the trainer's own; regimes use the Collective above).

@@ -20,6 +20,7 @@ whole batch and W processes with a W-th each then take the same step (tests/inte
 from __future__ import annotations
 
 import copy
+import logging
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator
@@ -34,13 +35,14 @@ from tsrl.algo import AGGREGATES, LossInputs, policy_loss
 from tsrl.config import RunConfig
 from tsrl.models import policy_source
 from tsrl.models.forward import RolloutBatch, completion_logprobs, enable_checkpointing
-from tsrl.models.lora import add_adapter, is_adapted, lora_settings
+from tsrl.models.lora import adapter_lr, add_adapter, is_adapted, lora_settings
 from tsrl.models.source import PolicySource, load_model, load_tokenizer
-from tsrl.models.view import PolicyView, element_count, gathered, is_partitioned, weights_fingerprint
+from tsrl.models.view import PolicyView, is_partitioned, weights_fingerprint
 from tsrl.tasks.base import DatasetConfig
 from tsrl.training.precision import adamw
+from tsrl.training.weights_out import SYNC_BUCKET_ELEMENTS, bucketed, merged_units, sync_units, write_folder
 
-SYNC_BUCKET_ELEMENTS = 50_000_000  # ~200 MB of float32 per gathered bucket
+log = logging.getLogger("tsrl")
 
 
 class Learner:
@@ -70,7 +72,8 @@ class Learner:
         tcfg = cfg.trainer
         if optimizer is None:
             trainable = [p for p in model.parameters() if p.requires_grad]
-            optimizer = adamw(trainable, tcfg.lr, tcfg.weight_decay, deepspeed=self.deepspeed)  # masters if half
+            lr = adapter_lr(cfg.model, tcfg.lr) if self.adapted else tcfg.lr  # model.lora.lr, when set
+            optimizer = adamw(trainable, lr, tcfg.weight_decay, deepspeed=self.deepspeed)  # masters if half
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lr_lambda(tcfg.lr_schedule, tcfg.warmup_steps, tcfg.max_steps)
         )
@@ -95,6 +98,12 @@ class Learner:
             with torch.random.fork_rng(devices=[]):  # the same adapter on every process (their seeds differ)
                 torch.manual_seed(cfg.seed)
                 model = add_adapter(model, settings)
+            if settings.lr > 0 and accelerator.is_main_process:
+                log.info(
+                    "model.lora: the adapter trains at lr %g (model.lora.lr; not trainer.lr %g)",
+                    settings.lr,
+                    cfg.trainer.lr,
+                )
         return cls(cfg, accelerator, model, tokenizer, source)
 
     # ----- how the policy is held -------------------------------------------------------------------------------
@@ -311,59 +320,31 @@ class Learner:
     def weights_for_sync(
         self, bucket_elements: int = SYNC_BUCKET_ELEMENTS, adapter_only: bool = False
     ) -> Iterator[tuple[str, torch.Tensor]]:
-        """(Hugging Face name, full tensor) for every weight of the policy, as a generator engine loads them.
+        """(name, full tensor) for every weight a generator engine loads.
+
+        Without LoRA every parameter under its Hugging Face name. Under LoRA the base model's weights unmerged, under
+        the base names (an adapted layer's `….q_proj.weight`), then the adapter's own weights under the names peft
+        saves them with (`base_model.model.….q_proj.lora_A.weight`): the engine applies the adapter as the learner
+        does, W·x + s·B·(A·x), where a merge into a bf16 base would round away every update smaller than half a
+        bf16 step of the base weight (tsrl/generation/vllm_lora.py). adapter_only: the adapter's weights alone,
+        under peft's parameter names (what save_pretrained hands to peft).
 
         Under ZeRO-3 parameters are gathered a bucket at a time (buckets sized by DeepSpeed's element count, as
         `numel()` is 0 outside a gather), each tensor valid until the next one is asked for — never the whole
-        model at once. Under LoRA each adapted layer's weight is merged on the fly (W + s·B·A), so the trainer's
-        modules are never merged in place; adapter_only yields the adapter's own weights (peft names) instead.
-        Every process must iterate to the end together (the gathers are collective)."""
-        units = [*self._sync_units(adapter_only), (None, None)]  # the last entry flushes the last bucket
-        bucket: list[tuple[list[torch.nn.Parameter], Any]] = []
-        size = 0
-        for params, produce in units:
-            if params is not None:
-                bucket.append((params, produce))
-                size += sum(element_count(p) for p in params)
-            if bucket and (params is None or size >= bucket_elements):
-                with gathered([p for ps, _ in bucket for p in ps]):
-                    for _, make in bucket:
-                        yield from make()
-                bucket, size = [], 0
+        model at once. Every process must iterate to the end together (the gathers are collective)."""
+        return bucketed(sync_units(self.module, adapter_only), bucket_elements)
 
-    def _sync_units(self, adapter_only: bool):
-        """(parameters to gather, producer of named tensors) per unit of sync; a LoRA layer is one unit."""
-        module = self.module
-        if not is_adapted(module):
-            for name, param in module.named_parameters():
-                yield [param], (lambda n=name, p=param: [(n, p.detach())])
-            return
-        from peft.tuners.lora import LoraLayer
-
-        base = module.get_base_model()
-        adapter = module.active_adapter if isinstance(module.active_adapter, str) else module.active_adapter[0]
-        if adapter_only:
-            for name, param in module.named_parameters():
-                if "lora_" in name:
-                    yield [param], (lambda n=name, p=param: [(n, p.detach())])
-            return
-        covered: set[int] = set()
-        for prefix, layer in base.named_modules():
-            if isinstance(layer, LoraLayer) and adapter in layer.lora_A:
-                params = list(layer.parameters())
-                covered.update(id(p) for p in params)
-                yield params, (lambda pre=prefix, lay=layer: merged_layer(pre, lay, adapter))
-        for name, param in base.named_parameters():
-            if id(param) not in covered:
-                yield [param], (lambda n=name, p=param: [(n, p.detach())])
+    def merged_weights(self, bucket_elements: int = SYNC_BUCKET_ELEMENTS) -> Iterator[tuple[str, torch.Tensor]]:
+        """(Hugging Face name, full tensor) of the policy as one plain model, what the consolidated folder holds:
+        under LoRA each adapted layer's weight merged on the fly (W + s·B·A, in the base weight's dtype), so the
+        trainer's modules are never merged in place. Gathered and collective as weights_for_sync."""
+        return bucketed(merged_units(self.module), bucket_elements)
 
     def state_dict_full(self, bucket_elements: int = SYNC_BUCKET_ELEMENTS) -> dict[str, torch.Tensor]:
         """The consolidated weights (merged under LoRA) on the main process (CPU copies); empty elsewhere."""
         main = self.acc.is_main_process
         return {
-            name: tensor.detach().to("cpu", copy=True)
-            for name, tensor in self.weights_for_sync(bucket_elements)
-            if main
+            name: tensor.detach().to("cpu", copy=True) for name, tensor in self.merged_weights(bucket_elements) if main
         }
 
     def save_pretrained(self, path: Path) -> None:
@@ -378,29 +359,8 @@ class Learner:
                 if self.acc.is_main_process
             }
         if self.acc.is_main_process:
-            from huggingface_hub import save_torch_state_dict
-
-            base = self.module.get_base_model() if is_adapted(self.module) else self.module
-            path.mkdir(parents=True, exist_ok=True)
-            save_torch_state_dict(weights, path)  # safetensors, sharded with an index when large
-            base.config.save_pretrained(path)
-            if base.generation_config is not None:
-                base.generation_config.save_pretrained(path)
-            self.tokenizer.save_pretrained(path)
-            if adapter is not None:
-                self.module.save_pretrained(path / "adapter", state_dict=adapter, safe_serialization=True)
+            write_folder(path, weights, adapter, self.module, self.tokenizer)
         self.acc.wait_for_everyone()
-
-
-def merged_layer(prefix: str, layer: Any, adapter: str) -> list[tuple[str, torch.Tensor]]:
-    """A LoRA layer's base weight with the adapter merged (W + s·B·A), and its bias, under the base names."""
-    weight = layer.get_base_layer().weight
-    merged = weight.detach() + layer.get_delta_weight(adapter).to(weight.dtype)
-    out = [(f"{prefix}.weight", merged)]
-    bias = layer.get_base_layer().bias
-    if bias is not None:
-        out.append((f"{prefix}.bias", bias.detach()))
-    return out
 
 
 def record_micro(

@@ -7,7 +7,8 @@ Where it departs from textbook GRPO (all configurable, defaults in configs/):
 - a group whose reward could not be computed (no verdicts) is dropped: it takes no part in the update (no
   forward/backward, not in the loss normaliser, the KL term or the batch std), counted as train/dropped_groups;
 - optionally (algo.mask_truncated) completions cut at max_new_tokens are left out of the loss (DAPO);
-- each process generates and scores whole groups for its own prompts, so tournaments always see all G;
+- each process generates and scores whole groups for its share of the step's global batch, so tournaments see all G;
+  each completion is drawn under a seed of its own (tsrl/training/sampler.py), whichever process draws it;
 - held-out evaluation uses its own judge (`eval_judge`, by default the training judge without injected noise,
   position bias or budget), named in eval.json;
 - a stop that needs the user (judge budget spent, judge down) checkpoints the last finished step first;
@@ -31,8 +32,7 @@ import torch
 from tsrl.algo import group_advantages
 from tsrl.config import RunConfig
 from tsrl.errors import UserError
-from tsrl.evaluation import evaluation_summary, headline, heldout_rows
-from tsrl.evaluation.chunks import ChunkPlan, chunk_size, chunked_sums, ordered_total
+from tsrl.evaluation import headline
 from tsrl.judging import close_judge, set_noise_stream
 from tsrl.models.forward import collate
 from tsrl.progress import bar_fields
@@ -50,9 +50,11 @@ from tsrl.training.checkpoint import (
     trainer_state,
 )
 from tsrl.training.collective import gather, reduce_metrics
+from tsrl.training.heldout import evaluate
 from tsrl.training.offline import offline_groups, offline_ladders
+from tsrl.training.sampler import Share
 from tsrl.training.setup import Run, open_judges, quiet_libraries, say_spend, setup
-from tsrl.types import Count, Emit, Group, Prompt, RewardBatch
+from tsrl.types import Count, Emit, Group, RewardBatch
 
 
 def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
@@ -67,16 +69,16 @@ def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.n
 
 def noise_stream(run: Run, step: int) -> tuple[object, ...]:
     """The stream the judge's injected noise draws from while it judges the groups trained on at `step` (a
-    resumed run names the same streams, so it draws what the uninterrupted run drew: tsrl/judging/wrappers.py)."""
+    resumed run names the same streams, so it draws what the uninterrupted run drew: tsrl/judging/noise.py)."""
     return ("train", step, run.accelerator.process_index)
 
 
 def generate_and_score(run: Run) -> tuple[list[Group], RewardBatch, dict[str, float]]:
-    """A batch of this process's next prompts, generated then scored (sync), or scored while it is generated
+    """This process's share of the next global batch, generated then scored (sync), or scored while it is generated
     (trainer.pipeline=stream); with the step's times."""
     if run.streamer is not None:
-        prompts = run.sampler.next_batch()
-        return run.streamer.run(lambda emit: generate_groups(run, prompts, emit), len(prompts))
+        share = run.sampler.next_batch()
+        return run.streamer.run(lambda emit: generate_groups(run, share, emit), len(share.prompts))
     t0 = time.perf_counter()
     groups = generate_groups(run)
     t1 = time.perf_counter()
@@ -88,13 +90,13 @@ def fill_batch(
     run: Run, groups: list[Group], scored: RewardBatch, times: dict[str, float]
 ) -> tuple[list[Group], RewardBatch]:
     """trainer.fill=resample (DAPO's dynamic sampling): keep the groups whose rewards differ, draw and score
-    further batches until prompts_per_step such groups are in hand on every process (all processes draw the same
+    further batches until every process holds its share of prompts_per_step such groups (all processes draw the same
     number of batches, so generation's collectives stay in step) or fill_max_batches were drawn. Returns the
-    kept groups (the first prompts_per_step) and their rewards; the regime's metrics are the first batch's.
+    kept groups (the first of the share) and their rewards; the regime's metrics are the first batch's.
     fill/zero_var_frac is the zero-variance share of every group drawn, before filling removed them (the update's
     reward/zero_var_frac is then ~0 by construction)."""
     cfg = run.cfg.trainer
-    want, kept, rows, drawn, flat = cfg.prompts_per_step, [], [], 1, []
+    want, kept, rows, drawn, flat = run.sampler.share, [], [], 1, []
 
     def keep(batch: list[Group], rewards: np.ndarray) -> None:
         flat.extend(float(np.ptp(row) == 0) for row in rewards if not np.isnan(row).any())
@@ -124,12 +126,15 @@ def fill_batch(
     return kept[:want], RewardBatch(np.stack(rows[:want]), metrics)
 
 
-def generate_groups(run: Run, prompts: list[Prompt] | None = None, emit: Emit | None = None) -> list[Group]:
-    """G completions of each of `prompts` (by default this process's next ones), from the current weights."""
+def generate_groups(run: Run, share: Share | None = None, emit: Emit | None = None) -> list[Group]:
+    """G completions of each prompt of `share` (by default this process's share of the next global batch), from the
+    current weights, each group under its seed."""
     greedy_first = isinstance(run.regime, SamplingRegime) and run.regime.greedy_first  # ArenaRL's greedy anchor
-    prompts = run.sampler.next_batch() if prompts is None else prompts
+    share = run.sampler.next_batch() if share is None else share
     streaming = {} if emit is None else {"emit": emit}  # a generator written before emit existed runs sync as ever
-    return run.generator.generate(prompts, run.cfg.trainer.group_size, greedy_first=greedy_first, **streaming)
+    return run.generator.generate(
+        share.prompts, run.cfg.trainer.group_size, greedy_first=greedy_first, seeds=share.seeds, **streaming
+    )
 
 
 def learn(
@@ -232,9 +237,9 @@ def offline_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np
     the rollouts (tsrl/training/offline.py), then the same update; no generation, no judge call."""
     algo = run.cfg.algo
     t0 = time.perf_counter()
-    rng = np.random.default_rng([run.cfg.seed, step, run.accelerator.process_index])
     ladders = offline_ladders(algo, run.regime)  # the k anchors of the ladder reward, or all K (algo.anchors)
-    groups = offline_groups(algo, run.sampler.next_batch(), ladders, run.learner.tokenizer, rng)
+    tok, share = run.learner.tokenizer, run.sampler.next_batch()  # DPO's pairs drawn per prompt, by its group seed
+    groups = [g for p, s in zip(*share) for g in offline_groups(algo, [p], ladders, tok, np.random.default_rng(s))]
     weights = torch.full((sum(g.size for g in groups),), algo.ANCHOR_ADVANTAGE)  # [N] SFT imitates; DPO ignores it
     batch = collate(groups, weights, run.learner.tokenizer.pad_token_id)
     update = run.learner.update(batch, step)
@@ -273,29 +278,6 @@ def sync_weights(run: Run) -> None:
     run.generator.wake_up(("weights",))
     run.generator.load_weights(run.learner.weights_for_sync())
     run.generator.wake_up(("kv_cache",))
-
-
-def evaluate(run: Run, step: int) -> tuple[dict[str, float], list[dict]]:
-    """The task's held-out metric (win-rate or pass ratio@n) and every held-out generation as heldout.jsonl rows,
-    in prompt order. The prompts are generated in fixed chunks, each under a seed of its own and shared round-robin
-    between the processes (tsrl.evaluation.chunks): one process and several give the same samples and the same
-    number, and training's RNG does not move."""
-    acc, cfg = run.accelerator, run.cfg.trainer.eval
-    prompts = run.task.prompts("eval")
-    prompts = prompts[: cfg.max_prompts] if cfg.max_prompts else prompts
-    plan = ChunkPlan(cfg.samples, cfg.seed, chunk_size(run.cfg.generator), acc.process_index, acc.num_processes)
-    chunks = [
-        (c.index, c.sums, heldout_rows(step, c.groups))
-        for c in chunked_sums(run.task, run.generator, run.eval_judge, prompts, plan)
-    ]
-    if acc.num_processes > 1:
-        from accelerate.utils import gather_object
-
-        chunks = gather_object(chunks)
-    chunks.sort(key=lambda chunk: chunk[0])
-    result = evaluation_summary(run.task, ordered_total([(index, sums) for index, sums, _ in chunks]), cfg.samples)
-    result["judge_calls"] = sum(d["calls"] for d in gather(acc, run.eval_judge.drain_metrics()))
-    return result, [row for _, _, rows in chunks for row in rows]
 
 
 def train(cfg: RunConfig) -> dict[str, Any]:

@@ -3,7 +3,8 @@ start, and a run that cannot fit is refused before its policy is loaded (an 8B m
 then dies at the first update with a CUDA out-of-memory error that names none of the settings to change).
 
 Letters: P parameters, A adapter parameters (LoRA), W processes, e bytes of the model's dtype, L layers, h hidden,
-i MLP width, a query heads, k key/value heads, d head width (q = a·d, kv = k·d), V vocabulary, n micro-batch rows,
+i MLP width, a query heads, k key/value heads, d head width (q = a·d, kv = k·d), V vocabulary, n micro-batch rows
+(trainer.micro_batch_size, at most the B·G/W rows each process holds of a step's global batch of B prompts × G),
 S = prompt + completion tokens of a row, T completion tokens, u = generator.gpu_memory_utilization, M device bytes.
 
 Model state (bytes per process; the ZeRO paper's 2 + 2 + 12 bytes per parameter for bf16 with Adam):
@@ -34,15 +35,17 @@ Logits of one micro-batch, E = n·(T + 1)·V elements (the head runs on the comp
             entropy and backward (N = 2, T = 256, V = 128,256; bf16 and float32 logits alike).
     chunked 2·E·e + 2·4·CHUNK_ELEMENTS: the model's logits and their gradient in the model's dtype, and two
             float32 working chunks (tsrl/models/logsoftmax.py: the selective log-softmax and the entropy).
-vLLM, colocated (generator=vllm): the engine reserves u·M while awake (its weights, working memory and KV cache);
-asleep during the update it keeps only its CUDA graphs (ENGINE_GRAPH_BYTES, none with enforce_eager). At start
-vLLM requires what is left of u·M after its weights e·P and its working memory (a profiling forward of
-max_num_batched_tokens tokens, the sampler's float32 logits for max_num_seqs rows, its graphs) to hold the KV
-cache of one sequence of its context length: 2·L·kv·e bytes per token.
-generator=hf instead holds a static KV cache for generator.prompts_per_call × group rows of S tokens.
+vLLM, colocated (generator=vllm): its share u·M while awake, asleep only its graphs, its KV cache check, its
+sampler's run-time copies and the automatic sizes: tsrl/training/memory_engine.py.
+The optimizer step over half-precision weights upcasts gradients: DeepSpeed's ZeRO optimizer this process's
+partition of them (ZeRO-3: one sub-group of at most DEEPSPEED_SUB_GROUP elements at a time) for its float32 masters,
+tsrl's masters without DeepSpeed every one; 4 bytes per element, counted with the update's activations (an upper
+bound: the step runs after the backward pass has freed them).
+generator=hf instead holds a static KV cache for min(generator.prompts_per_call, B/W) × G rows of S tokens.
 
 Peak per process = CONTEXT_BYTES + model state + max(update, generation), where the update adds the activations,
-the logits and the sleeping engine, and generation adds the awake engine (or the hf generator's cache).
+the logits, the step's float32 gradients and the sleeping engine, and generation adds the awake engine and its
+sampler's run-time copies (or the hf generator's cache).
 These are estimates written from the libraries' documented behaviour and their source, not measured on a GPU.
 """
 
@@ -53,30 +56,26 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tsrl.errors import ConfigError
-from tsrl.models.logsoftmax import CHUNK_ELEMENTS
+from tsrl.generation.vllm_engine import AUTO, engine_lora_rank, sized_context
 from tsrl.models.shape import ModelShape, model_shape
+from tsrl.registry import GENERATORS
+from tsrl.training.memory_engine import (
+    ENGINE_GRAPH_BYTES,
+    Engine,
+    engine_batch_limits,
+    engine_limits,
+    engine_share,
+    engine_weight_bytes,
+    engine_working_bytes,
+    sampler_bytes,
+    size_engine,
+    utilization_needed,
+)
+from tsrl.training.memory_learner import activation_bytes, logit_bytes, model_state, step_gradient_bytes
 
 log = logging.getLogger("tsrl")
 GIB = 2**30
 CONTEXT_BYTES = GIB  # CUDA context, NCCL buffers, allocator slack
-ENGINE_GRAPH_BYTES = GIB  # vLLM's CUDA graphs (an allowance; none with enforce_eager)
-NAIVE_LOGIT_BYTES = 20  # bytes per logit element over the model's logits on the naive path (measured, see above)
-
-
-@dataclass(frozen=True)
-class Engine:
-    """A colocated vLLM engine, as the plan sees it."""
-
-    utilization: float
-    """generator.gpu_memory_utilization: the share of the device it reserves while awake."""
-    context_tokens: int
-    """Its max_model_len: the KV cache must hold one sequence this long."""
-    dtype_bytes: int
-    """Bytes per element of its weights and KV cache."""
-    sleeps: bool = True
-    """Whether it sleeps (frees its weights and KV cache) during the update."""
-    graphs: bool = True
-    """Whether it captures CUDA graphs (not enforce_eager)."""
 
 
 @dataclass(frozen=True)
@@ -109,10 +108,19 @@ class RunShape:
     """model.lora.target_modules."""
     logits: str = "chunked"
     """chunked: the selective log-softmax; naive: float32 copies of the logits (the path before it)."""
+    step_rows: int = 0
+    """Rows of a step's batch over every process (trainer.prompts_per_step × group size): each process holds
+    step_rows / processes of them, so a micro-batch has at most that many (0 = trainer.micro_batch_size rows)."""
+
+    @property
+    def micro_rows(self) -> int:
+        """The rows of one micro-batch: trainer.micro_batch_size, or fewer where this process's share of the step's
+        batch is smaller."""
+        return min(self.micro_batch, self.step_rows // self.processes) if self.step_rows else self.micro_batch
 
 
-UPDATE_ONLY = frozenset({"activations", "logits", "vLLM asleep"})
-GENERATION_ONLY = frozenset({"vLLM awake", "hf generation cache"})
+UPDATE_ONLY = frozenset({"activations", "logits", "float32 step gradients", "vLLM asleep"})
+GENERATION_ONLY = frozenset({"vLLM awake", "vLLM sampler", "hf generation cache"})
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,12 @@ class MemoryPlan:
     device: int
     kv_available: int = 0
     kv_needed: int = 0
+    share: float = 0.0
+    """The vLLM engine's share of the device (generator.gpu_memory_utilization, auto resolved); 0 without one."""
+    rows: int = 0
+    """This process's rows of a step, which the engine generates at once when it can hold them."""
+    concurrent: int = 0
+    """Sequences of its full context length the engine holds at once: its KV cache's, at most max_num_seqs."""
 
     def phase(self, name: str) -> dict[str, int]:
         """The terms held during the update or during generation."""
@@ -160,78 +174,45 @@ class MemoryPlan:
         lines.append(f"  {'device':<22}{self.device / GIB:10.2f}  {verdict:>10}")
         if self.kv_needed:
             lines.append(
-                f"  vLLM KV cache: {self.kv_available / GIB:.2f} GiB, "
+                f"  vLLM (share {self.share:.2f}) KV cache: {self.kv_available / GIB:.2f} GiB, "
                 f"{self.kv_available / self.kv_needed:.1f} sequences of its context length (at least 1)"
+                + (f"; a step's {self.rows} rows per process in {self.waves} wave(s)" if self.rows else "")
             )
         return "\n".join(lines)
 
-
-def model_state(shape: ModelShape, run: RunShape) -> dict[str, int]:
-    """Weights, gradients, optimizer states, ZeRO-3 gather buffers and the reference, per process."""
-    W, stage, e = run.processes, run.zero_stage, run.dtype_bytes
-    P = shape.parameters
-    if run.lora_rank:
-        frozen, trainable = P, shape.adapter_parameters(run.lora_rank, run.lora_targets)
-        trainable_bytes = e if stage else 4  # DeepSpeed casts the adapter to its dtype; peft keeps float32
-    else:
-        frozen, trainable, trainable_bytes = 0, P, e
-    masters = 4 if trainable_bytes < 4 else 0
-    gradients = trainable * trainable_bytes
-    return {
-        "weights": (frozen * e + trainable * trainable_bytes) // (W if stage == 3 else 1),
-        "gradients": gradients // (W if stage >= 2 else 1),
-        "DDP gradient buckets": gradients if stage == 0 and W > 1 else 0,
-        "optimizer states": trainable * (8 + masters) // (W if stage >= 1 else 1),
-        "ZeRO-3 gathers": e * (shape.vocab_size * shape.hidden_size + shape.layer_parameters) if stage == 3 else 0,
-        "reference": P * e // (W if stage == 3 else 1) if run.reference and not run.lora_rank else 0,
-    }
-
-
-def activation_bytes(shape: ModelShape, run: RunShape) -> int:
-    """The saved activations of one micro-batch (module docstring)."""
-    e, L = run.dtype_bytes, shape.num_hidden_layers
-    tokens = run.micro_batch * (run.prompt_tokens + run.completion_tokens)
-    layer = shape.activation_bytes_per_token(e)
-    outside = 2 * e * shape.hidden_size
-    kept = L * e * shape.hidden_size + layer if run.checkpointing else L * layer
-    return tokens * (kept + layer + outside)
-
-
-def logit_bytes(shape: ModelShape, run: RunShape) -> int:
-    """The log-prob step's logits of one micro-batch: naive float32 copies, or the chunked selective log-softmax."""
-    elements = run.micro_batch * (run.completion_tokens + 1) * shape.vocab_size
-    if run.logits == "naive":
-        return elements * (run.dtype_bytes + NAIVE_LOGIT_BYTES)
-    return 2 * elements * run.dtype_bytes + 2 * 4 * min(CHUNK_ELEMENTS, elements)
-
-
-def engine_working_bytes(shape: ModelShape, engine: Engine, device: int) -> int:
-    """vLLM's memory besides its weights and KV cache: the profiling forward of max_num_batched_tokens tokens (the
-    MLP's gate/up and product, the residual stream, Q/K/V), the sampler's float32 logits and probabilities for
-    max_num_seqs rows, and its CUDA graphs. vLLM's offline defaults: 16,384 tokens and 1,024 rows on devices of
-    70 GiB or more, else 8,192 and 256."""
-    tokens, rows = (16384, 1024) if device >= 70 * GIB else (8192, 256)
-    widths = 3 * shape.intermediate_size + 4 * shape.hidden_size + shape.q_width + 2 * shape.kv_width
-    graphs = ENGINE_GRAPH_BYTES if engine.graphs else 0
-    return tokens * widths * engine.dtype_bytes + rows * shape.vocab_size * 8 + graphs
+    @property
+    def waves(self) -> int:
+        """Rounds in which the engine generates this process's rows of a step when every sequence reaches the
+        context length; 0 when it holds none."""
+        return -(-self.rows // self.concurrent) if self.concurrent else 0
 
 
 def plan_memory(shape: ModelShape, run: RunShape, device: int) -> MemoryPlan:
-    """The plan of `run` on a device of `device` bytes (module docstring)."""
+    """The plan of `run` on a device of `device` bytes (module docstring); an automatic engine share is resolved
+    from the learner's terms (memory_engine.engine_share)."""
     terms = {"CUDA context": CONTEXT_BYTES, **model_state(shape, run)}
     terms["activations"] = activation_bytes(shape, run)
     terms["logits"] = logit_bytes(shape, run)
-    engine, kv_available, kv_needed = run.engine, 0, 0
+    terms["float32 step gradients"] = step_gradient_bytes(shape, run)
+    engine, kv_available, kv_needed, share, concurrent = run.engine, 0, 0, 0.0, 0
     if engine is not None:
-        awake = int(engine.utilization * device)
+        # beside the awake engine the learner holds its update's memory only when the engine stays awake through it
+        held = terms if not engine.asleep_in_update else {k: v for k, v in terms.items() if k not in UPDATE_ONLY}
+        sampler = sampler_bytes(shape, engine, device)
+        share = engine.utilization
+        share = engine_share(sum(held.values()), sampler, device) if share is None else share
+        awake = int(share * device)
         terms["vLLM awake"] = awake
-        terms["vLLM asleep"] = (ENGINE_GRAPH_BYTES if engine.graphs else 0) if engine.sleeps else awake
-        weights = shape.parameters * engine.dtype_bytes
-        kv_available = max(0, awake - weights - engine_working_bytes(shape, engine, device))
+        terms["vLLM asleep"] = (ENGINE_GRAPH_BYTES if engine.graphs else 0) if engine.asleep_in_update else awake
+        terms["vLLM sampler"] = sampler
+        used = engine_weight_bytes(shape, engine) + engine_working_bytes(shape, engine, device)
+        kv_available = max(0, awake - used)
         kv_needed = engine.context_tokens * shape.kv_bytes_per_token(engine.dtype_bytes)
+        concurrent = min(kv_available // kv_needed, engine_limits(engine, device)[1])
     sequence = run.prompt_tokens + run.completion_tokens
     terms["hf generation cache"] = run.generation_rows * sequence * shape.kv_bytes_per_token(run.dtype_bytes)
-    return MemoryPlan(terms, device, kv_available, kv_needed)
+    rows = run.step_rows // run.processes if engine is not None else 0
+    return MemoryPlan(terms, device, kv_available, kv_needed, share, rows, concurrent)
 
 
 def remedies(shape: ModelShape, run: RunShape, device: int) -> list[str]:
@@ -240,7 +221,7 @@ def remedies(shape: ModelShape, run: RunShape, device: int) -> list[str]:
     if not run.checkpointing:
         tries.append(("model.gradient_checkpointing=true", replace(run, checkpointing=True)))
     fitting = [
-        m for m in range(run.micro_batch - 1, 0, -1) if plan_memory(shape, replace(run, micro_batch=m), device).fits
+        m for m in range(run.micro_rows - 1, 0, -1) if plan_memory(shape, replace(run, micro_batch=m), device).fits
     ]
     if fitting:
         tries.append((f"trainer.micro_batch_size={fitting[0]}", replace(run, micro_batch=fitting[0])))
@@ -256,8 +237,11 @@ def remedies(shape: ModelShape, run: RunShape, device: int) -> list[str]:
                     )
                 )
                 break
-    if run.engine is not None and run.engine.sleeps is False:
-        tries.append(("generator.enable_sleep_mode=true", replace(run, engine=replace(run.engine, sleeps=True))))
+    engine = run.engine
+    if engine is not None and not engine.asleep_in_update and engine.utilization is not None:
+        tries.append(("generator.gpu_memory_utilization=auto", replace(run, engine=replace(engine, utilization=None))))
+    if engine is not None and not engine.sleeps and not engine.offline:
+        tries.append(("generator.enable_sleep_mode=true", replace(run, engine=replace(engine, sleeps=True))))
     now = plan_memory(shape, run, device).peak
     said = []
     for setting, candidate in tries:
@@ -265,17 +249,6 @@ def remedies(shape: ModelShape, run: RunShape, device: int) -> list[str]:
         if plan.peak < now:
             said.append(f"{setting} (peak {plan.peak / GIB:.1f} GiB{'' if plan.fits else ', not enough alone'})")
     return said
-
-
-def utilization_needed(shape: ModelShape, engine: Engine, device: int) -> float:
-    """The smallest generator.gpu_memory_utilization whose share holds the engine's weights, working memory and the
-    KV cache of one sequence of its context length, rounded up to a hundredth."""
-    need = (
-        shape.parameters * engine.dtype_bytes
-        + engine_working_bytes(shape, engine, device)
-        + engine.context_tokens * shape.kv_bytes_per_token(engine.dtype_bytes)
-    )
-    return -(-100 * need // device) / 100
 
 
 def refusal(shape: ModelShape, run: RunShape, device: int) -> str | None:
@@ -292,12 +265,16 @@ def refusal(shape: ModelShape, run: RunShape, device: int) -> str | None:
             f"{device / GIB:.1f} GiB GPU: change {fixes}."
         )
     if plan.kv_available < plan.kv_needed and run.engine is not None:
-        u = run.engine.utilization
+        needed = utilization_needed(shape, run.engine, device)
+        if run.engine.utilization is None:
+            setting = f"auto: {plan.share}, what the learner leaves"
+            fix = f"leave the engine a share of {needed} (the remedies above)"
+        else:
+            setting, fix = str(run.engine.utilization), f"set generator.gpu_memory_utilization={needed}"
         reasons.append(
-            f"vLLM's share (generator.gpu_memory_utilization={u} of {device / GIB:.1f} GiB) leaves "
+            f"vLLM's share (generator.gpu_memory_utilization={setting} of {device / GIB:.1f} GiB) leaves "
             f"{plan.kv_available / GIB:.2f} GiB for its KV cache after its weights and working memory, less than one "
-            f"sequence of {run.engine.context_tokens} tokens needs ({plan.kv_needed / GIB:.2f} GiB): set "
-            f"generator.gpu_memory_utilization={utilization_needed(shape, run.engine, device)} or lower "
+            f"sequence of {run.engine.context_tokens} tokens needs ({plan.kv_needed / GIB:.2f} GiB): {fix} or lower "
             "generator.max_model_len (or generator.max_new_tokens)."
         )
     if not reasons:
@@ -312,20 +289,26 @@ def run_shape(cfg: Any, processes: int, zero_stage: int, prompt_tokens: int) -> 
     """The plan's view of a run config whose longest prompt has `prompt_tokens` tokens. The vLLM engine's context is
     generator.max_model_len, else what the engine sizes itself to (tsrl.generation.vllm_engine.engine_context_length:
     the longest prompt + a margin + generator.max_new_tokens, rounded up)."""
-    from tsrl.generation.vllm_engine import sized_context
-    from tsrl.registry import GENERATORS
-
     model, gen, algo = cfg.model, cfg.generator, cfg.algo
+    share, group = cfg.trainer.prompts_per_step // processes, cfg.trainer.group_size  # prompts per process and step
     e = DTYPE_BYTES[getattr(model, "dtype", "float32")]
     lora = getattr(model, "lora", None)
     engine = None
     if GENERATORS.of(gen).name == "vllm":
+        context = gen.max_model_len or sized_context(gen, prompt_tokens)
+        rows = max(1, share) * group * gen.tensor_parallel_size  # an engine serves its ranks' requests
+        seqs, tokens = engine_batch_limits(rows if gen.max_num_seqs == AUTO else gen.max_num_seqs, context)
         engine = Engine(
-            utilization=gen.gpu_memory_utilization,
-            context_tokens=gen.max_model_len or sized_context(gen, prompt_tokens),
+            utilization=None if gen.gpu_memory_utilization == AUTO else float(gen.gpu_memory_utilization),
+            context_tokens=context,
             dtype_bytes=e if gen.dtype == "auto" else DTYPE_BYTES[gen.dtype],
             sleeps=gen.enable_sleep_mode,
             graphs=not gen.enforce_eager,
+            max_num_seqs=seqs,
+            max_num_batched_tokens=tokens if gen.max_num_batched_tokens == AUTO else gen.max_num_batched_tokens,
+            lora_rank=engine_lora_rank(lora.r) if lora is not None and lora.r else 0,
+            top_p=gen.top_p < 1,
+            offline=algo.OFFLINE,  # tsrl/training/loop.py's offline_step trains without sleeping the engine
         )
     return RunShape(
         processes=processes,
@@ -338,7 +321,9 @@ def run_shape(cfg: Any, processes: int, zero_stage: int, prompt_tokens: int) -> 
         completion_tokens=gen.max_new_tokens,
         reference=algo.kl_beta > 0 or algo.NEEDS_REFERENCE,
         engine=engine,
-        generation_rows=0 if engine else getattr(gen, "prompts_per_call", 1) * cfg.trainer.group_size,
+        # generator=hf decodes at most this process's share of the step's prompts in one call
+        generation_rows=0 if engine else min(getattr(gen, "prompts_per_call", 1), max(1, share)) * group,
+        step_rows=cfg.trainer.prompts_per_step * group,
         lora_targets=tuple(lora.target_modules) if lora is not None else ("all-linear",),
     )
 
@@ -375,6 +360,8 @@ def check_memory(cfg: Any, accelerator: Any, task: Any) -> MemoryPlan | None:
     plan = plan_memory(shape, run, device)
     if accelerator.is_main_process:
         log.info("%s", plan.table(plan_title(shape, run)))
+    if run.engine is not None:
+        size_engine(cfg.generator, run.engine, plan.share, accelerator.is_main_process)
     reason = refusal(shape, run, device)
     if reason and cfg.trainer.memory_check:
         raise ConfigError(reason)
@@ -390,5 +377,5 @@ def plan_title(shape: ModelShape, run: RunShape) -> str:
     return (
         f"memory plan per process: {shape.parameters / 1e9:.2f}B parameters, {run.processes} process(es), {zero}, "
         f"{tuning}, {run.dtype_bytes}-byte weights, checkpointing {'on' if run.checkpointing else 'off'}, "
-        f"micro-batch {run.micro_batch} x ({run.prompt_tokens} + {run.completion_tokens}) tokens, {run.logits} logits"
+        f"micro-batch {run.micro_rows} x ({run.prompt_tokens} + {run.completion_tokens}) tokens, {run.logits} logits"
     )

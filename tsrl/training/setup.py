@@ -9,6 +9,7 @@ import logging
 import os
 import warnings
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,11 @@ from tsrl.judging import (
 )
 from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
-from tsrl.rewards.ladder_step import prepare_ladder
+from tsrl.rewards.base import Collective
+from tsrl.rewards.ladder_step import prepare_ladder, step_prompts
 from tsrl.rewards.spend import check_setup, estimate_run
 from tsrl.tasks import Task
-from tsrl.training.checkpoint import STATE_FILE, find_resume, load_checkpoint
+from tsrl.training.checkpoint import STATE_FILE, find_resume, load_checkpoint, pending_groups
 from tsrl.training.collective import AccelerateCollective, gather
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
@@ -76,73 +78,43 @@ def open_judges(cfg: RunConfig, task: Task) -> tuple[Judge, Judge]:
 def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     """Build every other component, prepare them with accelerate, and resume if asked."""
     from accelerate import Accelerator
-    from accelerate.utils import InitProcessGroupKwargs, set_seed
+    from accelerate.utils import set_seed
 
     warning = inert_clip_warning(cfg.algo)
     if warning:
         logging.getLogger("tsrl").warning(warning)
 
-    handlers = []
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # on CPU, gloo: otherwise every rank thinks it is rank 0 of 1
-        handlers.append(InitProcessGroupKwargs(backend="nccl" if torch.cuda.is_available() else "gloo"))
-    acc = Accelerator(kwargs_handlers=handlers)
+    acc = Accelerator(kwargs_handlers=process_group_kwargs(cfg.trainer.collective_timeout_s))
     set_seed(cfg.seed, device_specific=True)
     check_memory(cfg, acc, task)  # on a GPU: print the memory plan, refuse a run that cannot fit
-    configured = cfg.task  # the policy's data: the ladder step's anchors are the policy's own samples
-    with acc.main_process_first():  # the ladder step: the main process writes missing anchors, the others read them
-        cfg, task = prepare_ladder(cfg, task)
-    REWARDS.check(cfg.reward, task)  # cheap checks (anchors per prompt against reward.k) before the policy is built
+    collective = AccelerateCollective(acc)
+    cfg, task, learner, generator = build_policy(cfg, task, acc, collective)
     run_dir = Path(cfg.run_dir)
-    learner = Learner.build(cfg, acc, configured)
-    fingerprint = judge_fingerprint(cfg.judge)
-    generator = build_generator(
-        cfg.generator, learner.module, learner.tokenizer, [*task.prompts("train"), *task.prompts("eval")]
-    )
-    if isinstance(generator, HFGenerator):  # it decodes with the policy's module: under ZeRO-3 gathered per call
-        generator.whole_model = learner.whole_model
-    generator.load_weights(learner.weights_for_sync())  # an engine of its own starts from the policy's weights
-    # Not under main_process_first: building a regime may run collective steps (a ZeRO-3 forward pass); the
-    # regimes themselves let the main process judge and store ladders first (RegimeContext.collective).
+    # Building a regime may run collective steps (a ZeRO-3 forward pass) and shares its judging between the
+    # processes (RegimeContext.collective): every process builds it.
     regime = build_regime(
         cfg.reward,
         RegimeContext(
             task,
             judge,
-            fingerprint,
+            judge_fingerprint(cfg.judge),
             run_dir,
             model=learner.policy_view(),
             tokenizer=learner.tokenizer,
             generator=generator,
-            collective=AccelerateCollective(acc),
+            collective=collective,
         ),
     )
     if cfg.algo.OFFLINE:
         check_offline(cfg.algo, regime, cfg.trainer.micro_batch_size)
-    pipeline = streamer = None
-    if cfg.trainer.pipeline != "sync":
-        check_pipeline(cfg.trainer.pipeline, REWARDS.of(cfg.reward).name, regime, cfg.algo.OFFLINE)
-    if cfg.trainer.pipeline == "overlap":
-        pipeline = Overlap(regime.score, judge.drain_metrics, lambda noise: set_noise_stream(judge, *noise))
-    elif cfg.trainer.pipeline == "stream":
-        streamer = Streamer(regime)
+    pipeline, streamer = scoring_workers(cfg, judge, regime)
     setup_calls = sum(d["calls"] for d in gather(acc, judge.drain_metrics()))  # e.g. the ladder round-robin
     sampler = PromptSampler(
         task.prompts("train"), cfg.trainer.prompts_per_step, cfg.seed, acc.process_index, acc.num_processes
     )
     resume_from = find_resume(run_dir, cfg.trainer.checkpoint.resume)
-    start_step, calls_total, training_calls = 0, setup_calls, 0.0
-    if resume_from is not None:
-        state = load_checkpoint(acc, resume_from)
-        start_step, calls_total = state["step"], state["judge_calls_total"] + setup_calls
-        training_calls = state.get("judge_calls_training", 0.0)
-        sampler.load_state_dict(state["sampler"])
-        if isinstance(regime, StatefulRegime) and state.get("regime") is not None:  # step counts, sampled ladders
-            regime.load_state_dict(state["regime"])
-        if pipeline is not None and state.get("pending"):  # the groups that were being scored: scored again
-            # trained on at the next step, whose noise stream they draw from as they did before the stop
-            noise = ("train", start_step + 1, acc.process_index)
-            pipeline.submit(*decode_groups(state["pending"], task.prompts("train")), noise=noise)
-        generator.load_weights(learner.weights_for_sync())  # the resumed weights
+    state = load_checkpoint(acc, resume_from) if resume_from is not None else {}
+    start_step = state.get("step", 0)
     log = RunLog(
         run_dir,
         cfg.logger,
@@ -155,23 +127,75 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         (run_dir / "setup.json").write_text(
             json.dumps({"judge_calls_setup": setup_calls, "resumed_from": str(resume_from) if resume_from else None})
         )
-    return Run(
-        cfg,
-        acc,
-        task,
-        learner,
-        generator,
-        judge,
-        eval_judge,
-        regime,
-        sampler,
-        log,
-        start_step,
-        calls_total,
-        training_calls,
-        pipeline,
-        streamer,
-    )
+    calls_total = state.get("judge_calls_total", 0.0) + setup_calls
+    parts = (cfg, acc, task, learner, generator, judge, eval_judge, regime, sampler, log)
+    run = Run(*parts, start_step, calls_total, state.get("judge_calls_training", 0.0), pipeline, streamer)
+    if state:
+        restore(run, state)
+    return run
+
+
+def build_policy(cfg: RunConfig, task: Task, acc: Any, collective: Collective) -> tuple[RunConfig, Task, Learner, Any]:
+    """The learner and the generator, and the ladder step's anchors (tsrl/rewards/ladder_step.py): a step that
+    only reads data runs before the policy is built; one that writes anchors with the policy runs after, with the
+    run's own generator on every process. Returns the config and task with the anchors the reward needs."""
+    configured = cfg.task  # the policy's data: the ladder step's anchors are the policy's own samples
+    step_asks = step_prompts(cfg, task)  # the ladder step's instructed prompts, when the policy writes anchors
+    if not step_asks:
+        cfg, task = prepare_ladder(cfg, task, collective=collective)
+        REWARDS.check(cfg.reward, task)  # cheap checks (anchors per prompt against reward.k)
+    learner = Learner.build(cfg, acc, configured)
+    prompts = [*task.prompts("train"), *task.prompts("eval"), *step_asks]  # an engine sizes its context by them
+    generator = build_generator(cfg.generator, learner.module, learner.tokenizer, prompts)
+    if isinstance(generator, HFGenerator):  # it decodes with the policy's module: under ZeRO-3 gathered per call
+        generator.whole_model = learner.whole_model
+    generator.load_weights(learner.weights_for_sync())  # an engine of its own starts from the policy's weights
+    if step_asks:
+        cfg, task = prepare_ladder(cfg, task, generator, collective)
+        REWARDS.check(cfg.reward, task)
+    return cfg, task, learner, generator
+
+
+def scoring_workers(cfg: RunConfig, judge: Judge, regime: RewardRegime) -> tuple[Overlap | None, Streamer | None]:
+    """trainer.pipeline's worker: overlap scores a step's groups while the next are generated, stream scores each
+    group as it is generated; sync has none."""
+    if cfg.trainer.pipeline == "sync":
+        return None, None
+    check_pipeline(cfg.trainer.pipeline, REWARDS.of(cfg.reward).name, regime, cfg.algo.OFFLINE)
+    if cfg.trainer.pipeline == "overlap":
+        return Overlap(regime.score, judge.drain_metrics, lambda noise: set_noise_stream(judge, *noise)), None
+    return None, Streamer(regime)
+
+
+def restore(run: Run, state: dict[str, Any]) -> None:
+    """A resumed run's sampler position, regime state (step counts, sampled ladders), groups in flight (scored
+    again) and the resumed weights in the generator."""
+    acc = run.accelerator
+    run.sampler.load_state_dict(state["sampler"])
+    if isinstance(run.regime, StatefulRegime) and state.get("regime") is not None:
+        run.regime.load_state_dict(state["regime"])
+    pending = pending_groups(state, acc.process_index, acc.num_processes) if run.pipeline is not None else None
+    if pending:  # the groups this process was scoring: trained on at the next step, whose noise stream they draw
+        noise = ("train", run.start_step + 1, acc.process_index)  # from as they did before the stop
+        run.pipeline.submit(*decode_groups(pending, run.task.prompts("train")), noise=noise)
+    run.generator.load_weights(run.learner.weights_for_sync())
+
+
+def process_group_kwargs(timeout_s: int) -> list[Any]:
+    """accelerate's process-group settings for a launch of several processes: gloo on CPU (otherwise every rank
+    thinks it is rank 0 of 1), and trainer.collective_timeout_s, said once, for the waits at collectives."""
+    from accelerate.utils import InitProcessGroupKwargs
+
+    if int(os.environ.get("WORLD_SIZE", "1")) < 2:
+        return []
+    if int(os.environ.get("RANK", "0")) == 0:
+        logging.getLogger("tsrl").info(
+            "processes: %s; each waits up to %d s for the others at a collective (trainer.collective_timeout_s)",
+            os.environ["WORLD_SIZE"],
+            timeout_s,
+        )
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    return [InitProcessGroupKwargs(backend=backend, timeout=timedelta(seconds=timeout_s))]
 
 
 def quiet_libraries() -> None:

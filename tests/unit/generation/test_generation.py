@@ -77,7 +77,7 @@ def test_fused_group_names_the_vllm_layer_and_all_its_parts():
 
 def test_vllm_generator_settings_are_checked_without_vllm():
     from tsrl.errors import ConfigError
-    from tsrl.generation.vllm import VLLMGeneratorConfig
+    from tsrl.generation.vllm_config import VLLMGeneratorConfig
 
     assert VLLMGeneratorConfig().sleep_level == 2  # the weights are replaced at every sync
     for bad, field in [
@@ -152,35 +152,37 @@ def test_shared_prompt_forward_is_skipped_when_no_prompt_repeats(policy, monkeyp
 
 @pytest.mark.parametrize("kv_cache", ["static", "dynamic"])
 def test_prefilled_generation_draws_the_tokens_generate_draws(policy, kv_cache):
-    """The generator runs each prompt once and repeats its cache to the n samples: under the same seed it draws
+    """The generator runs each prompt once and repeats its cache to the n samples: under the same seeds it draws
     the very tokens, with the same log-probs, as generate() expanding every prompt n times itself."""
+    from tsrl.generation.hf import SeededSampling, chat_prompt
+
     model, tokenizer = policy
     prompts = [number_prompt("a", [0]), number_prompt("a much longer prompt id here", [0])]
     generator = HFGenerator(model, tokenizer, HFGeneratorConfig(temperature=0.9, max_new_tokens=12, kv_cache=kv_cache))
-    torch.manual_seed(7)
-    groups = generator.generate(prompts, n=3)
+    groups = generator.generate(prompts, n=3, seeds=[11, 500])
     tokenizer.padding_side = "left"
-    from tsrl.generation.hf import chat_prompt
-
     enc = tokenizer(
         [chat_prompt(tokenizer, p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False
     )
-    torch.manual_seed(7)
+    sampler = SeededSampling(0.9, 1.0, [11, 12, 13, 500, 501, 502], torch.device("cpu"))  # group seed + index
     with torch.no_grad():
-        out = model.generate(
-            **enc,
-            do_sample=True,
-            temperature=0.9,
-            top_p=1.0,
-            top_k=0,
+        out = model.generate(  # every prompt expanded to its 3 rows, run whole by generate() itself
+            input_ids=enc["input_ids"].repeat_interleave(3, 0),
+            attention_mask=enc["attention_mask"].repeat_interleave(3, 0),
+            do_sample=False,
+            logits_processor=[sampler],
             max_new_tokens=12,
-            num_return_sequences=3,
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,
         )
     drawn = [r.token_ids for g in groups for r in g.rollouts]
-    for row, ids in zip(out[:, enc["input_ids"].shape[1] :].tolist(), drawn):
-        assert row[: len(ids)] == ids
+    assert len({tuple(ids) for ids in drawn}) > 1
+    logprobs = torch.stack(sampler.logprobs, dim=1).tolist()  # [6, T]
+    for row, lps, rollout in zip(
+        out[:, enc["input_ids"].shape[1] :].tolist(), logprobs, (r for g in groups for r in g.rollouts)
+    ):
+        assert row[: len(rollout.token_ids)] == rollout.token_ids
+        assert lps[: len(rollout.logprobs)] == pytest.approx(rollout.logprobs, abs=1e-5)
 
 
 def test_unknown_kv_cache_is_refused():

@@ -14,7 +14,8 @@ import torch
 
 from tsrl.errors import UserError
 from tsrl.generation.hf import longest_prompt_tokens
-from tsrl.generation.vllm import VLLMGenerator, VLLMGeneratorConfig
+from tsrl.generation.vllm import VLLMGenerator
+from tsrl.generation.vllm_config import VLLMGeneratorConfig
 from tsrl.generation.vllm_engine import CONTEXT_STEP, PROMPT_MARGIN, engine_context_length, engine_parameter_names
 from tsrl.testing.fakes import number_prompt
 from tsrl.training.loop import sync_weights
@@ -128,8 +129,8 @@ def test_generate_refuses_a_prompt_that_does_not_fit_naming_the_setting(policy):
 
 
 def test_under_lora_the_engine_expects_the_base_models_names(policy):
-    """The names of the merged model (what from_pretrained and the engine know, and what weights_for_sync
-    yields), never peft's base_model.model.… or lora_A/lora_B."""
+    """The base model's names (what from_pretrained and the engine know: the base part of what weights_for_sync
+    yields), never peft's base_model.model.… or lora_A/lora_B: the adapter goes in as an adapter."""
     peft = pytest.importorskip("peft")
     import copy
 
@@ -141,3 +142,103 @@ def test_under_lora_the_engine_expects_the_base_models_names(policy):
     expected = {name for name, _ in plain.named_parameters()}
     assert engine_parameter_names(plain) == expected
     assert engine_parameter_names(wrapped) == expected
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {"gpu_memory_utilization": "half"},
+        {"gpu_memory_utilization": 0.0},
+        {"max_num_seqs": 0},
+        {"max_num_batched_tokens": "8k"},
+    ],
+)
+def test_engine_sizes_are_auto_or_in_range(sizes):
+    """generator.gpu_memory_utilization in (0, 1], the batch limits whole numbers >= 1, or auto (the default: the
+    memory plan's under tsrl-train on a GPU)."""
+    from tsrl.errors import ConfigError
+
+    auto = VLLMGeneratorConfig()
+    assert (auto.gpu_memory_utilization, auto.max_num_seqs, auto.max_num_batched_tokens) == ("auto",) * 3
+    VLLMGeneratorConfig(gpu_memory_utilization=0.5, max_num_seqs=128, max_num_batched_tokens=1536)
+    with pytest.raises(ConfigError, match=next(iter(sizes))):
+        VLLMGeneratorConfig(**sizes)
+
+
+def test_the_engines_adapter_rank_is_the_smallest_of_vllms_that_holds_model_lora_r():
+    from tsrl.errors import ConfigError
+    from tsrl.generation.vllm_engine import engine_lora_rank
+
+    assert [engine_lora_rank(r) for r in (1, 4, 8, 9, 64, 300, 512)] == [1, 8, 8, 16, 64, 320, 512]
+    with pytest.raises(ConfigError, match=r"model\.lora\.r=1024"):
+        engine_lora_rank(1024)
+
+
+class RecordingAdapter:
+    """EngineAdapter's surface (tsrl/generation/vllm_lora.py) without vLLM: what the generator hands it."""
+
+    def __init__(self) -> None:
+        self.received: list[str] = []
+        self.published: list[bool] = []  # `reloaded` of each publish
+        self.request = None
+
+    def receive(self, name: str, tensor: torch.Tensor) -> None:
+        self.received.append(name)
+
+    def publish(self, engine: Any, reloaded: bool) -> None:
+        self.published.append(reloaded)
+        self.request = "the current adapter"
+
+    def check_loaded(self) -> None:
+        assert self.request is not None
+
+
+ADAPTER = ["base_model.model.l.0.q_proj.lora_A.weight", "base_model.model.l.0.q_proj.lora_B.weight"]
+
+
+def test_under_lora_the_base_is_loaded_where_the_engine_lacks_it_and_the_adapter_goes_in_as_an_adapter():
+    """The first sync loads the base weights (the adapter's never reach the in-place reload); later ones load no
+    base weight, as the engine holds the frozen base, until a level-2 sleep drops it; every sync publishes the
+    adapter, saying whether the base was reloaded (vLLM then drops its adapters)."""
+    engine = RecordingEngine()
+    gen = generator(engine)
+    gen.adapter = RecordingAdapter()
+    learner = FakeLearner([*NAMES, *ADAPTER])
+    sync_weights(SimpleNamespace(generator=gen, learner=learner))
+    assert engine.calls == [("reload_weights", NAMES), ("reset_prefix_cache",)]
+    assert gen.adapter.received == ADAPTER and gen.adapter.published == [True]
+    engine.calls.clear()
+    sync_weights(SimpleNamespace(generator=gen, learner=learner))
+    assert engine.calls == [("reset_prefix_cache",)]  # every pair drawn, no base weight reloaded
+    assert gen.adapter.received == ADAPTER * 2 and gen.adapter.published == [True, False]
+    gen.sleep()
+    engine.calls.clear()
+    sync_weights(SimpleNamespace(generator=gen, learner=learner))
+    assert ("reload_weights", NAMES) in engine.calls and gen.adapter.published[-1] is True
+
+
+def test_the_engine_adapter_waits_for_every_weight_under_peft_saved_names(policy):
+    """Its folder holds peft's adapter_config.json from the start; it expects the adapter's weights under the
+    names peft saves them with, keeps host copies in the engine's LoRA dtype, and refuses to generate before an
+    adapter is loaded."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from peft import get_peft_model_state_dict
+
+    from tsrl.generation.vllm_lora import EngineAdapter
+    from tsrl.models.lora import LoraSettings, add_adapter
+
+    model, _ = policy
+    wrapped = add_adapter(copy.deepcopy(model), LoraSettings(r=4))
+    adapter = EngineAdapter(wrapped, torch.bfloat16)
+    assert adapter.names == set(get_peft_model_state_dict(wrapped))
+    assert json.loads((Path(adapter.folder) / "adapter_config.json").read_text())["r"] == 4
+    name = sorted(adapter.names)[0]
+    adapter.receive(name, torch.ones(2, 2))
+    assert adapter.received[name].dtype == torch.bfloat16 and adapter.received[name].device.type == "cpu"
+    with pytest.raises(UserError, match="no LoRA adapter yet"):
+        adapter.check_loaded()
+    adapter.remove_folder()
+    assert not Path(adapter.folder).exists()

@@ -22,8 +22,8 @@ from tsrl.judging import (
     wrap,
 )
 from tsrl.judging.base import stable_uniform
+from tsrl.judging.noise import GRADES
 from tsrl.judging.rendering import Rendering, RenderingJudge, extract_page
-from tsrl.judging.wrappers import GRADES
 from tsrl.testing.fakes import AnswerJudge, ScriptedJudge
 from tsrl.types import ListRequest, ListScores, Prompt
 

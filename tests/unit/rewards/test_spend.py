@@ -3,14 +3,17 @@
 from dataclasses import dataclass, field
 
 import pytest
+from hydra import compose, initialize_config_module
 
-from tsrl.config import EndpointConfig, LadderStepConfig
-from tsrl.errors import UserError
+from tsrl.commands.base import to_run_config
+from tsrl.config import EndpointConfig, LadderStepConfig, register_configs
+from tsrl.errors import ConfigError, UserError
 from tsrl.rewards.intragroup import ArenaConfig
 from tsrl.rewards.ladder import LadderConfig
 from tsrl.rewards.ladder_step import short_prompts
 from tsrl.rewards.listwise import ListwiseConfig
-from tsrl.rewards.spend import Calls, Spend, check_setup, evaluations, group_calls, schedule_matches
+from tsrl.rewards.spend import Calls, Spend, check_setup, estimate, evaluations, group_calls, schedule_matches
+from tsrl.tasks import build_task
 from tsrl.types import Anchor, Prompt
 
 
@@ -132,3 +135,18 @@ def test_a_grid_asks_for_yes_with_a_paid_judge_above_the_threshold_or_with_runs_
     assert GridSpend(simulated=False, training=Calls(0, CONFIRM_ABOVE + 1)).needs_yes()
     assert not GridSpend(simulated=True, training=Calls(0, 10 * CONFIRM_ABOVE)).needs_yes()  # the simulator is free
     assert GridSpend(simulated=False, failed=[("seed=0", "its anchors file does not exist")]).needs_yes()
+
+
+def test_a_step_asks_for_the_global_batch_on_any_number_of_processes():
+    """trainer.prompts_per_step is the step's batch over every process: 16 groups × k = 4 ladder calls a step on
+    one process and on eight (not 8 × 16 groups); 3 processes cannot share 16 prompts and the estimate says so, as
+    the run would at start."""
+    register_configs()
+    with initialize_config_module("tsrl.configs", version_base="1.3"):
+        cfg = to_run_config(compose("config", overrides=["trainer.prompts_per_step=16", "reward.k=4"]))
+    task = build_task(cfg.task)
+    one, eight = estimate(cfg, task, world=1), estimate(cfg, task, world=8)
+    assert one.per_step == eight.per_step == Calls(16 * cfg.trainer.group_size * 4, 16 * cfg.trainer.group_size * 4)
+    assert one.step_what == eight.step_what and one.step_what.startswith("16 groups")
+    with pytest.raises(ConfigError, match="prompts_per_step=16 does not split over 3 processes; use 15 or 18"):
+        estimate(cfg, task, world=3)

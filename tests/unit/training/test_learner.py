@@ -53,21 +53,61 @@ def test_sync_hands_out_every_weight_under_its_hf_name(policy, bucket):
     assert all(torch.equal(synced[name], expected[name]) for name in expected)
 
 
-def test_lora_sync_merges_each_layer_without_merging_the_trainer(policy):
+def test_lora_sync_hands_out_the_base_unmerged_and_the_adapter_as_peft_saves_it(policy):
+    """The engine applies the adapter itself (tsrl/generation/vllm_lora.py): the base weights under the base names,
+    unmerged, then the adapter's weights under the names of peft's saved adapter (no adapter name)."""
+    from peft import get_peft_model_state_dict
+
+    model, tokenizer = policy
+    peft_model = adapted(model)
+    saved = get_peft_model_state_dict(peft_model)  # what peft writes to adapter_model.safetensors
+    learner = make_learner(peft_model, tokenizer)
+    synced = dict(learner.weights_for_sync(bucket_elements=300))
+    base = dict(model.named_parameters())
+    assert sorted(synced) == sorted([*base, *saved])
+    assert all(torch.equal(synced[name], base[name]) for name in base)  # unmerged
+    assert all(torch.equal(synced[name], saved[name]) for name in saved)
+    assert all(".lora_" in name and name.startswith("base_model.model.") for name in saved)
+
+
+def test_lora_merged_weights_merge_each_layer_without_merging_the_trainer(policy):
     model, tokenizer = policy
     peft_model = adapted(model)
     reference = copy.deepcopy(peft_model).merge_and_unload()
     before = {n: p.clone() for n, p in peft_model.named_parameters()}
     learner = make_learner(peft_model, tokenizer)
-    synced = dict(learner.weights_for_sync(bucket_elements=300))
-    assert sorted(synced) == sorted(n for n, _ in reference.named_parameters())
+    merged = dict(learner.merged_weights(bucket_elements=300))
+    assert sorted(merged) == sorted(n for n, _ in reference.named_parameters())
     for name, param in reference.named_parameters():
-        assert torch.allclose(synced[name], param, atol=1e-6), name
-    assert any(not torch.equal(synced[n], p) for n, p in model.named_parameters())  # the adapter is in there
+        assert torch.allclose(merged[name], param, atol=1e-6), name
+    assert any(not torch.equal(merged[n], p) for n, p in model.named_parameters())  # the adapter is in there
     after = dict(learner.module.named_parameters())
     assert all(torch.equal(before[n], after[n]) for n in before)  # the trainer's modules were never merged
     adapter = dict(learner.weights_for_sync(adapter_only=True))
     assert adapter and all("lora_" in name for name in adapter)
+
+
+def test_the_adapter_trains_at_model_lora_lr(policy):
+    """model.lora.lr (the GPU model configs' LoRA option: 2.5e-5) wins over trainer.lr for the adapter; 0 keeps
+    trainer.lr."""
+    from accelerate import Accelerator
+
+    from tsrl.models.hf import HFModelConfig
+
+    model, tokenizer = policy
+    for lora_lr, expected in ((2.5e-5, 2.5e-5), (0.0, 1e-3)):
+        cfg = RunConfig(
+            task=None,
+            model=HFModelConfig(path="unused", lora=LoraSettings(r=4, lr=lora_lr)),
+            judge=None,
+            reward=None,
+            algo=GRPOConfig(),
+            generator=HFGeneratorConfig(max_new_tokens=8),
+            trainer=TrainerConfig(micro_batch_size=4, lr=1e-3),
+            logger=None,
+        )
+        learner = Learner(cfg, Accelerator(cpu=True), adapted(model), tokenizer)
+        assert learner.optimizer.param_groups[0]["lr"] == expected
 
 
 def test_saved_folder_loads_as_the_merged_policy(policy, tmp_path):

@@ -1,6 +1,7 @@
-"""The memory plan (tsrl/training/memory.py): its numbers on a hand-computed small case, the shipped model shapes
-against the models' published sizes, every paper recipe on the GPUs its header states, and the refusals, whose
-sentences name the numbers and the settings to change. Pure arithmetic and config composition: no GPU."""
+"""The memory plan (tsrl/training/memory.py, the learner's terms in memory_learner.py): its numbers on a
+hand-computed small case, the shipped model shapes against the models' published sizes, every paper recipe on the
+GPUs its header states, and the refusals, whose sentences name the numbers and the settings to change. Pure
+arithmetic and config composition: no GPU."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from tsrl.training.memory import (
     refusal,
     run_shape,
 )
+from tsrl.training.memory_learner import activation_bytes
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPES = sorted(p.stem for p in (ROOT / "recipes" / "paper").glob("*.yaml"))
@@ -73,6 +75,19 @@ SMALL_RUN = RunShape(
 )
 
 
+def test_each_process_plans_for_its_share_of_the_global_batch():
+    """trainer.prompts_per_step is the step's batch over every process: with 16 prompts × G = 8 and 8 processes each
+    holds 16 rows, so a micro-batch of 32 has 16 and generator=hf decodes 2 prompts' rows at once; one process holds
+    all 128 rows (micro-batch 32, one call of 16 prompts)."""
+    cfg = composed("trainer.prompts_per_step=16", "trainer.group_size=8", "trainer.micro_batch_size=32", "generator=hf")
+    eight, one = run_shape(cfg, 8, 3, PROMPT_TOKENS), run_shape(cfg, 1, 0, PROMPT_TOKENS)
+    assert (eight.micro_rows, eight.generation_rows) == (16, 2 * 8)
+    assert (one.micro_rows, one.generation_rows) == (32, 16 * 8)
+    uncapped = replace(eight, step_rows=0)  # what the plan counted before: 32 rows a micro-batch on every process
+    assert activation_bytes(SMALL, eight) * 2 == activation_bytes(SMALL, uncapped)
+    assert replace(eight, processes=16).micro_rows == 8  # more processes, fewer rows each (the ZeRO-3 remedy)
+
+
 def test_small_case_by_hand():
     assert SMALL.parameters == 1352
     plan = plan_memory(SMALL, SMALL_RUN, device=2 * GIB)
@@ -84,7 +99,9 @@ def test_small_case_by_hand():
     # logits: 2 rows · (5 + 1) positions · 10 = 120 elements; chunked: 2·120·2 bytes + two float32 chunks 2·4·120
     assert plan.terms["logits"] == 480 + 960
     assert plan_memory(SMALL, replace(SMALL_RUN, logits="naive"), 2 * GIB).terms["logits"] == 120 * (2 + 20)
-    assert plan.update == CONTEXT_BYTES + 2704 + 2704 + 16224 + 12800 + 1440
+    # the optimizer step: tsrl's masters upcast every bf16 gradient, 4·P
+    assert plan.terms["float32 step gradients"] == 4 * 1352
+    assert plan.update == CONTEXT_BYTES + 2704 + 2704 + 16224 + 12800 + 1440 + 5408
     assert plan.generation == CONTEXT_BYTES + 2704 + 2704 + 16224  # no engine, no hf cache rows
     assert plan.fits
 
@@ -113,8 +130,13 @@ def test_vllm_share_and_kv_cache_by_hand():
     plan = plan_memory(SMALL, replace(SMALL_RUN, engine=engine), device=GIB)
     assert plan.terms["vLLM awake"] == GIB // 2 and plan.terms["vLLM asleep"] == 0
     assert plan.kv_needed == 100 * 2 * 2 * 4 * 2  # tokens · (K and V) · layers · kv width · bytes
-    # working memory below 70 GiB: 8,192 tokens · (3·16 + 4·8 + 8 + 2·4) · 2 bytes + 256 rows · 10 · 8
-    assert plan.kv_available == GIB // 2 - 1352 * 2 - (8192 * 96 * 2 + 256 * 80)
+    # working memory below 70 GiB (vLLM's defaults, 8,192 tokens and 256 rows): the profiling forward, 8,192 tokens ·
+    # (3·16 + 4·8 + 8 + 2·4) · 2 bytes, and the dummy sampler run's logits, 256 rows · 10 · 2 bytes
+    assert plan.kv_available == GIB // 2 - 1352 * 2 - (8192 * 96 * 2 + 256 * 20)
+    # at run time the sampler copies the logits of its 256 rows to float32, outside the share
+    assert plan.terms["vLLM sampler"] == 256 * 10 * 4 and "vLLM sampler" not in plan.phase("update")
+    sorted_too = plan_memory(SMALL, replace(SMALL_RUN, engine=replace(engine, top_p=True)), GIB)
+    assert sorted_too.terms["vLLM sampler"] == 256 * 10 * (4 + 20)  # top_p < 1: the sort's values and indices
     awake_all_along = plan_memory(SMALL, replace(SMALL_RUN, engine=replace(engine, sleeps=False)), GIB)
     assert awake_all_along.update - plan.update == GIB // 2
 
@@ -212,8 +234,13 @@ def test_activations_without_checkpointing_are_refused_naming_checkpointing_and_
 
 def test_the_models_own_context_length_is_refused_for_the_kv_cache():
     """max_model_len 131,072 for Llama-3.1-8B needs 16 GiB of KV cache; 0.3 of an 80 GB GPU leaves ~3 GiB after
-    the weights: vLLM would refuse at start."""
-    cfg = composed("recipes=paper/tsrl_table1", "method=tsrl", "generator.max_model_len=131072")
+    the weights: vLLM would refuse at start. (The automatic share holds it: test_memory_engine.py.)"""
+    cfg = composed(
+        "recipes=paper/tsrl_table1",
+        "method=tsrl",
+        "generator.max_model_len=131072",
+        "generator.gpu_memory_utilization=0.3",
+    )
     shape = shipped_shape("llama31_8b")
     plan = plan_memory(shape, run_shape(cfg, 8, 3, PROMPT_TOKENS), H100)
     assert plan.kv_needed == 16 * GIB and not plan.fits

@@ -14,6 +14,7 @@ from tsrl.generation import Generator, HFGenerator, HFGeneratorConfig
 from tsrl.testing.fakes import ScriptedJudge, number_prompt
 from tsrl.training.learner import Learner
 from tsrl.training.loop import Run, train_step
+from tsrl.training.sampler import Share
 from tsrl.types import Group, RewardBatch
 
 
@@ -23,7 +24,7 @@ class FixedGenerator(Generator):
     def __init__(self, groups: list[Group]) -> None:
         self.groups = groups
 
-    def generate(self, prompts, n, max_new_tokens=None, greedy_first=False) -> list[Group]:
+    def generate(self, prompts, n, max_new_tokens=None, greedy_first=False, seeds=None) -> list[Group]:
         return self.groups
 
     def load_weights(self, named_tensors) -> None:
@@ -41,8 +42,8 @@ class FixedRegime:
 
 
 class NoPrompts:
-    def next_batch(self) -> list:
-        return []
+    def next_batch(self) -> Share:
+        return Share([], [])
 
 
 def make_run(model, tokenizer, groups, rewards, algo: AlgoConfig) -> Run:
