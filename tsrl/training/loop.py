@@ -242,6 +242,7 @@ def offline_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np
     groups = [g for p, s in zip(*share) for g in offline_groups(algo, [p], ladders, tok, np.random.default_rng(s))]
     weights = torch.full((sum(g.size for g in groups),), algo.ANCHOR_ADVANTAGE)  # [N] SFT imitates; DPO ignores it
     batch = collate(groups, weights, run.learner.tokenizer.pad_token_id)
+    run.generator.sleep()  # a colocated engine frees its memory for the update, as in `learn`; sync_weights wakes it
     update = run.learner.update(batch, step)
     t1 = time.perf_counter()
     sync_weights(run)

@@ -240,7 +240,7 @@ def remedies(shape: ModelShape, run: RunShape, device: int) -> list[str]:
     engine = run.engine
     if engine is not None and not engine.asleep_in_update and engine.utilization is not None:
         tries.append(("generator.gpu_memory_utilization=auto", replace(run, engine=replace(engine, utilization=None))))
-    if engine is not None and not engine.sleeps and not engine.offline:
+    if engine is not None and not engine.sleeps:
         tries.append(("generator.enable_sleep_mode=true", replace(run, engine=replace(engine, sleeps=True))))
     now = plan_memory(shape, run, device).peak
     said = []
@@ -308,7 +308,6 @@ def run_shape(cfg: Any, processes: int, zero_stage: int, prompt_tokens: int) -> 
             max_num_batched_tokens=tokens if gen.max_num_batched_tokens == AUTO else gen.max_num_batched_tokens,
             lora_rank=engine_lora_rank(lora.r) if lora is not None and lora.r else 0,
             top_p=gen.top_p < 1,
-            offline=algo.OFFLINE,  # tsrl/training/loop.py's offline_step trains without sleeping the engine
         )
     return RunShape(
         processes=processes,

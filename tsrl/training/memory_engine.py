@@ -1,16 +1,16 @@
 """The colocated vLLM engine (generator=vllm) in the memory plan (tsrl/training/memory.py): its weights, working
 memory and sampler, its batch limits, and the automatic sizes the trainer starts it with. Letters as memory.py's.
 
-vLLM, colocated (generator=vllm): the engine reserves u·M while awake (its weights, working memory and KV cache);
-asleep during the update it keeps only its CUDA graphs (ENGINE_GRAPH_BYTES, none with enforce_eager), unless it
-never sleeps: generator.enable_sleep_mode=false, or an offline baseline (algo=sft | dpo), whose steps generate
-nothing and so never put it to sleep (it then holds u·M through the update). At start vLLM requires what is left of
-u·M after its weights e·P (and a LoRA policy's adapter slot, e·A at its max_lora_rank) and its working memory (a
+vLLM, colocated (generator=vllm): the engine reserves u·M while awake (its weights, working memory and KV cache); asleep
+during the update it keeps only its CUDA graphs (ENGINE_GRAPH_BYTES, none with enforce_eager), unless it never sleeps
+(generator.enable_sleep_mode=false: it then holds u·M through the update). The offline baselines' steps (algo=sft | dpo)
+generate nothing but put it to sleep for their update too (tsrl/training/loop.py). At start vLLM requires what is left
+of u·M after its weights e·P (and a LoRA policy's adapter slot, e·A at its max_lora_rank) and its working memory (a
 profiling forward of max_num_batched_tokens tokens, the sampler's logits in e for min(max_num_seqs,
-max_num_batched_tokens) rows, its graphs) to hold the KV cache of one sequence of its context length: 2·L·kv·e
-bytes per token. Its sampler takes more at run time than that profile saw (vLLM's own note: the dummy run may skip
-top-k, top-p and log-probs): a float32 copy of the logits, 4·V bytes per row of max_num_seqs, and with top_p < 1 the
-sort's values, int64 indices, softmax and running sum, 20·V more; outside u·M, so counted in generation.
+max_num_batched_tokens) rows, its graphs) to hold the KV cache of one sequence of its context length: 2·L·kv·e bytes per
+token. Its sampler takes more at run time than that profile saw (vLLM's own note: the dummy run may skip top-k, top-p
+and log-probs): a float32 copy of the logits, 4·V bytes per row of max_num_seqs, and with top_p < 1 the sort's values,
+int64 indices, softmax and running sum, 20·V more; outside u·M, so counted in generation.
 Automatic sizes (generator.* = auto): gpu_memory_utilization the largest u whose u·M fits beside what the learner
 holds while the engine is awake and the sampler's run-time copies, less SHARE_MARGIN of the device, at most
 MAX_SHARE (engine_share). A sleeping engine wakes after the update, and vLLM empties PyTorch's cache as it wakes
@@ -63,12 +63,10 @@ class Engine:
     """Its adapter slot's max_lora_rank for a LoRA policy; 0: none."""
     top_p: bool = False
     """It samples with generator.top_p < 1 (its sampler sorts the logits)."""
-    offline: bool = False
-    """The run's steps generate nothing (algo=sft | dpo): nothing puts the engine to sleep for the update."""
 
     @property
     def asleep_in_update(self) -> bool:
-        return self.sleeps and not self.offline
+        return self.sleeps
 
 
 def engine_limits(engine: Engine, device: int) -> tuple[int, int]:

@@ -1,8 +1,8 @@
 """The colocated vLLM engine in the memory plan (tsrl/training/memory_engine.py, tsrl/training/memory.py): its
 automatic share and batch limits, with the 8B numbers that made generation run in waves at a share of 0.3, and the
-plan's terms for the offline baselines' engine, DeepSpeed's float32 gradients at the optimizer step
-(tsrl/training/memory_learner.py) and the sampler's run-time copies. Pure arithmetic and config composition: no
-GPU."""
+plan's terms for the offline baselines' engine (asleep in the update), DeepSpeed's float32 gradients at the
+optimizer step (tsrl/training/memory_learner.py) and the sampler's run-time copies. Pure arithmetic and config
+composition: no GPU."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from tsrl.training.memory import (
     RunShape,
     check_memory,
     plan_memory,
-    refusal,
     run_shape,
 )
 from tsrl.training.memory_engine import (
@@ -105,21 +104,17 @@ def test_tensor_parallel_ranks_share_an_engine_and_its_rows():
     assert run_shape(cfg, 8, 3, PROMPT).engine.max_num_seqs == 256
 
 
-def test_an_offline_baselines_engine_is_counted_awake_through_the_update():
-    """algo=dpo trains on ladder anchors: its steps generate nothing and never put the engine to sleep, so the engine
-    holds its share through the update; the automatic share leaves room for the update, and a fixed share is
-    counted in it (with auto as the remedy, not sleep mode, which it already has)."""
+def test_an_offline_baselines_engine_sleeps_through_the_update_as_the_online_ones():
+    """algo=dpo trains on ladder anchors, but its step puts the engine to sleep for the update as the RL step does
+    (tsrl/training/loop.py's offline_step): its plan holds the asleep engine, not the awake one, which leaves the
+    automatic share more room than an engine that never sleeps."""
     dpo = composed("recipes=paper/tsrl_dpo", "method=dpo", "trainer.prompts_per_step=128")
-    online = composed(*EIGHT_B)
     run = run_shape(dpo, 8, 3, PROMPT)
-    assert run.engine.offline and run.engine.sleeps  # enable_sleep_mode is on; nothing calls sleep()
     plan = plan_memory(LLAMA, run, H100)
-    assert plan.terms["vLLM asleep"] == plan.terms["vLLM awake"] and plan.fits
-    assert plan.share < plan_memory(LLAMA, run_shape(online, 8, 3, PROMPT), H100).share
-    fixed = replace(run, engine=replace(run.engine, utilization=0.75))
-    reason = refusal(LLAMA, fixed, H100)
-    assert reason is not None and "at its update" in reason
-    assert "generator.gpu_memory_utilization=auto (peak" in reason and "enable_sleep_mode" not in reason
+    assert run.engine.sleeps and run.engine.asleep_in_update
+    assert plan.terms["vLLM asleep"] < plan.terms["vLLM awake"] and plan.fits
+    never = plan_memory(LLAMA, replace(run, engine=replace(run.engine, sleeps=False)), H100)
+    assert never.terms["vLLM asleep"] == never.terms["vLLM awake"] and never.share < plan.share
 
 
 def test_the_optimizer_steps_float32_gradients_are_counted_in_the_update():

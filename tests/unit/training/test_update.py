@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from tsrl.algo import AlgoConfig, CISPOConfig, GRPOConfig
+from tsrl.algo.offline import SFTConfig
 from tsrl.config import RunConfig, TrainerConfig
 from tsrl.generation import Generator, HFGenerator, HFGeneratorConfig
+from tsrl.rewards.ladder import Rung
 from tsrl.testing.fakes import ScriptedJudge, number_prompt
 from tsrl.training.learner import Learner
-from tsrl.training.loop import Run, train_step
+from tsrl.training.loop import Run, offline_step, train_step
 from tsrl.training.sampler import Share
-from tsrl.types import Group, RewardBatch
+from tsrl.types import Anchor, Group, RewardBatch
 
 
 class FixedGenerator(Generator):
@@ -117,6 +120,46 @@ def test_a_step_with_every_group_dropped_leaves_the_policy_alone(policy, groups)
     assert all(torch.equal(p, q) for p, q in zip(run.learner.model.parameters(), model.parameters()))
     assert metrics["train/dropped_groups"] == 3.0 and metrics["train/samples_in_update"] == 0.0
     assert run.learner.scheduler.last_epoch == 1  # the schedule still advances one step
+
+
+class RecordingGenerator(FixedGenerator):
+    """Records the engine calls a step makes (sleep, wake_up, load_weights), in order."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.calls: list[str] = []
+
+    def sleep(self) -> None:
+        self.calls.append("sleep")
+
+    def wake_up(self, tags=None) -> None:
+        self.calls.append(f"wake_up {tags}")
+
+    def load_weights(self, named_tensors) -> None:
+        list(named_tensors)
+        self.calls.append("load_weights")
+
+
+class OnePrompt:
+    def __init__(self, prompt) -> None:
+        self.prompt = prompt
+
+    def next_batch(self) -> Share:
+        return Share([self.prompt], [7])
+
+
+def test_an_offline_step_puts_the_engine_to_sleep_for_its_update(policy):
+    """algo=sft generates nothing, but its update needs the device as much as an RL step's: the engine sleeps before
+    the update and wakes around the sync, in the RL step's order (the memory plan counts it asleep)."""
+    model, tokenizer = policy
+    prompt = number_prompt("a", [2, 1])
+    run = make_run(model, tokenizer, [], np.zeros((0, 0)), SFTConfig())
+    rungs = [Rung(Anchor("q=2 best"), 1.0), Rung(Anchor("q=1 worse"), 0.0)]
+    run.regime = SimpleNamespace(selected={"a": rungs}, ladders={"a": rungs})
+    run.sampler, run.generator = OnePrompt(prompt), RecordingGenerator()
+    metrics, _, _ = offline_step(run, 1)
+    assert run.generator.calls == ["sleep", "wake_up ('weights',)", "load_weights", "wake_up ('kv_cache',)"]
+    assert metrics["train/samples_in_update"] == 1.0
 
 
 def test_processes_add_counters_and_average_everything_else():
