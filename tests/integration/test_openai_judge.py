@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tsrl.judging import BudgetConfig, BudgetExceeded, RetryConfig
+from tsrl.judging import BudgetConfig, BudgetExceeded, HedgeConfig, RetryConfig
 from tsrl.judging.openai_judge import JudgeUnavailable
 from tsrl.judging.transport import TRANSPORTS
 from tsrl.testing.cli import TRAIN, cli_env, read_metrics, tiny_overrides
@@ -33,10 +33,12 @@ KILL_AFTER = 700  # judge requests sent when tsrl-train is killed: mid ladder bu
 def test_every_fault_is_counted_and_verdicts_stay_aligned(transport):
     """20% faults over every kind: transport faults are retried (one attempt error each), content faults are
     asked again once (one re-ask each) and a second one becomes a failed verdict of its kind; every real verdict
-    matches its own request."""
+    matches its own request. Each attempt may take 2 s (a hang takes 3) and none is hedged: with FAST's 0.5 s, an
+    answer the loaded machine was slow to send timed out and was counted as a timeout, not as the fault it held."""
     requests = word_pairs(300)
-    with JudgeServer(fault_rate=0.2, hang_s=1.0, seed=3) as server:
-        judge = judge_for(server, transport=transport)
+    with JudgeServer(fault_rate=0.2, hang_s=3.0, seed=3) as server:
+        slow_ok = {"retry": replace(FAST, timeout_s=2.0), "hedge": HedgeConfig(enabled=False)}
+        judge = judge_for(server, transport=transport, **slow_ok)
         verdicts = judge.compare(requests)
         metrics = judge.drain_metrics()
     faults = {k.split("/", 1)[1]: v for k, v in server.stats.items() if k.startswith("fault/")}
