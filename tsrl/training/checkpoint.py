@@ -58,7 +58,7 @@ def save_checkpoint(accelerator, learner, path: Path, trainer_state: dict, keep:
     flight) becomes every process's, in process order: each scored its own, and each scores its own again on
     resume (`pending_groups`)."""
     if accelerator.num_processes > 1:
-        every = [d["pending"] for d in gather(accelerator, {"pending": trainer_state["pending"]})]
+        every = gather(accelerator, trainer_state["pending"])
         trainer_state = {**trainer_state, "pending": every if any(every) else None}
     accelerator.save_state(str(path))
     learner.save_pretrained(path / "policy")

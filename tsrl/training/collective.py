@@ -31,11 +31,7 @@ class AccelerateCollective:
 
     def mean(self, value: float) -> float:
         """The mean over processes of the values that are not NaN (NaN when every process has NaN)."""
-        if self.acc.num_processes == 1:
-            return value
-        from accelerate.utils import gather_object
-
-        values = [v for v in gather_object([value]) if not math.isnan(v)]
+        values = [v for v in gather(self.acc, value) if not math.isnan(v)]
         return sum(values) / len(values) if values else float("nan")
 
     def from_main(self, value: T) -> T:
@@ -47,17 +43,14 @@ class AccelerateCollective:
 
     def gather(self, value: T) -> list[T]:
         """Every process's `value` (picklable), in process order, on every process."""
-        if self.acc.num_processes == 1:
-            return [value]
-        from accelerate.utils import gather_object
-
-        return gather_object([value])
+        return gather(self.acc, value)
 
 
 # Metrics and values across processes (the trainer's own; regimes use the Collective above).
 
 
-def gather(acc: Any, value: dict[str, float]) -> list[dict[str, float]]:
+def gather(acc: Any, value: T) -> list[T]:
+    """Every process's `value` (picklable), in process order, on every process."""
     if acc.num_processes == 1:
         return [value]
     from accelerate.utils import gather_object
