@@ -131,20 +131,27 @@ def warmstart_examples(
     return pairs
 
 
-def train_tokenizer(corpus: list[str], vocab_size: int):
+def train_bpe(corpus: list[str], vocab_size: int, specials: list[str]):
+    """A byte-level BPE `tokenizers.Tokenizer` of about `vocab_size` tokens trained on `corpus`, `specials` first."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     core.train_from_iterator(corpus, trainer)
+    return core
+
+
+def train_tokenizer(corpus: list[str], vocab_size: int):
+    from transformers import PreTrainedTokenizerFast
+
+    core = train_bpe(corpus, vocab_size, SPECIAL_TOKENS)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, eos_token="<|end|>", pad_token="<|pad|>", additional_special_tokens=SPECIAL_TOKENS[2:]
     )

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from tsrl.models.tiny import train_bpe
+
 CORPUS = [
     "Write a short, funny joke that uses both of these words: piano, cat.",
     "The cat sat on the piano and played a song about the moon.",
@@ -38,16 +40,10 @@ MISTRAL_TEMPLATE = (
 def bpe_tokenizer(specials: list[str], plain: list[str], template: str, eos: str, pad: str):
     """A byte-level BPE tokenizer (vocabulary ~400) trained on CORPUS, with `specials` (skipped when decoding) and
     `plain` added tokens (kept when decoding, as Qwen3 keeps <think>), and the chat template."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    core.train_from_iterator(CORPUS, trainer)
+    core = train_bpe(CORPUS, 400, specials)
     core.add_tokens([AddedToken(token, special=False, normalized=False) for token in plain])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=eos, pad_token=pad)
     tokenizer.chat_template = template
