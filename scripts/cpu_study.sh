@@ -7,7 +7,8 @@
 # Each grid resumes where it stopped (finished runs are skipped); results land in runs/reproduce/<name>_cpu/table.md.
 #   bash scripts/cpu_study.sh            (about 2 h 15 min on 2 cores: a 100-step run takes 2-3 min, a 400-step
 #                                         one about 12 min, two at a time)
-# One seed (seed=0) everywhere, plus seeds 1 and 2 of TSRL and the single-comparison baselines at p = 0 and 0.3. The TSRL run at k = 4, p = 0 serves the noise
+# One seed (seed=0) everywhere, plus seeds 1 and 2 of TSRL over the whole noise grid and of the single-comparison
+# baselines at p = 0 and 0.3. The TSRL run at k = 4, p = 0 serves the noise
 # grid, the Table 1 comparison and the fixed ladder of the self-bootstrap comparison (read from noise_cpu); the k
 # sweep runs its own k = 4, the same configuration. Humor ships 10 anchors per training prompt, so TSRL's whole k grid {1, 2, 4, 5, 6, 8, 10} fits.
 set -euo pipefail
@@ -18,14 +19,18 @@ export OMP_NUM_THREADS=1
 # asks for the first recipe to reproduce docs/results.md exactly.
 V1_POLICY=(model.warmstart_tokens=0 model.warmstart_batch_tokens=0)
 run() { "$BIN/tsrl-reproduce" "$@" --cpu task=humor hydra/launcher=local_parallel "${V1_POLICY[@]}"; }
-# The noise grid (injected noise drawn per judgment): seed 0 everywhere, seeds 1 and 2 at p = 0 and p = 0.3 (the
-# headline cells: Table 1's judge-rewarded rows and the noise table's p = 0.3 column). Cheap TSRL runs first.
-run paper/tsrl_noise --out runs/reproduce/noise_cpu method=tsrl judge.flip_prob=0.0,0.05,0.1,0.2,0.3,0.4 seed=0
-run paper/tsrl_noise --out runs/reproduce/noise_cpu method=tsrl judge.flip_prob=0.0,0.3 seed=1,2
-run paper/tsrl_noise --out runs/reproduce/noise_cpu method=one_anchor,rubric judge.flip_prob=0.0,0.3 seed=0
-run paper/tsrl_noise --out runs/reproduce/noise_cpu method=one_anchor,rubric judge.flip_prob=0.0 seed=1,2
+# The noise grid (injected noise drawn per judgment, keyed by the judgment, each seed its own draws; the ladder ranked
+# once by the clean judge and shared by every cell): TSRL over the whole p grid with 3 seeds, then the weak-judge cells
+# (judge.profile=gpt35-mtbench stands in for TSRL §4.4's weak judge; the ladder is the clean cells', ranked by the
+# strong judge), then the single-comparison baselines at the headline cells (p = 0 and 0.3) with 3 seeds, then their
+# remaining cells at seed 0.
+run paper/tsrl_noise --out runs/reproduce/noise_cpu method=tsrl judge.flip_prob=0.0,0.05,0.1,0.2,0.3,0.4 seed=0,1,2
+run paper/tsrl_table2_weak_judge --out runs/reproduce/weak_judge_cpu method=tsrl,in_batch judge.profile=gpt35-mtbench \
+    eval_judge.order=random seed=0,1,2
+run paper/tsrl_noise --out runs/reproduce/noise_cpu method=one_anchor,rubric judge.flip_prob=0.0,0.3 seed=0,1,2
+run paper/tsrl_table2_weak_judge --out runs/reproduce/weak_judge_cpu method=one_anchor,rubric \
+    judge.profile=gpt35-mtbench eval_judge.order=random seed=0,1,2
 run paper/tsrl_noise --out runs/reproduce/noise_cpu method=one_anchor,rubric judge.flip_prob=0.05,0.1,0.2,0.4 seed=0
-run paper/tsrl_noise --out runs/reproduce/noise_cpu method=one_anchor,rubric judge.flip_prob=0.3 seed=1,2
 run paper/tsrl_table1 --out runs/reproduce/table1_cpu method=sft,in_batch,reward_model,intuitor seed=0
 run paper/tsrl_dpo --out runs/reproduce/dpo_cpu method=dpo seed=0
 run paper/tsrl_k_sweep --out runs/reproduce/k_sweep_cpu method=tsrl reward.k=1,2,4,5,6,8,10 seed=0

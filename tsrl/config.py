@@ -209,6 +209,7 @@ class EndpointConfig:
 
 
 LADDER_BUILDS, LADDER_SOURCES = ("auto", "policy", "endpoint", "off"), ("auto", "policy", "endpoint")
+LADDER_JUDGES = ("clean", "train")  # ladder.judge: which judge ranks the anchor ladders
 
 
 @dataclass
@@ -233,8 +234,16 @@ class LadderStepConfig:
     """Anchors per tier × style and prompt; 0 = the fewest that give every prompt the anchors it needs."""
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     """The stronger model for source=endpoint (or auto with its base_url set)."""
+    judge: str = "clean"
+    """Which judge ranks the anchor ladders (once at setup, and at each self-bootstrap refresh): clean — the
+    training judge without its injected noise (judge.flip_prob), or, in a run trained by a weak judge and measured
+    by a strong one (distinct_judges), the evaluation judge asked as the training judge asks (judge.order); so every
+    cell of a noise or judge grid compares against the same ladder | train — the training judge as it is, noise
+    and weakness included (the ladder then moves with them; the run says so at start)."""
 
     def __post_init__(self) -> None:
+        if self.judge not in LADDER_JUDGES:
+            raise ConfigError(f"ladder.judge={self.judge!r} is unknown; use one of {' | '.join(LADDER_JUDGES)}.")
         if self.build not in LADDER_BUILDS or self.source not in LADDER_SOURCES:
             raise ConfigError(
                 f"ladder.build={self.build!r} / ladder.source={self.source!r}: use build "

@@ -144,33 +144,48 @@ def test_resampling_and_overlap_do_not_combine_yet(tsrl):
 def test_a_streamed_run_follows_the_sync_trajectory(cli, cache_dir, tmp_path, reward):
     """trainer.pipeline=stream judges each group while the next is generated (one prompt per generation call):
     the same questions, the same rewards, the same updates as sync, step for step — for the ladder and for a
-    Swiss tournament, whose rounds then start as groups arrive. Both runs are one multirun (one process), as a
-    sweep runs them."""
+    Swiss tournament, whose rounds then start as groups arrive — with judge noise injected: each draw is keyed by
+    the judgment, not by when it was asked. The streamed run, killed after its step-2 checkpoint, resumes onto the
+    same step 3. Both runs are one multirun (one process), as a sweep runs them."""
     extra = [f"reward.ladder_dir={cache_dir / 'ladders'}"] if reward == "ladder" else ["reward.topology=swiss"]
+    common = [
+        f"model.cache_dir={cache_dir / 'models'}",
+        *TINY,
+        f"reward={reward}",
+        *extra,
+        "judge.flip_prob=0.3",
+        "trainer.max_steps=3",
+        "trainer.eval.max_prompts=4",
+        "generator.prompts_per_call=1",
+        "trainer.checkpoint.every=2",
+    ]
     sweep = tmp_path / "sweep"
-    done = cli(
-        [
-            "-m",
-            f"model.cache_dir={cache_dir / 'models'}",
-            *TINY,
-            f"reward={reward}",
-            *extra,
-            "trainer.max_steps=3",
-            "trainer.eval.max_prompts=4",
-            "trainer.pipeline=sync,stream",
-            "generator.prompts_per_call=1",
-            f"hydra.sweep.dir={sweep}",
-        ],
-        tmp_path,
-    )
+    done = cli(["-m", *common, "trainer.pipeline=sync,stream", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {}
     for job, pipeline in enumerate(("sync", "stream")):
         assert json.loads((sweep / str(job) / "config.json").read_text())["trainer"]["pipeline"] == pipeline
         rows[pipeline] = read_metrics(sweep / str(job))
-    for key in ("reward/mean", "train/loss", "train/grad_norm", "completion/length_mean", "judge/calls"):
+    keys = (
+        "reward/mean",
+        "train/loss",
+        "train/grad_norm",
+        "completion/length_mean",
+        "judge/calls",
+        "judge/noise_flips",
+    )
+    for key in keys:
         assert [r[key] for r in rows["sync"]] == [r[key] for r in rows["stream"]], key
+    assert all(r["judge/noise_flips"] > 0 for r in rows["stream"])
     assert all("time/score_wait_s" in r and r["time/score_wait_s"] <= r["time/score_s"] for r in rows["stream"])
+    killed = tmp_path / "killed"
+    shutil.copytree(sweep / "1" / "checkpoints" / "step_000002", killed / "checkpoints" / "step_000002")
+    resumed = cli([*common, "trainer.pipeline=stream", "trainer.checkpoint.resume=auto", f"run_dir={killed}"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (again,) = read_metrics(killed)
+    assert again["step"] == 3
+    for key in keys:
+        assert again[key] == pytest.approx(rows["stream"][2][key], rel=1e-6), key
 
 
 def test_streaming_fills_batches_and_refuses_what_cannot_stream(cli, tsrl, cache_dir, tmp_path):

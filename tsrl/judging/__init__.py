@@ -19,7 +19,7 @@ from tsrl.judging.base import Judge, JudgeCounters, JudgeUnavailable, JudgeUnrea
 from tsrl.judging.cache import VerdictCache
 from tsrl.judging.hedging import HedgeConfig
 from tsrl.judging.hf_local import HFLocalJudgeConfig
-from tsrl.judging.noise import Noise, set_noise_stream, skip_noise
+from tsrl.judging.noise import Noise, set_noise_stream, skip_noise, step_stream
 from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
 from tsrl.judging.rate import RateConfig
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
@@ -28,15 +28,18 @@ from tsrl.judging.wrappers import (
     Budget,
     BudgetConfig,
     BudgetExceeded,
+    Deferred,
     Fallback,
     JudgePolicyConfig,
     RandomOrder,
+    Ranked,
 )
 from tsrl.registry import JUDGES
 
 
-def wrap(judge: Judge, cfg: JudgePolicyConfig) -> Judge:
-    """Compose the wrappers a JudgePolicyConfig asks for around a model judge (innermost first)."""
+def wrap(judge: Judge, cfg: JudgePolicyConfig, run_seed: int = 0) -> Judge:
+    """Compose the wrappers a JudgePolicyConfig asks for around a model judge (innermost first); the injected noise
+    draws under judge.noise_seed, or `run_seed` (the run's `seed`) when that is null."""
     wrapped: Judge = Budget(judge, cfg.budget)
     if cfg.cache_path:
         chunk = 4 * getattr(cfg, "concurrency", 8)  # committed per chunk: a crash loses at most one chunk
@@ -44,20 +47,20 @@ def wrap(judge: Judge, cfg: JudgePolicyConfig) -> Judge:
         score_identity, list_identity = (getattr(judge, name, "") for name in ("score_identity", "list_identity"))
         wrapped = VerdictCache(wrapped, cfg.cache_path, identity, chunk, score_identity, list_identity=list_identity)
     wrapped = Fallback(wrapped, cfg.failure, cfg.seed)
-    return order_and_noise(wrapped, cfg.order, cfg.flip_prob, cfg.noise_scope, cfg.seed)
+    return order_and_noise(wrapped, cfg, run_seed if cfg.noise_seed is None else cfg.noise_seed)
 
 
-def order_and_noise(judge: Judge, order: str, flip_prob: float, scope: str, seed: int) -> Judge:
+def order_and_noise(judge: Judge, cfg: JudgePolicyConfig, noise_seed: int) -> Judge:
     """The order wrapper, with noise inside it (scope "call": each request flipped on its own) or outside it
     (scope "comparison": the combined verdict of the comparison flipped once, the TSRL paper's injection)."""
-    if flip_prob > 0 and scope == "call":
-        judge = Noise(judge, flip_prob, seed)
-    if order == "both":
+    if cfg.flip_prob > 0 and cfg.noise_scope == "call":
+        judge = Noise(judge, cfg.flip_prob, noise_seed)
+    if cfg.order == "both":
         judge = BothOrders(judge)
-    elif order == "random":
-        judge = RandomOrder(judge, seed)
-    if flip_prob > 0 and scope == "comparison":
-        judge = Noise(judge, flip_prob, seed)
+    elif cfg.order == "random":
+        judge = RandomOrder(judge, cfg.seed)
+    if cfg.flip_prob > 0 and cfg.noise_scope == "comparison":
+        judge = Noise(judge, cfg.flip_prob, noise_seed)
     return judge
 
 
@@ -75,9 +78,10 @@ def judge_fingerprint(cfg: Any) -> str:
     return json.dumps({"kind": type(cfg).__name__, **json.loads(json.dumps(settings, default=asdict))}, sort_keys=True)
 
 
-def build_judge(cfg: Any, task: Any) -> Judge:
-    """The judge `cfg` names, wrapped as its JudgePolicyConfig fields say; for a Rendered task (web pages) the
-    model judge sees screenshots (judge.render, innermost: a page that fails to render loses without a call)."""
+def build_judge(cfg: Any, task: Any, run_seed: int = 0) -> Judge:
+    """The judge `cfg` names, wrapped as its JudgePolicyConfig fields say (its injected noise drawn under the run's
+    seed, `run_seed`, unless judge.noise_seed pins it); for a Rendered task (web pages) the model judge sees
+    screenshots (judge.render, innermost: a page that fails to render loses without a call)."""
     from tsrl.tasks.base import Rendered
 
     judge = JUDGES.build(cfg, task)
@@ -86,7 +90,7 @@ def build_judge(cfg: Any, task: Any) -> Judge:
         from tsrl.judging.rendering_judge import RenderingJudge
 
         judge = RenderingJudge(judge, task.page, PageRenderer(cfg.render))
-    return wrap(judge, cfg)
+    return wrap(judge, cfg, run_seed)
 
 
 def clean_judge_config(cfg: Any) -> Any:
@@ -115,6 +119,18 @@ def eval_judge_config(run: Any) -> Any:
     return clean_judge_config(run.judge) if run.eval_judge is None else run.eval_judge
 
 
+def ranking_judge_config(run: Any) -> Any:
+    """The judge that ranks a run's anchor ladders (`run` as a RunConfig; ladder.judge): the training judge as it
+    is (train), else the clean judge of the grid's clean cell — the training judge without its injected noise, or,
+    for a weak-judge run (distinct_judges), the strong evaluation judge asked as the training judge asks."""
+    if run.ladder.judge == "train":
+        return run.judge
+    if run.distinct_judges:
+        strong = eval_judge_config(run)
+        return replace(strong, order=run.judge.order, noise_scope=run.judge.noise_scope, flip_prob=0.0, noise_seed=None)
+    return replace(run.judge, flip_prob=0.0, noise_seed=None)
+
+
 def judge_identity(cfg: Any) -> dict[str, Any]:
     """What names a judge in results: its kind, its model (or 'simulated') and every verdict-changing setting."""
     if isinstance(cfg, HFLocalJudgeConfig):
@@ -135,9 +151,12 @@ __all__ = [
     "SimulatedJudge",
     "BothOrders",
     "RandomOrder",
+    "Ranked",
+    "Deferred",
     "Noise",
     "set_noise_stream",
     "skip_noise",
+    "step_stream",
     "Fallback",
     "Budget",
     "BudgetConfig",
@@ -155,5 +174,6 @@ __all__ = [
     "order_and_noise",
     "clean_judge_config",
     "eval_judge_config",
+    "ranking_judge_config",
     "judge_identity",
 ]

@@ -1,10 +1,12 @@
 """The Noise wrapper (tsrl/judging/wrappers.py's chain: noise_scope=comparison outside the order wrapper,
 noise_scope=call inside it) and the streams its draws come from: `set_noise_stream` names the stream of a step's
-judgments, `skip_noise` passes over the draws of judgments another process makes.
+judgments, `skip_noise` counts the questions of a shared job that other processes ask.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -15,19 +17,34 @@ from tsrl.types import ListRequest, ListScores, PairRequest, Score, ScoreRequest
 GRADES = tuple(float(g) for g in range(11))
 """The rubric's scale: the integer grades 0–10 a pointwise judge answers (ScoreRequest)."""
 
+Request = PairRequest | ScoreRequest | ListRequest
+
+
+def question(request: Request) -> tuple[object, ...]:
+    """What a judgment asks: its kind, the prompt and the texts shown, in the order shown."""
+    if isinstance(request, PairRequest):
+        return ("pair", request.prompt.id, request.first, request.second)
+    if isinstance(request, ScoreRequest):
+        return ("grade", request.prompt.id, request.response)
+    return ("list", request.prompt.id, *request.responses)
+
 
 class Noise:
     """Flips each real verdict with probability flip_prob, replaces each real grade — and each item's grade in a
     real list answer — by a uniformly random one of GRADES with the same probability, and counts each
     (`noise_flips`).
 
-    A fresh draw for every judgment, as TSRL §4.5 injects it ("flip each pairwise judgment independently"): the
-    n-th request of a stream draws stable_uniform(seed, *stream, n, "flip"), so the same question asked again — in
-    another slot of a group, at another step — is flipped or not on its own. The training loop names the stream
-    before each step's judging (`set_noise_stream(judge, "train", step, process)`); a resumed run's steps name the
-    same streams and ask their questions in the same order, so it draws what the uninterrupted run drew, with no
-    state in the checkpoint. A list is one judgment (one n): the grade of responses[i] draws stable_uniform(seed,
-    *stream, n, "flip", i), so each item is replaced or not on its own. Outside the order wrapper
+    A fresh draw for every judgment, as TSRL §4.5 injects it ("flip each pairwise judgment independently"), keyed
+    by the judgment's identity, never by when it was asked: the draw of a request is stable_uniform(seed, *stream,
+    question, n, "flip"), where the stream names the step (`set_noise_stream(judge, "train", step)`), the question
+    is what the request shows (prompt, texts, order) and n counts the times this stream asked that same question
+    before (another slot of the group holding the same text, a repeat). So the same question at another step, or
+    asked again in the same step, is flipped or not on its own; a run resumed from a checkpoint, a streamed step
+    whose groups reach the judge in another order, and a step split over any number of processes draw the same
+    flips, with no state in the checkpoint. (Only the n of identical questions depends on the order they are asked
+    in, and identical questions are interchangeable.) `seed` is the noise seed: the run's seed unless
+    judge.noise_seed pins it. A list is one judgment: the grade of responses[i] draws stable_uniform(seed, *stream,
+    question, n, "flip", i), so each item is replaced or not on its own. Outside the order wrapper
     (noise_scope=comparison) one request is one comparison, whatever the order wrapper asks beneath it; inside
     (noise_scope=call) each shown order draws on its own."""
 
@@ -35,26 +52,32 @@ class Noise:
         self.inner, self.flip_prob, self.seed = inner, flip_prob, seed
         self.counters = JudgeCounters()
         self.stream: tuple[object, ...] = ("setup",)
-        self.drawn = 0
+        self.asked: Counter[tuple[object, ...]] = Counter()  # question → times this stream asked it
+        self._lock = threading.Lock()  # a streamed step may ask from the scoring worker's thread
 
     def set_stream(self, *key: object) -> None:
-        """Start the stream `key` (e.g. ("train", step, process)): its judgments draw from 0 again."""
-        self.stream, self.drawn = key, 0
+        """Start the stream `key` (e.g. ("train", step)): every question counts from 0 again."""
+        with self._lock:
+            self.stream, self.asked = key, Counter()
 
-    def skip(self, n: int) -> None:
-        """Pass over the stream's next n draws: the judgments another process makes (a shared setup job)."""
-        self.drawn += n
+    def skip(self, requests: Sequence[Request]) -> None:
+        """Count `requests` as asked without drawing for them: the questions of a shared job that another process
+        asks, so a repeat of one of them here draws what it draws in one process."""
+        with self._lock:
+            self.asked.update(question(r) for r in requests)
 
-    def _next(self) -> tuple[object, ...]:
-        key = (self.seed, *self.stream, self.drawn)
-        self.drawn += 1
-        return key
+    def _key(self, request: Request) -> tuple[object, ...]:
+        asked = question(request)
+        with self._lock:
+            n = self.asked[asked]
+            self.asked[asked] += 1
+        return (self.seed, *self.stream, *asked, n)
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         answers = self.inner.compare(requests)
         out = []
-        for v in answers:
-            key = self._next()
+        for request, v in zip(requests, answers):
+            key = self._key(request)
             flip = v.p_first is not None and stable_uniform(*key, "flip") < self.flip_prob
             self.counters.add("noise_flips", flip)
             out.append(mirrored(v) if flip else v)
@@ -62,10 +85,10 @@ class Noise:
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
         answers = self.inner.score(requests)
-        return [self._noisy_grade(s) for s in answers]
+        return [self._noisy_grade(request, s) for request, s in zip(requests, answers)]
 
-    def _noisy_grade(self, score: Score) -> Score:
-        key = self._next()
+    def _noisy_grade(self, request: ScoreRequest, score: Score) -> Score:
+        key = self._key(request)
         replace_it = score.value is not None and stable_uniform(*key, "flip") < self.flip_prob
         self.counters.add("noise_flips", replace_it)
         if not replace_it:
@@ -74,11 +97,12 @@ class Noise:
         return replace(score, value=grade, raw=f"[noise: grade {score.value} replaced by {grade}] {score.raw}")
 
     def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
-        return [self._noisy_list(answer) for answer in self.inner.score_lists(requests)]
+        answers = self.inner.score_lists(requests)
+        return [self._noisy_list(request, answer) for request, answer in zip(requests, answers)]
 
-    def _noisy_list(self, answer: ListScores) -> ListScores:
+    def _noisy_list(self, request: ListRequest, answer: ListScores) -> ListScores:
         """One judgment: each item's grade replaced with probability flip_prob, drawn per slot."""
-        key = self._next()
+        key = self._key(request)
         values, replaced = list(answer.values or ()), []  # no answer: nothing to replace
         for slot, value in enumerate(answer.values or ()):
             if stable_uniform(*key, "flip", slot) < self.flip_prob:
@@ -117,9 +141,14 @@ def set_noise_stream(judge: object, *key: object) -> int:
     return len(found)
 
 
-def skip_noise(judge: object, n: int) -> None:
-    """Pass over the next n draws of `judge`'s injected noise: what a process does for the judgments of a shared
-    job that the other processes make, so each judgment draws what it would in one process, and every process
-    ends the job at the same place of its stream."""
+def skip_noise(judge: object, requests: Sequence[Request]) -> None:
+    """Count `requests` as asked by `judge`'s injected noise without drawing: what a process does for the questions
+    of a shared job that the other processes ask, so each judgment draws what it would in one process."""
     for node in noise_wrappers(judge):
-        node.skip(n)
+        node.skip(requests)
+
+
+def step_stream(step: int) -> tuple[object, ...]:
+    """The noise stream of the judgments that score the groups trained on at `step`, on every process (a resumed
+    run names the same streams, so it draws what the uninterrupted run drew)."""
+    return ("train", step)

@@ -29,12 +29,12 @@ Each wrapper answers the three questions of the Judge protocol: pairs (compare),
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from tsrl.errors import ConfigError, UserError
-from tsrl.judging.base import Judge, JudgeCounters, merge_metrics, stable_uniform
+from tsrl.judging.base import Judge, JudgeCounters, close_judge, merge_metrics, stable_uniform
 from tsrl.judging.rendering import RenderConfig
 from tsrl.types import ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
 
@@ -87,8 +87,10 @@ class JudgePolicyConfig:
     render: RenderConfig = field(default_factory=RenderConfig)
     """Screenshots for tasks whose responses are web pages (task=web): see tsrl/judging/rendering.py."""
     seed: int = 0
-    """Seed of random order, noise and random fallback (stable hashes; the noise's draws also count the
-    judgments of each step, see Noise)."""
+    """Seed of random order and random fallback (stable hashes of seed and question)."""
+    noise_seed: int | None = None
+    """Seed of the injected noise's draws (judge.flip_prob); null = the run's `seed`, so replicate runs flip
+    different judgments. An integer pins one noise realisation for every run seed."""
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -291,3 +293,52 @@ class Budget:
     def drain_metrics(self) -> dict[str, float]:
         self.step_calls = self.step_tokens = 0
         return self.inner.drain_metrics()
+
+
+class Deferred:
+    """A judge built on its first question (`build()`): the separate judge that ranks a run's anchor ladders, which
+    a run whose regime ranks none never opens."""
+
+    def __init__(self, build: Callable[[], Judge]) -> None:
+        self.build, self.inner = build, None
+
+    def _judge(self) -> Judge:
+        if self.inner is None:
+            self.inner = self.build()
+        return self.inner
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        return self._judge().compare(requests)
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        return self._judge().score(requests)
+
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        return self._judge().score_lists(requests)
+
+    def drain_metrics(self) -> dict[str, float]:
+        return {} if self.inner is None else self.inner.drain_metrics()
+
+
+class Ranked:
+    """The training judge (`inner`: every question goes to it) beside the judge that ranks the anchor ladders
+    (`ranking`, RegimeContext.rank_judge): the metrics are both judges', so a ladder ranked during training (a
+    self-bootstrap refresh) is counted in that step's judge calls, and closing it closes both."""
+
+    def __init__(self, inner: Judge, ranking: Judge, fingerprint: str) -> None:
+        self.inner, self.ranking, self.fingerprint = inner, ranking, fingerprint
+
+    def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
+        return self.inner.compare(requests)
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
+        return self.inner.score(requests)
+
+    def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
+        return self.inner.score_lists(requests)
+
+    def drain_metrics(self) -> dict[str, float]:
+        return merge_metrics(self.ranking.drain_metrics(), self.inner.drain_metrics())
+
+    def close(self) -> None:
+        close_judge(self.ranking)

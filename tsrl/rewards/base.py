@@ -89,11 +89,15 @@ class RegimeContext:
     tokenizer: Any = None  # the policy's tokenizer
     generator: Any = None  # a Generator sampling from the live policy (self_bootstrap)
     collective: Collective = field(default_factory=SingleProcess)  # agreement across training processes
+    rank_judge: Judge | None = None  # the judge that ranks anchor ladders (ladder.judge; None: `judge`)
+    rank_fingerprint: str = ""  # its fingerprint, which keys stored ladders ("": judge_fingerprint)
 
     def __post_init__(self) -> None:
         from tsrl.models.view import as_view
 
         self.model = as_view(self.model)
+        if self.rank_judge is None:
+            self.rank_judge, self.rank_fingerprint = self.judge, self.judge_fingerprint
 
 
 def require_policy(ctx: RegimeContext, regime: str, *needs: str) -> None:

@@ -141,7 +141,8 @@ def judge_round_robins(prompts: Sequence[Prompt], ctx: RegimeContext) -> tuple[M
     and the judge requests this process made. Several processes share the work: each judges a contiguous part of
     the schedule (`share`) and every process gathers the whole, so the ladder is the same on all of them and none
     waits for another longer than its own part takes (one process alone judging it all could outlast the process
-    group's timeout). Each judgment draws the injected noise it would draw in one process (`skip_noise`)."""
+    group's timeout). Each judgment draws the injected noise it would draw in one process (`skip_noise`).
+    The judge is the context's ranking judge (RegimeContext.rank_judge)."""
     schedule = [(p, i, j) for p in prompts for i, j in round_robin(len(p.anchors))]
     lo, hi = share(len(schedule), ctx.collective)
     logging.getLogger("tsrl").info(
@@ -150,9 +151,10 @@ def judge_round_robins(prompts: Sequence[Prompt], ctx: RegimeContext) -> tuple[M
         len(schedule),
         f"; {hi - lo} of them on this process of {ctx.collective.world_size}" if ctx.collective.world_size > 1 else "",
     )
-    skip_noise(ctx.judge, lo)
-    verdicts = ctx.judge.compare([PairRequest(p, p.anchors[i].text, p.anchors[j].text) for p, i, j in schedule[lo:hi]])
-    skip_noise(ctx.judge, len(schedule) - hi)
+    requests = [PairRequest(p, p.anchors[i].text, p.anchors[j].text) for p, i, j in schedule]
+    judge = ctx.rank_judge
+    skip_noise(judge, requests[:lo] + requests[hi:])
+    verdicts = judge.compare(requests[lo:hi])
     judged = [v.p_first for v in verdicts]
     matches: Matches = {p.id: [] for p in prompts}
     for (p, i, j), y in zip(schedule, itertools.chain.from_iterable(ctx.collective.gather(judged))):
@@ -296,7 +298,7 @@ class LadderRegime(Streams):
         check_anchors(cfg, ctx.task)
         prompts = ctx.task.prompts("train")
         self.cfg, self.ctx = cfg, ctx
-        self.path = ladder_path(cfg, ctx.judge_fingerprint, ctx.task.name, prompts)
+        self.path = ladder_path(cfg, ctx.rank_fingerprint, ctx.task.name, prompts)
         # every process ranks the matches the main process has stored, or judges its share of them now
         stored = load_matches(self.path) if ctx.collective.is_main and self.path.is_file() and not cfg.rebuild else None
         matches, self.build_calls = ctx.collective.from_main(stored), 0  # build_calls: this process's judge calls

@@ -7,11 +7,13 @@ appended, giving K = |tiers| · samples_per_tier anchors per prompt. The judge t
 `reward=ladder` ranks given anchors (round-robin, Bradley–Terry, stored; the ladder module is reused, not
 copied), and the training reward is the ladder win-rate over k of them, w(c) = (1/k) Σ_i p(c ≻ r_i).
 
-Refresh schedule. The ladder is rebuilt from the current policy every `period` steps (paper: R = 50).
-Saturation safeguard (a project choice; the paper does not describe one): when the batch's mean win-rate
-stays above `saturation_threshold` for `saturation_patience` consecutive steps, the policy has outgrown its
-ladder (rewards bunch near 1, advantages vanish), so the ladder is rebuilt early. A refresh takes effect
-from the next step; both kinds are counted (`bootstrap/refreshes`, `bootstrap/early_refreshes`).
+Refresh schedule. The ladder is rebuilt from the current policy every `period` steps and at no other time:
+TSRL §4.10's "refreshing anchors every 50 steps" (R = 50, the default), its Table 4 reading the policy after
+each of four such iterations (steps 50, 100, 150, 200). Early refresh (ours, off by default: the paper
+describes none): with `saturation_patience` > 0, a batch mean win-rate above `saturation_threshold` for
+`saturation_patience` consecutive steps means the policy has outgrown its ladder (rewards bunch near 1,
+advantages vanish), so the ladder is rebuilt early and the schedule restarts from there. A refresh takes
+effect from the next step; both kinds are counted (`bootstrap/refreshes`, `bootstrap/early_refreshes`).
 
 Ladder diversity (reported because the paper finds it matters) comes from the ladder's own report
 (tsrl/rewards/diversity.py, logged as ladder/* — distinct-1/2, Jaccard): `bootstrap/ladder_diversity` is the
@@ -61,9 +63,10 @@ class SelfBootstrapConfig:
     period: int = 50
     """R: rebuild the ladder from the current policy every R steps (paper: 50; 0 = never)."""
     saturation_threshold: float = 0.9
-    """Mean win-rate above which a step counts as saturated (≥ 1 disables the safeguard)."""
-    saturation_patience: int = 3
-    """Saturated steps in a row that trigger an early refresh (0 disables the safeguard)."""
+    """Mean win-rate above which a step counts as saturated, for the early refresh (≥ 1 disables it)."""
+    saturation_patience: int = 0
+    """Saturated steps in a row that trigger an early refresh (ours); 0, the default, keeps the paper's schedule
+    alone (every `period` steps), e.g. 3 rebuilds after three saturated steps."""
     max_new_tokens: int = 0
     """Length cap of anchor samples (0 = the generator's max_new_tokens)."""
     seed: int = 0
@@ -130,7 +133,7 @@ def sample_anchors(
 
 
 class SelfBootstrapRegime:
-    """Ladder reward over policy-sampled anchors, refreshed on a schedule and on saturation."""
+    """Ladder reward over policy-sampled anchors, refreshed on a schedule (and, when switched on, on saturation)."""
 
     def __init__(self, cfg: SelfBootstrapConfig, ctx: RegimeContext) -> None:
         require_policy(ctx, "self_bootstrap", "generator")
@@ -172,7 +175,13 @@ class SelfBootstrapRegime:
         self.anchored = prompts
         task = TaskView(self.ctx.task, prompts, f"{self.ctx.task.name}-selfboot")
         view = RegimeContext(
-            task, self.ctx.judge, self.ctx.judge_fingerprint, self.ctx.run_dir, collective=self.ctx.collective
+            task,
+            self.ctx.judge,
+            self.ctx.judge_fingerprint,
+            self.ctx.run_dir,
+            collective=self.ctx.collective,
+            rank_judge=self.ctx.rank_judge,  # ladder.judge: the clean judge ranks each refresh too
+            rank_fingerprint=self.ctx.rank_fingerprint,
         )
         self.ladder = LadderRegime(self.cfg.ladder, view)
         texts = [[r.anchor.text for r in rungs] for rungs in self.ladder.ladders.values()]

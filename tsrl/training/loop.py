@@ -33,7 +33,7 @@ from tsrl.algo import group_advantages
 from tsrl.config import RunConfig
 from tsrl.errors import UserError
 from tsrl.evaluation import headline
-from tsrl.judging import close_judge, set_noise_stream
+from tsrl.judging import close_judge, set_noise_stream, step_stream
 from tsrl.models.forward import collate
 from tsrl.progress import bar_fields
 from tsrl.rewards import SamplingRegime
@@ -60,17 +60,11 @@ from tsrl.types import Count, Emit, Group, RewardBatch
 def train_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
     """One RL step on this process's prompts; returns (metrics, groups, rewards [B, G])."""
     t0 = time.perf_counter()
-    set_noise_stream(run.judge, *noise_stream(run, step))
+    set_noise_stream(run.judge, *step_stream(step))
     groups, scored, times = generate_and_score(run)
     if run.cfg.trainer.fill == "resample":
         groups, scored = fill_batch(run, groups, scored, times)
     return learn(run, step, groups, scored, t0, times)
-
-
-def noise_stream(run: Run, step: int) -> tuple[object, ...]:
-    """The stream the judge's injected noise draws from while it judges the groups trained on at `step` (a
-    resumed run names the same streams, so it draws what the uninterrupted run drew: tsrl/judging/noise.py)."""
-    return ("train", step, run.accelerator.process_index)
 
 
 def generate_and_score(run: Run) -> tuple[list[Group], RewardBatch, dict[str, float]]:
@@ -211,13 +205,13 @@ def overlap_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np
     pipe, last = run.pipeline, step == run.cfg.trainer.max_steps
     t0 = time.perf_counter()
     if pipe.in_flight is None:  # the first step (or a resume without groups in flight): nothing scored ahead
-        pipe.submit(generate_groups(run), version=step - 1, noise=noise_stream(run, step))
+        pipe.submit(generate_groups(run), version=step - 1, noise=step_stream(step))
     upcoming = None if last else generate_groups(run)  # from θ_{step−1}, trained on at step + 1 from θ_step
     t1 = time.perf_counter()
     done = pipe.collect()
     t2 = time.perf_counter()
     if upcoming is not None and budget_left(run, done.judge_metrics.get("calls", 0.0)):
-        pipe.submit(upcoming, version=step - 1, noise=noise_stream(run, step + 1))
+        pipe.submit(upcoming, version=step - 1, noise=step_stream(step + 1))
     times = {"time/generate_s": t1 - t0, "time/score_s": done.score_s, "time/score_wait_s": t2 - t1}
     return learn(run, step, done.groups, done.batch, t0, times, done.judge_metrics, (step - 1) - done.version)
 

@@ -19,17 +19,22 @@ from tsrl.algo import inert_clip_warning
 from tsrl.config import RunConfig
 from tsrl.generation import Generator, HFGenerator, build_generator
 from tsrl.judging import (
+    Deferred,
     Judge,
+    Ranked,
     build_judge,
     close_judge,
     eval_judge_config,
     judge_fingerprint,
     judge_identity,
+    ranking_judge_config,
     set_noise_stream,
+    step_stream,
 )
 from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
 from tsrl.rewards.base import Collective
+from tsrl.rewards.ladder import LadderConfig
 from tsrl.rewards.ladder_step import prepare_ladder, step_prompts
 from tsrl.rewards.spend import check_setup, estimate_run
 from tsrl.tasks import Task
@@ -66,13 +71,71 @@ class Run:
 
 def open_judges(cfg: RunConfig, task: Task) -> tuple[Judge, Judge]:
     """The training and evaluation judges. Built before anything else of the run: a judge that cannot answer
-    (openai: an endpoint that is unreachable or does not serve the model) stops the run here, with one sentence."""
-    judge = build_judge(cfg.judge, task)
+    (openai: an endpoint that is unreachable or does not serve the model) stops the run here, with one sentence.
+    The training judge carries the judge that ranks the anchor ladders when that is another one (`Ranked`)."""
+    judge = build_judge(cfg.judge, task, cfg.seed)
     try:
-        return judge, build_judge(eval_judge_config(cfg), task)
+        judge = with_ranking_judge(cfg, task, judge)
+        return judge, build_judge(eval_judge_config(cfg), task, cfg.seed)
     except BaseException:
         close_judge(judge)
         raise
+
+
+def with_ranking_judge(cfg: RunConfig, task: Task, judge: Judge) -> Judge:
+    """`judge`, beside the judge ladder.judge names to rank the anchor ladders when that one's verdicts differ
+    (built on its first question, so a regime that ranks no anchors never opens it); says which ranks them."""
+    ranking = ranking_judge_config(cfg)
+    fingerprint = judge_fingerprint(ranking)
+    if ranks_anchors(cfg.reward):
+        say_ranking_judge(cfg)
+    if fingerprint == judge_fingerprint(cfg.judge):
+        return judge
+    return Ranked(judge, Deferred(lambda: build_judge(ranking, task, cfg.seed)), fingerprint)
+
+
+def regime_context(cfg: RunConfig, task: Task, judge: Judge, **policy: Any) -> RegimeContext:
+    """The context a run's regime is built in: the training judge, the judge that ranks the anchor ladders (the
+    `Ranked` judge's, else the training judge itself) and what `policy` gives (model, tokenizer, generator,
+    collective)."""
+    ranked = isinstance(judge, Ranked)
+    return RegimeContext(
+        task,
+        judge,
+        judge_fingerprint(cfg.judge),
+        Path(cfg.run_dir),
+        rank_judge=judge.ranking if ranked else None,
+        rank_fingerprint=judge.fingerprint if ranked else "",
+        **policy,
+    )
+
+
+def ranks_anchors(reward: Any) -> bool:
+    """Whether a reward config ranks anchor ladders (the ladder regimes, and those holding a ladder's settings)."""
+    return isinstance(reward, LadderConfig) or isinstance(getattr(reward, "ladder", None), LadderConfig)
+
+
+def say_ranking_judge(cfg: RunConfig) -> None:
+    """Say, where the training judge is noisy or weak, which judge ranks the anchor ladders and the switch."""
+    noisy, weak = cfg.judge.flip_prob > 0, cfg.distinct_judges
+    if not (noisy or weak):
+        return
+    what = f"injected noise (judge.flip_prob={cfg.judge.flip_prob:g})" if noisy else "weak judge"
+    if cfg.ladder.judge == "train":
+        logging.getLogger("tsrl").warning(
+            "ladder.judge=train: the anchor ladders are ranked by the training judge with its %s, so they differ "
+            "from the clean run's and a noise or judge grid varies its anchors too; ladder.judge=clean ranks them "
+            "with the clean judge and holds them fixed",
+            what,
+        )
+        return
+    clean = "the training judge without its injected noise" if not weak else "the strong evaluation judge"
+    logging.getLogger("tsrl").info(
+        "ladder: the anchor ladders are ranked by %s, the clean run's ladders; the %s acts on the training verdicts "
+        "only (ladder.judge=train ranks them with the training judge as it is)",
+        clean,
+        what,
+    )
 
 
 def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
@@ -92,19 +155,8 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     run_dir = Path(cfg.run_dir)
     # Building a regime may run collective steps (a ZeRO-3 forward pass) and shares its judging between the
     # processes (RegimeContext.collective): every process builds it.
-    regime = build_regime(
-        cfg.reward,
-        RegimeContext(
-            task,
-            judge,
-            judge_fingerprint(cfg.judge),
-            run_dir,
-            model=learner.policy_view(),
-            tokenizer=learner.tokenizer,
-            generator=generator,
-            collective=collective,
-        ),
-    )
+    policy = {"model": learner.policy_view(), "tokenizer": learner.tokenizer, "generator": generator}
+    regime = build_regime(cfg.reward, regime_context(cfg, task, judge, collective=collective, **policy))
     if cfg.algo.OFFLINE:
         check_offline(cfg.algo, regime, cfg.trainer.micro_batch_size)
     pipeline, streamer = scoring_workers(cfg, judge, regime)
@@ -176,7 +228,7 @@ def restore(run: Run, state: dict[str, Any]) -> None:
         run.regime.load_state_dict(state["regime"])
     pending = pending_groups(state, acc.process_index, acc.num_processes) if run.pipeline is not None else None
     if pending:  # the groups this process was scoring: trained on at the next step, whose noise stream they draw
-        noise = ("train", run.start_step + 1, acc.process_index)  # from as they did before the stop
+        noise = step_stream(run.start_step + 1)  # from as they did before the stop
         run.pipeline.submit(*decode_groups(pending, run.task.prompts("train")), noise=noise)
     run.generator.load_weights(run.learner.weights_for_sync())
 

@@ -50,24 +50,26 @@ def test_order_wrappers_pass_a_list_through_in_its_order():
 
 
 def test_noise_replaces_each_item_on_its_own_draw_and_counts_every_replacement():
-    """A list is one judgment n of the stream; the item in slot i is replaced iff stable_uniform(seed, *stream, n,
-    "flip", i) < flip_prob, by GRADES[⌊stable_uniform(seed, *stream, n, "grade", i)·11⌋]. At flip_prob ½, 40 lists
-    of 5 items draw 200 coins: all alike has probability 2⁻¹⁹⁹. The same stream replays the same draws."""
+    """A list is one judgment, the n-th asking of its question in the stream; the item in slot i is replaced iff
+    stable_uniform(seed, *stream, "list", prompt id, *responses, n, "flip", i) < flip_prob, by
+    GRADES[⌊stable_uniform(…, n, "grade", i)·11⌋]. At flip_prob ½, 40 askings of one list of 5 items draw 200 coins:
+    all alike has probability 2⁻¹⁹⁹. The same stream replays the same draws."""
     requests = lists(*[tuple(f"q=1 r{i}" for i in range(5))] * 40)
     judge = Noise(AnswerJudge(graded), 0.5, seed=3)
-    judge.set_stream("train", 2, 0)
+    judge.set_stream("train", 2)
     answers = judge.score_lists(requests)
     expected_flips = 0
+    asked = ("list", requests[0].prompt.id, *requests[0].responses)
     for n, answer in enumerate(answers):
         for slot, value in enumerate(answer.values):
-            flip = stable_uniform(3, "train", 2, 0, n, "flip", slot) < 0.5
-            grade = GRADES[int(stable_uniform(3, "train", 2, 0, n, "grade", slot) * 11)]
+            flip = stable_uniform(3, "train", 2, *asked, n, "flip", slot) < 0.5
+            grade = GRADES[int(stable_uniform(3, "train", 2, *asked, n, "grade", slot) * 11)]
             assert value == (grade if flip else slot + 1.0)
             expected_flips += flip
     assert 60 <= expected_flips <= 140  # Binomial(200, ½): 100 ± 7
     assert judge.drain_metrics()["noise_flips"] == expected_flips
     assert answers[0].raw.startswith("[noise: ") and answers[0].raw.endswith("] slots")
-    set_noise_stream(judge, "train", 2, 0)
+    set_noise_stream(judge, "train", 2)
     assert [a.values for a in judge.score_lists(requests)] == [a.values for a in answers]  # a resumed step
 
     failing = Noise(ScriptedJudge(grades={"q=0 broken": None}), 1.0, seed=0)
@@ -178,13 +180,16 @@ def test_a_list_survives_the_whole_wrapper_chain(tmp_path):
     requests = lists(
         *[(f"q={q}", f"q={q + 1}", "<p>slow</p>") for q in range(1, 4)], (fenced("<p>a</p>"), fenced("<p>b</p>"))
     )
-    set_noise_stream(judge, "train", 0, 0)
+    set_noise_stream(judge, "train", 0)
     answers = judge.score_lists(requests)
     assert len(inner.list_requests) == 4 and all(len(r.responses) == 2 for r in inner.list_requests)
     clean = [[1.0, 2.0, 0.0], [2.0, 3.0, 0.0], [3.0, 4.0, 0.0], [5.0, 5.0]]  # the failed list: a tie for each item
-    flips = [
-        [stable_uniform(0, "train", 0, 0, n, "flip", slot) < 0.3 for slot in range(len(values))]
-        for n, values in enumerate(clean)
+    flips = [  # each list asked once (n = 0); the noise seed is the run's, 0 here
+        [
+            stable_uniform(0, "train", 0, "list", r.prompt.id, *r.responses, 0, "flip", slot) < 0.3
+            for slot in range(len(values))
+        ]
+        for r, values in zip(requests, clean)
     ]
     for answer, values, flipped in zip(answers, clean, flips):
         assert [v for v, f in zip(answer.values, flipped) if not f] == [v for v, f in zip(values, flipped) if not f]
@@ -194,7 +199,7 @@ def test_a_list_survives_the_whole_wrapper_chain(tmp_path):
 
     with pytest.raises(BudgetExceeded, match="max_calls_per_step=4"):
         judge.score_lists(lists(*[(f"q={q}", "q=9") for q in range(5)]))  # 5 new lists in one step
-    set_noise_stream(judge, "train", 0, 0)
+    set_noise_stream(judge, "train", 0)
     again = judge.score_lists(requests)  # the same step replayed: the answered lists come from the cache
     assert len(inner.list_requests) == 5  # only the list without an answer was asked again
     assert [a.cached for a in again] == [True, True, True, False]

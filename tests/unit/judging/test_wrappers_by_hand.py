@@ -241,25 +241,28 @@ def test_both_orders_combines_the_metadata_of_the_two_answers():
 
 
 def test_noise_draws_afresh_for_every_judgment_and_counts_flips():
-    """The n-th request of a stream is flipped iff stable_uniform(seed, *stream, n, "flip") < flip_prob (TSRL
-    §4.5: each judgment independently). The same pair asked 200 times at flip_prob ½ is flipped some times and not
-    others (all 200 alike has probability 2⁻¹⁹⁹); naming the same stream again replays the same draws (a resumed
-    step); another stream or seed draws others. Failures are never flipped."""
+    """The n-th asking of a question in a stream is flipped iff stable_uniform(seed, *stream, "pair", prompt id,
+    first, second, n, "flip") < flip_prob (TSRL §4.5: each judgment independently). The same pair asked 200 times at
+    flip_prob ½ is flipped some times and not others (all 200 alike has probability 2⁻¹⁹⁹); naming the same stream
+    again replays the same draws (a resumed step); another stream or seed draws others. Failures are never
+    flipped."""
     same = [PairRequest(PAIR_PROMPT, "z", "a")] * 200
     judge = Noise(AnswerJudge(first_wins), 0.5, 1)
-    judge.set_stream("train", 3, 0)
+    judge.set_stream("train", 3)
     flipped = [v.p_first == 0.0 for v in judge.compare(same)]
     assert judge.drain_metrics()["noise_flips"] == sum(flipped)
     assert 60 <= sum(flipped) <= 140  # Binomial(200, ½): 100 ± 7 (sd), bounds 5.7 sd away
-    assert flipped == [stable_uniform(1, "train", 3, 0, n, "flip") < 0.5 for n in range(200)]
-    judge.set_stream("train", 3, 0)  # the same step again: the same draws, split over two calls
+    assert flipped == [
+        stable_uniform(1, "train", 3, "pair", PAIR_PROMPT.id, "z", "a", n, "flip") < 0.5 for n in range(200)
+    ]
+    judge.set_stream("train", 3)  # the same step again: the same draws, split over two calls
     again = [v.p_first == 0.0 for v in judge.compare(same[:50]) + judge.compare(same[50:])]
     assert again == flipped
-    judge.set_stream("train", 4, 0)
+    judge.set_stream("train", 4)
     assert [v.p_first == 0.0 for v in judge.compare(same)] != flipped
-    assert set_noise_stream(judge, "train", 3, 0) == 1 and set_noise_stream(AnswerJudge(first_wins), "x") == 0
+    assert set_noise_stream(judge, "train", 3) == 1 and set_noise_stream(AnswerJudge(first_wins), "x") == 0
     reseeded = Noise(AnswerJudge(first_wins), 0.5, 2)
-    reseeded.set_stream("train", 3, 0)
+    reseeded.set_stream("train", 3)
     assert [v.p_first == 0.0 for v in reseeded.compare(same)] != flipped
 
     always = Noise(failing({"broken"}), 1.0, 0)

@@ -173,6 +173,18 @@ def test_saturated_win_rates_trigger_an_early_refresh_only_when_sustained():
     assert run([1.0] * 5, patience=0) == [None] * 5 and run([1.0] * 5, threshold=1.0) == [None] * 5
 
 
+def test_self_bootstrap_refreshes_on_the_papers_schedule_alone_by_default():
+    """TSRL §4.10 refreshes "every 50 steps": with the defaults a policy that beats its ladder every time (win-rate
+    1 for 100 steps) gets the scheduled refreshes at steps 50 and 100 and no early one (the early refresh is ours,
+    off unless reward.saturation_patience is set)."""
+    cfg, state, reasons = SelfBootstrapConfig(), RefreshState(), {}
+    for step in range(1, 101):
+        state, reason = refresh_decision(state, 1.0, cfg.period, cfg.saturation_threshold, cfg.saturation_patience)
+        if reason is not None:
+            reasons[step] = reason
+    assert reasons == {50: "scheduled", 100: "scheduled"}
+
+
 class TierGenerator:
     """A Generator whose samples reveal their tier: quality q = index of the tier instruction (low = 0)."""
 
