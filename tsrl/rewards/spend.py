@@ -244,7 +244,7 @@ def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0)
     """The run's judge calls (see the module docstring) for a typed RunConfig whose task holds the anchors the
     reward needs (after the ladder step's decision, `prepare_ladder`); a ConfigError where trainer.prompts_per_step
     does not split over the `world` processes (WORLD_SIZE by default), which the run would refuse at start."""
-    from tsrl.judging import eval_judge_config, judge_fingerprint
+    from tsrl.judging import eval_judge_config, judge_fingerprint, ranking_judge_config
     from tsrl.registry import ALGOS, JUDGES, REWARDS
     from tsrl.tasks.base import task_metric
 
@@ -256,12 +256,18 @@ def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0)
     model = getattr(cfg.judge, "model", "")
     name_ = f"judge={JUDGES.of(cfg.judge).name}" + (f" {model}" if model else "")
     spend = Spend(judge=name_, steps=max(tcfg.max_steps - start_step, 0), start_step=start_step)
-    spend.setup, spend.ladder = ladder_setup(name, cfg.reward, prompts, judge_fingerprint(cfg.judge), task.name)
+    ranking = ranking_judge_config(cfg)  # ladder.judge: the clean judge ranks the ladders (and keys their file)
+    spend.setup, spend.ladder = ladder_setup(name, cfg.reward, prompts, judge_fingerprint(ranking), task.name)
     if name == "self_bootstrap":
         k = len(cfg.reward.tiers) * cfg.reward.samples_per_tier
         pairs = len(prompts) * k * (k - 1) // 2
         spend.setup = [(f"rank the first self-sampled ladder: {k} anchors of {len(prompts)} training prompts", pairs)]
-    spend.setup = [(what, n * (2 if both else 1)) for what, n in spend.setup]
+    asked = (
+        " (asked of the strong evaluation judge: ladder.judge)"
+        if ranking is not cfg.judge and cfg.distinct_judges
+        else ""
+    )
+    spend.setup = [(what + asked * bool(n), n * (2 if ranking.order == "both" else 1)) for what, n in spend.setup]
     if cfg.algo.OFFLINE:
         spend.per_step, spend.step_what = NONE, f"algo={ALGOS.of(cfg.algo).name} trains on the ladder's anchors"
     else:

@@ -120,21 +120,24 @@ def say_ranking_judge(cfg: RunConfig) -> None:
     noisy, weak = cfg.judge.flip_prob > 0, cfg.distinct_judges
     if not (noisy or weak):
         return
-    what = f"injected noise (judge.flip_prob={cfg.judge.flip_prob:g})" if noisy else "weak judge"
+    as_is = (
+        f"the noisy training judge (judge.flip_prob={cfg.judge.flip_prob:g})" if noisy else "the weak training judge"
+    )
     if cfg.ladder.judge == "train":
         logging.getLogger("tsrl").warning(
-            "ladder.judge=train: the anchor ladders are ranked by the training judge with its %s, so they differ "
-            "from the clean run's and a noise or judge grid varies its anchors too; ladder.judge=clean ranks them "
-            "with the clean judge and holds them fixed",
-            what,
+            "ladder.judge=train: the anchor ladders are ranked by %s, so they differ from the clean run's and a "
+            "noise or judge grid varies its anchors too; ladder.judge=clean ranks them with the clean judge and "
+            "holds them fixed",
+            as_is,
         )
         return
-    clean = "the training judge without its injected noise" if not weak else "the strong evaluation judge"
+    clean = "the strong evaluation judge" if weak else "the training judge without its injected noise"
     logging.getLogger("tsrl").info(
-        "ladder: the anchor ladders are ranked by %s, the clean run's ladders; the %s acts on the training verdicts "
-        "only (ladder.judge=train ranks them with the training judge as it is)",
+        "ladder: the anchor ladders are ranked by %s, the clean run's ladders; %s acts on the training verdicts "
+        "only (ladder.judge=train ranks them with %s)",
         clean,
-        what,
+        "the weak judge" if weak else "the injected noise",
+        as_is,
     )
 
 

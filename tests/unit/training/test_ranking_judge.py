@@ -17,6 +17,7 @@ from tsrl.commands.base import to_run_config
 from tsrl.config import register_configs
 from tsrl.judging import close_judge, set_noise_stream, step_stream
 from tsrl.rewards import build_regime
+from tsrl.rewards.spend import estimate
 from tsrl.tasks import build_task
 from tsrl.training.setup import open_judges, regime_context
 from tsrl.types import PairRequest
@@ -75,7 +76,7 @@ def test_a_run_that_ranks_with_its_noisy_or_weak_judge_says_so_and_names_the_swi
     assert "ranked by the strong evaluation judge" in caplog.text
     caplog.clear()
     selected(tmp_path, "judge.flip_prob=0.3", "ladder.judge=train")
-    assert "ladder.judge=train: the anchor ladders are ranked by the training judge with its injected noise" in (
+    assert "ladder.judge=train: the anchor ladders are ranked by the noisy training judge (judge.flip_prob=0.3)" in (
         caplog.text
     )
     assert "ladder.judge=clean ranks them with the clean judge" in caplog.text
@@ -104,3 +105,17 @@ def test_each_run_seed_draws_its_own_noise_unless_judge_noise_seed_pins_it(tmp_p
     assert 60 <= sum(seed0) <= 140 and seed0 != seed1
     assert sum(a != b for a, b in zip(seed0, seed1)) > 50  # independent draws: about 100 of 200 differ
     assert flips(tmp_path, "seed=0", "judge.noise_seed=7") == flips(tmp_path, "seed=1", "judge.noise_seed=7")
+
+
+def test_the_spend_preview_counts_the_ladder_the_clean_judge_ranks(tmp_path):
+    """What a noise or weak-judge cell prints before its first call: nothing to rank once the clean cell stored the
+    ladder (the file its judge keys), and before that the round-robin, asked of the strong judge in a weak run."""
+    ladders = f"reward.ladder_dir={tmp_path / 'ladders'}"
+    weak = run_config(tmp_path, [ladders, *WEAK])
+    task = build_task(weak.task)
+    (what, calls), *_ = estimate(weak, task).setup
+    assert calls == 64 * 45 and "asked of the strong evaluation judge" in what
+    selected(tmp_path)  # the clean cell ranks and stores the ladder
+    for overrides in (["judge.flip_prob=0.3"], WEAK):
+        assert estimate(run_config(tmp_path, [ladders, *overrides]), task).setup_calls == 0
+    assert estimate(run_config(tmp_path, [ladders, "judge.flip_prob=0.3", "ladder.judge=train"]), task).setup_calls
