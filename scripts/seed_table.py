@@ -1,0 +1,111 @@
+"""Every seed of a CPU-study grid beside its mean and an interval (docs/results.md states its verdicts from this).
+
+For each method and judge-noise level p of a `tsrl-reproduce` grid folder: each seed's held-out win-rate at the
+last evaluation, their mean and a 95 % t-interval over the seeds; each seed's performance retained (its score at p
+÷ the same seed's at the grid's clean p; the headline, as TSRL §4.5 and `tsrl-reproduce`'s table compute it, is the
+ratio of the means) and gain kept ((score − its Base) ÷ the same seed's clean gain); and the token entropy of the
+last 10 steps. With a second folder (a weak-judge grid), its cells are set beside the first folder's clean cells
+of the same method and seeds.
+
+    python scripts/seed_table.py runs/reproduce/noise_cpu [runs/reproduce/weak_judge_cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from tsrl.reproduce import collect, headline_key
+
+NOISE = "judge.flip_prob"
+T95 = {n: float(stats.t.ppf(0.975, n - 1)) for n in range(2, 11)}
+
+
+def interval(values: list[float]) -> str:
+    """mean [lo, hi]: a 95 % t-interval over the values (one value: the value alone)."""
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return f"{mean:.1f} (n=1)"
+    half = T95[len(values)] * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return f"{mean:.1f} [{mean - half:.1f}, {mean + half:.1f}]"
+
+
+def entropy_tail(run_dir: str, last: int = 10) -> float:
+    """Mean token entropy of the run's last `last` training steps."""
+    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    values = [r["train/entropy"] for r in rows if "train/entropy" in r][-last:]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def cells(folder: Path) -> dict[tuple[str, float], dict[int, dict]]:
+    """(method, p) → seed → {final, start, entropy} for every finished run of the folder."""
+    out: dict[tuple[str, float], dict[int, dict]] = defaultdict(dict)
+    for run in collect(folder):
+        if not run["done"]:
+            continue
+        values, evals = run["values"], run["evals"]
+        key = headline_key(evals)
+        cell = (values.get("method", ""), float(values.get(NOISE, 0.0)))
+        out[cell][int(values.get("seed", 0))] = {
+            "final": evals["latest"][key],
+            "start": evals["start"][key],
+            "entropy": entropy_tail(run["dir"]),
+        }
+    return out
+
+
+def ratios(noisy: dict[int, dict], clean: dict[int, dict]) -> tuple[list[int], list[float], list[float]]:
+    """The seeds both cells ran, each seed's performance retained and gain kept (%)."""
+    seeds = sorted(set(noisy) & set(clean))
+    kept = [100 * noisy[s]["final"] / clean[s]["final"] for s in seeds]
+    gain = [100 * (noisy[s]["final"] - noisy[s]["start"]) / (clean[s]["final"] - clean[s]["start"]) for s in seeds]
+    return seeds, kept, gain
+
+
+def row(name: str, runs: dict[int, dict], clean: dict[int, dict] | None) -> str:
+    seeds = sorted(runs)
+    finals = [runs[s]["final"] for s in seeds]
+    each = ", ".join(f"{runs[s]['final']:.1f}" for s in seeds)
+    text = f"| {name} | {interval(finals)} | {each} | {np.mean([runs[s]['entropy'] for s in seeds]):.2f} |"
+    if clean is None:
+        return text + " — | — |"
+    shared, kept, gain = ratios(runs, clean)
+    headline = 100 * np.mean([runs[s]["final"] for s in shared]) / np.mean([clean[s]["final"] for s in shared])
+    return text + (
+        f" {headline:.0f} % ({', '.join(f'{k:.0f}' for k in kept)}) | {np.mean(gain):.0f} % "
+        f"({', '.join(f'{g:.0f}' for g in gain)}) |"
+    )
+
+
+def table(noise: dict, weak: dict | None) -> str:
+    lines = [
+        "| cell | win-rate, mean [95 % t-interval] | per seed | token entropy, last 10 steps | performance "
+        "retained (per seed) | gain kept (per seed) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method in dict.fromkeys(m for m, _ in sorted(noise, key=lambda c: (c[0], c[1]))):
+        flips = sorted(p for m, p in noise if m == method)
+        clean = noise.get((method, flips[0]))
+        for p in flips:
+            lines.append(row(f"{method}, p = {p:g}", noise[(method, p)], None if p == flips[0] else clean))
+        if weak is not None and (method, 0.0) in weak:
+            lines.append(row(f"{method}, weak judge", weak[(method, 0.0)], clean))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("noise", type=Path, help="a noise grid folder (tsrl-reproduce paper/tsrl_noise --out …)")
+    parser.add_argument("weak", type=Path, nargs="?", help="a weak-judge grid folder, compared with the clean cells")
+    args = parser.parse_args()
+    print(table(cells(args.noise), cells(args.weak) if args.weak else None))
+
+
+if __name__ == "__main__":
+    main()
