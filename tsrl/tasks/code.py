@@ -10,10 +10,12 @@ each with 4–5 tests and a reference solution; tests/unit/tasks/test_code_task.
 wrong program (it fails) in the sandbox.
 
 Verifier: the program is the last fenced code block of the completion (```python, ```py or a bare ```); it runs
-once per test in tsrl/tasks/sandbox.py (a fresh process and temporary directory per test, CPU/memory/file/wall
-limits, no network, no writes outside the directory) and scores 1 when it passes every test, else 0 — the
-LiveCodeBench rule; it stops at the first failing test. No code block: 0 without running anything. The reference
-solution (when the row has one) is the prompt's one anchor (the tiny policy's warm start uses it).
+once per test in tsrl/tasks/sandbox.py (a fresh process and folder per test, CPU/memory/file/wall limits, an audit
+hook, and bubblewrap's namespaces around it as task.sandbox says: tsrl/tasks/isolation.py; the setting is resolved
+when the task is built, so task.sandbox=bwrap refuses to start without bubblewrap and auto warns there) and scores
+1 when it passes every test, else 0 — the LiveCodeBench rule; it stops at the first failing test. No code block: 0
+without running anything. The reference solution (when the row has one) is the prompt's one anchor (the tiny
+policy's warm start uses it).
 
 The real dataset: LiveCodeBench `livecodebench/code_generation_lite` (columns question_content, starter_code,
 public_test_cases and private_test_cases, metadata with func_name, platform, difficulty, contest_date). Its loading
@@ -47,6 +49,8 @@ from typing import Any
 
 from tsrl.registry import TASKS
 from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource
+from tsrl.tasks.isolation import SETTINGS
+from tsrl.tasks.isolation import resolve as resolve_isolation
 from tsrl.tasks.sandbox import Limits, run_test
 from tsrl.types import Anchor, Prompt
 
@@ -98,7 +102,11 @@ class CodeConfig(DatasetConfig):
     """Programs verified at once by verify_many (threads, each waiting on its sandbox process); 0 = CPU count."""
     report_k: list[int] = field(default_factory=lambda: [5])
     """pass@k reported beside k = 1, 2, 4, … n (Reasoning Arena reports LiveCodeBench v6 pass@5)."""
-    sandbox: SandboxLimits = field(default_factory=SandboxLimits)
+    sandbox: str = "auto"
+    """How programs are held: bwrap (bubblewrap namespaces around each program, with the audit hook inside; refuses
+    to run without it), hook (the in-process audit hook and limits alone: not a security boundary) or auto (bwrap
+    where it works, else hook with a warning); see tsrl/tasks/isolation.py."""
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
     """Per-test limits of the sandbox."""
 
     def __post_init__(self) -> None:
@@ -109,6 +117,8 @@ class CodeConfig(DatasetConfig):
                 f"task.release={self.release!r} is not a LiveCodeBench release; use one of "
                 f"{', '.join(sorted(RELEASES))}."
             )
+        if self.sandbox not in SETTINGS:
+            raise ConfigError(f"task.sandbox={self.sandbox!r} is not a sandbox; use one of {', '.join(SETTINGS)}.")
         if self.max_tests < 0 or self.workers < 0 or any(k < 1 for k in self.report_k):
             raise ConfigError(
                 f"task.max_tests and task.workers must be >= 0 and task.report_k values >= 1; got "
@@ -330,7 +340,9 @@ class CodeTask:
 
     def __init__(self, cfg: CodeConfig) -> None:
         self.cfg = cfg
-        self.limits = Limits(cfg.sandbox.wall_s, cfg.sandbox.cpu_s, cfg.sandbox.memory_mb, cfg.sandbox.file_mb)
+        limits = cfg.limits
+        isolation = resolve_isolation(cfg.sandbox)  # at start: an explicit bwrap refuses here, auto warns here
+        self.limits = Limits(limits.wall_s, limits.cpu_s, limits.memory_mb, limits.file_mb, isolation=isolation)
         self.report_k = tuple(cfg.report_k)
         self._source: PromptSource | None = None
         self._eval: list[Prompt] | None = None

@@ -1,13 +1,15 @@
 """Run an untrusted Python program against one test: a fresh process with limits, no network, no writes outside.
 
-Each run: a fresh temporary directory becomes the working directory; the program and the test's input are
-written there; `python -I -B -c RUNNER` starts in a new session (its own process group) with stdin read from the
-input file and stdout/stderr written to files in that directory, and an environment holding only PATH, LANG and
-empty proxy variables (no API keys, no PYTHON* variables; -I also ignores the user's site-packages and never puts
-the directory on sys.path). The runner, before the program's first line runs:
+Each run: the program and the test's input are written to a fresh temporary directory on the host; `python -I -B
+-c RUNNER` starts in a new session (its own process group) with stdin read from the input file and stdout/stderr
+written to files there, and an environment holding only PATH, LANG and empty proxy variables (no API keys, no
+PYTHON* variables; -I also ignores the user's site-packages and never puts the folder on sys.path). Where it runs
+is `Limits.isolation` (task.sandbox): under bwrap (tsrl/tasks/isolation.py) inside bubblewrap's namespaces, in a
+private folder of its own holding a copy of the program; under the hook alone in the temporary directory itself.
+Either way the runner, before the program's first line runs:
 - sets resource limits with `resource.setrlimit`: CPU seconds (RLIMIT_CPU: SIGXCPU, then SIGKILL one second
   later), address space (RLIMIT_AS: a big allocation raises MemoryError), file size (RLIMIT_FSIZE: also caps the
-  captured output), no core files, and RLIMIT_NPROC when `processes` > 0 (the kernel does not enforce it for root);
+  captured output), no core files, and RLIMIT_NPROC (see Limits.processes);
 - installs an audit hook (PEP 578; a program cannot remove it) that refuses: sockets of every family
   (socket.__new__, connect, bind, getaddrinfo, …), process creation (fork, exec, spawn, system, subprocess),
   signals to other processes (os.kill, os.killpg), ctypes (its C calls would step around the hook), opening
@@ -16,22 +18,24 @@ the directory on sys.path). The runner, before the program's first line runs:
   tsrl's own package (its shipped tests and reference solutions): home directories and keys cannot be read,
   and the test's expected output never leaves the parent.
 The parent waits at most `wall_s` seconds, then kills the whole process group (SIGKILL), and always kills the
-group after the run (nothing the program started outlives it); the directory is removed.
+group after the run (under bwrap that ends the PID namespace and everything in it); the directory is removed.
 
 Why limits are set by the runner and not in `preexec_fn`: Python's subprocess documentation warns that
 preexec_fn is not safe when the parent has threads (the trainer has: torch, judge clients) and can deadlock
 the child before exec; the runner sets the same limits in the child before any of the program's code runs.
 
-What this is NOT: a security boundary. The hook guards Python-level operations of the program; native code
-(a C extension importable from the environment) can bypass it, the program runs as the same user with the same
-kernel view, and RLIMIT_NPROC is not enforced for root. It stops the mistakes an RL policy makes (infinite loops,
-memory hogs, stray writes, accidental network, runaway forks) — not a determined attacker. Untrusted code at
-scale belongs in a container or VM without network (seccomp, gVisor, nsjail); run the trainer inside one.
+The hook alone is NOT a security boundary. It guards Python-level operations of the program; C code steps around
+it (the C function under subprocess raises no audit event, and what it starts runs without the hook; sqlite3
+opens files in C), the program runs as the trainer's user with the same view of the machine, and RLIMIT_NPROC
+does not hold root. It stops the mistakes an RL policy makes (infinite loops, memory hogs, stray writes,
+accidental network, runaway forks), not a determined attacker: docs/tasks.md lists, attempt by attempt, what gets
+past it and what bwrap stops (tests/unit/tasks/test_sandbox_escapes.py).
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -42,8 +46,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tsrl.errors import ConfigError
+from tsrl.tasks import isolation
+from tsrl.tasks.isolation import PACKAGE
 
-PACKAGE = Path(__file__).resolve().parents[1]  # tsrl/: its shipped data holds tests and reference solutions
+# The child's whole environment: no API keys, no PYTHON* variables, proxies emptied.
+ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONIOENCODING": "utf-8",
+    "http_proxy": "",
+    "https_proxy": "",
+    "HTTP_PROXY": "",
+    "HTTPS_PROXY": "",
+    "all_proxy": "",
+    "ALL_PROXY": "",
+    "no_proxy": "*",
+}
 
 # The child's first code: limits, then the audit hook, then the program (argv: mode, cpu_s, memory_mb, file_mb,
 # processes, func_name, the folder it may not read: tsrl's own package with the shipped tests). Mode "stdin" runs
@@ -118,16 +136,29 @@ class Limits:
     file_mb: int = 16
     """Largest file the program may write, captured stdout included (RLIMIT_FSIZE), in MiB."""
     processes: int = 0
-    """RLIMIT_NPROC, 0 = not set. Forks are refused by the audit hook regardless; the limit counts every process
-    and thread of the user system-wide (so a small value also stops the program's threads on a busy machine) and
-    the kernel does not enforce it for root."""
+    """RLIMIT_NPROC: tasks (processes and threads) the program may have at once. 0 = 16 under bwrap, where the
+    kernel counts the sandbox's own tasks only (its user namespace; the program runs as a non-root user), and unset
+    under the hook alone, where it would count every task of the user system-wide and root is exempt (the hook
+    refuses Python's own forks regardless)."""
+    folder_mb: int = 64
+    """Size in MiB of the program's folder under bwrap (a tmpfs: its files take memory); every file it writes
+    there counts. Under the hook alone the folder is on disk and only each file is limited (file_mb)."""
+    isolation: str = "auto"
+    """How the program is held (task.sandbox): auto, bwrap or hook; see tsrl/tasks/isolation.py."""
 
     def __post_init__(self) -> None:
-        if self.wall_s <= 0 or self.cpu_s < 1 or self.memory_mb < 64 or self.file_mb < 1 or self.processes < 0:
+        if (
+            self.wall_s <= 0
+            or self.cpu_s < 1
+            or self.memory_mb < 64
+            or self.file_mb < 1
+            or self.processes < 0
+            or self.folder_mb < 1
+        ):
             raise ConfigError(
-                f"Sandbox limits need wall_s > 0, cpu_s >= 1, memory_mb >= 64 and file_mb >= 1; got "
-                f"wall_s={self.wall_s}, cpu_s={self.cpu_s}, memory_mb={self.memory_mb}, "
-                f"file_mb={self.file_mb}."
+                f"Sandbox limits need wall_s > 0, cpu_s >= 1, memory_mb >= 64, file_mb >= 1, processes >= 0 and "
+                f"folder_mb >= 1; got wall_s={self.wall_s}, cpu_s={self.cpu_s}, memory_mb={self.memory_mb}, "
+                f"file_mb={self.file_mb}, processes={self.processes}, folder_mb={self.folder_mb}."
             )
 
 
@@ -145,59 +176,68 @@ class RunResult:
 def run_program(program: str, stdin: str, limits: Limits, func_name: str = "") -> tuple[str, int, str, float, bool]:
     """Run `program` with `stdin` in a fresh sandbox: (stdout, returncode, stderr tail, seconds, timed out).
     With `func_name`, the program is called as a LeetCode-style function (mode "call")."""
+    isolated = isolation.resolve(limits.isolation) == "bwrap"
     workdir = Path(tempfile.mkdtemp(prefix="tsrl-sandbox-"))
     try:
         (workdir / "solution.py").write_text(program, encoding="utf-8")
         (workdir / "stdin.txt").write_text(stdin, encoding="utf-8")
-        argv = [
-            sys.executable,
-            "-I",
-            "-B",
-            "-c",
-            RUNNER,
-            "call" if func_name else "stdin",
-            str(limits.cpu_s),
-            str(limits.memory_mb),
-            str(limits.file_mb),
-            str(limits.processes),
-            func_name,
-            str(PACKAGE),
-        ]
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "PYTHONIOENCODING": "utf-8",
-            "http_proxy": "",
-            "https_proxy": "",
-            "HTTP_PROXY": "",
-            "HTTPS_PROXY": "",
-            "all_proxy": "",
-            "ALL_PROXY": "",
-            "no_proxy": "*",
-        }
+        processes = limits.processes or (isolation.PROCESSES if isolated else 0)
+        runner = isolation.prelude() + RUNNER if isolated else RUNNER
+        argv = [sys.executable, "-I", "-B", "-c", runner, "call" if func_name else "stdin", str(limits.cpu_s),
+                str(limits.memory_mb), str(limits.file_mb), str(processes), func_name, str(PACKAGE)]  # fmt: skip
         start = time.monotonic()
         with (
             open(workdir / "stdin.txt", "rb") as given,
             open(workdir / "stdout.txt", "wb") as out,
             open(workdir / "stderr.txt", "wb") as err,
         ):
-            proc = subprocess.Popen(
-                argv, stdin=given, stdout=out, stderr=err, cwd=workdir, env=env, start_new_session=True, close_fds=True
-            )
-            timed_out = False
-            try:
-                proc.wait(timeout=limits.wall_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            _kill_group(proc.pid)  # also after a normal exit: nothing the program started outlives the run
-            proc.wait()
+            if isolated:
+                proc = isolation.spawn(argv, workdir / "solution.py", limits.folder_mb, (given, out, err), ENV)
+            else:
+                proc = subprocess.Popen(
+                    argv, stdin=given, stdout=out, stderr=err, cwd=workdir, env=ENV, start_new_session=True,
+                    close_fds=True,
+                )  # fmt: skip
+            timed_out = _wait(proc, limits.wall_s)
         seconds = time.monotonic() - start
+        returncode = isolation.exit_status(proc.returncode) if isolated else proc.returncode
         cap = limits.file_mb << 20
         stdout = (workdir / "stdout.txt").read_bytes()[:cap].decode("utf-8", errors="replace")
         stderr = (workdir / "stderr.txt").read_bytes()[-4000:].decode("utf-8", errors="replace")
-        return stdout, proc.returncode, stderr, seconds, timed_out
+        return stdout, returncode, stderr, seconds, timed_out
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait(proc: subprocess.Popen, wall_s: float) -> bool:
+    """Wait at most `wall_s` seconds (True when that ran out), then kill the process group either way: nothing the
+    program started outlives the run (under bwrap, killing bwrap ends its PID namespace and all in it). The wait is
+    on a pidfd, which wakes at the exit: Popen.wait(timeout) polls, up to 50 ms late, a second program's worth."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # before Linux 5.3
+        pidfd = -1
+    if pidfd >= 0:
+        try:
+            timed_out = not _readable(pidfd, wall_s)
+        finally:
+            os.close(pidfd)
+    else:
+        try:
+            proc.wait(timeout=wall_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    _kill_group(proc.pid)
+    proc.wait()
+    return timed_out
+
+
+def _readable(fd: int, seconds: float) -> bool:
+    """Whether `fd` becomes readable within `seconds` (poll, not select: a trainer may hold over 1024 files)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(seconds * 1000))))
 
 
 def _kill_group(pgid: int) -> None:
