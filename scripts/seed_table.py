@@ -78,8 +78,8 @@ def row(name: str, runs: dict[int, dict], clean: dict[int, dict] | None) -> str:
     shared, kept, gain = ratios(runs, clean)
     headline = 100 * np.mean([runs[s]["final"] for s in shared]) / np.mean([clean[s]["final"] for s in shared])
     return text + (
-        f" {headline:.0f} % ({', '.join(f'{k:.0f}' for k in kept)}) | {np.mean(gain):.0f} % "
-        f"({', '.join(f'{g:.0f}' for g in gain)}) |"
+        f" {headline:.0f} % ({', '.join(f'{k:.0f}' for k in kept)}; per-seed {interval(kept)}) | {np.mean(gain):.0f} % "
+        f"({', '.join(f'{g:.0f}' for g in gain)}; {interval(gain)}) |"
     )
 
 

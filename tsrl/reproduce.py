@@ -58,6 +58,8 @@ from tsrl.reproduce_tables import (
 )
 
 METHOD = "method"
+RECORDED = ("judge_calls", "judge_tokens", "wall_s", "steps", "pool", "zero_var_frac", "zero_var_drawn")
+RECORDED += ("route_verifier_frac",)  # a run's collected values its record carries as they are
 # --cpu: the CPU stand-ins for a GPU recipe (the tiny policy, the simulated judge, HF generation) at the sizes of
 # `make train` (recipes/cpu_demo) but its earlier lr, 5e-4, at which the CPU study (docs/results.md) was measured;
 # --smoke: the same stand-ins for a few steps.
@@ -300,15 +302,7 @@ def headline_key(evals: dict) -> str:
 
 def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     """table.md, table.csv, results.json and plots in `out`; returns the markdown."""
-    every = [r for r in collect(out) if all(r["values"].get(a) in v for a, v in grid.items() if a in r["values"])]
-    runs = [r for r in every if r["done"]]  # a run still going (or stopped) has a partial eval.json: left out
-    if not runs:
-        print(
-            f"tsrl-reproduce: error: no finished run under {out} (no done.json beside an eval.json "
-            "and a .hydra/overrides.yaml); run the grid first.",
-            file=sys.stderr,
-        )
-        raise SystemExit(2)
+    runs, unfinished = finished_runs(out, grid)
     key = headline_key(runs[0]["evals"])
     row_axis = METHOD if METHOD in grid else next(a for a in grid if a != SEED)
     col_axes = [a for a in grid if a not in (row_axis, SEED) and len(grid[a]) > 1]
@@ -338,32 +332,7 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
             count += len(group)
             finals.append(mean_std([r["evals"]["latest"][key] for r in group]))
             calls += [r["judge_calls"] for r in group]
-            records += [
-                {
-                    row_axis: m,
-                    **fixed_axes,
-                    **dict(zip(col_axes, c)),
-                    SEED: r["values"].get(SEED, ""),
-                    "start": r["evals"]["start"][key],
-                    "final": r["evals"]["latest"][key],
-                    "final_step": r["evals"]["latest"]["step"],
-                    "judge_calls": r["judge_calls"],
-                    "judge_tokens": r["judge_tokens"],
-                    "wall_s": r["wall_s"],
-                    "steps": r["steps"],
-                    "pool": r["pool"],
-                    "zero_var_frac": r["zero_var_frac"],
-                    "zero_var_drawn": r["zero_var_drawn"],
-                    "route_verifier_frac": r["route_verifier_frac"],
-                    "signal_samples_per_step": None
-                    if r["tournament_groups"] is None or not r["group_size"]
-                    else r["tournament_groups"] * r["group_size"],
-                    "generations_per_step": r["generations_per_step"],
-                    **table1_cells(r),
-                    "run_dir": r["dir"],
-                }
-                for r in group
-            ]
+            records += [run_record(r, {row_axis: m, **fixed_axes, **dict(zip(col_axes, c))}, key) for r in group]
         lines.append(f"| {row_label(m)} | " + " | ".join(finals) + f" | {np.mean(calls):.0f} | {count} |")
     judge = runs[0]["evals"].get("judge", {})
     setting = "".join(f"; {a}={v}" for a, v in fixed_axes.items())
@@ -371,40 +340,79 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
         f"Held-out {key} at each run's last evaluation, mean (std) over seeds{setting}; evaluation judge: "
         f"{judge.get('kind', '?')} ({judge.get('model', '?')}), clean.\n\n" + "\n".join(lines) + "\n"
     )
-    unfinished = [r["dir"] for r in every if not r["done"]]
     if unfinished:
         text += (
             f"\n{len(unfinished)} unfinished run(s) left out (still running, or stopped: run the same command "
             f"to resume): {', '.join(Path(d).name for d in unfinished)}\n"
         )
-    text += side_tables(runs, rows_order, columns, cell, key, label) + noise_table(records, row_axis)
+    text += side_tables(runs, rows_order, columns, cell, key, label) + record_tables(records, runs, row_axis, col_axes)
+    noise = noise_of_cells(records, row_axis, grid)
+    write_results(out, text, records, {"metric": key, "grid": grid, "runs": records, "noise": noise})
+    plot(out, runs, records, key, row_axis, col_axes)
+    return text
+
+
+def finished_runs(out: Path, grid: dict[str, list[str]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The runs under `out` in the grid's cells that finished, and the folders of those that did not (a run still
+    going, or stopped, has a partial eval.json: left out); exits when none finished."""
+    every = [r for r in collect(out) if all(r["values"].get(a) in v for a, v in grid.items() if a in r["values"])]
+    runs = [r for r in every if r["done"]]
+    if not runs:
+        print(
+            f"tsrl-reproduce: error: no finished run under {out} (no done.json beside an eval.json "
+            "and a .hydra/overrides.yaml); run the grid first.",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return runs, [r["dir"] for r in every if not r["done"]]
+
+
+def run_record(run: dict[str, Any], setting: dict[str, str], key: str) -> dict[str, Any]:
+    """A finished run's row of table.csv and results.json: its `setting` (method, fixed and column axes) and seed,
+    the headline `key` at step 0 and at its last evaluation, its spend and its learning signal."""
+    groups, size = run["tournament_groups"], run["group_size"]
+    return {
+        **setting,
+        SEED: run["values"].get(SEED, ""),
+        "start": run["evals"]["start"][key],
+        "final": run["evals"]["latest"][key],
+        "final_step": run["evals"]["latest"]["step"],
+        **{name: run[name] for name in RECORDED},
+        "signal_samples_per_step": None if groups is None or not size else groups * size,
+        "generations_per_step": run["generations_per_step"],
+        **table1_cells(run),
+        "run_dir": run["dir"],
+    }
+
+
+def record_tables(records: list[dict], runs: list[dict], row_axis: str, col_axes: list[str]) -> str:
+    """The tables read from the runs' records: noise robustness, benchmarks, routing, gaps, anchor pools, compute."""
+    text = noise_table(records, row_axis)
     text += benchmark_table(records, row_axis, runs[0]["benchmarks"], runs[0]["eval_samples"] or 0)
     text += routing_table(records, row_axis)
     text += gap_table(records, row_axis, col_axes) + pool_table(records, row_axis, col_axes)
-    text += compute_table(records, row_axis)
+    return text + compute_table(records, row_axis)
+
+
+def noise_of_cells(records: list[dict], row_axis: str, grid: dict[str, list[str]]) -> dict[str, dict]:
+    """Both noise metrics per method and judge flip probability (none without that axis in the grid), as
+    results.json holds them; each run's record gets its cell's two."""
     noise = noise_fractions(records, row_axis) if NOISE_AXIS in grid else {}
-    for r in records:  # each run's row carries its cell's two noise metrics
+    for r in records:
         for name, by_method in noise.items():
             r[name] = by_method.get(r[row_axis], {}).get(float(r[NOISE_AXIS]))
+    return {
+        name: {m: {str(p): v for p, v in by_flip.items()} for m, by_flip in by_method.items()}
+        for name, by_method in noise.items()
+    }
+
+
+def write_results(out: Path, text: str, records: list[dict], results: dict[str, Any]) -> None:
+    """table.md (`text`), table.csv (`records`, a row per run) and results.json (`results`) in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(text)
     with (out / "table.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
-    (out / "results.json").write_text(
-        json.dumps(
-            {
-                "metric": key,
-                "grid": grid,
-                "runs": records,
-                "noise": {
-                    name: {m: {str(p): v for p, v in by_flip.items()} for m, by_flip in by_method.items()}
-                    for name, by_method in noise.items()
-                },
-            },
-            indent=1,
-        )
-    )
-    plot(out, runs, records, key, row_axis, col_axes)
-    return text
+    (out / "results.json").write_text(json.dumps(results, indent=1))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -213,101 +214,123 @@ def routing_table(records: list[dict], row_axis: str) -> str:
 
 def plot(out: Path, runs: list[dict], records: list[dict], key: str, row_axis: str, col_axes: list[str]) -> None:
     """curves.png (held-out metric over steps, mean over seeds, one line per method and setting) and
-    axis_<name>.png for every numeric axis (final metric against the axis value, one line per method)."""
+    axis_<name>.png for every numeric axis (final metric against the axis value, one line per method); where the
+    grid has them, self_bootstrap.png, zero_variance.png and noise_kept.png."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def save(fig: Any, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    draw_curves(ax, runs, key, row_axis, col_axes)
+    save(fig, "curves.png")
+    if any(r["refresh_steps"] for r in runs):  # TSRL §4.10: held-out curves with the ladder's rebuilds
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        draw_self_bootstrap(ax, runs, key, row_axis, col_axes)
+        save(fig, "self_bootstrap.png")
+    if any(r["route_verifier_frac"] is not None for r in runs):  # adaptive routing in the grid
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        draw_zero_variance(ax, runs, row_axis)
+        save(fig, "zero_variance.png")
+    for axis in col_axes:  # the final metric against each setting
+        fig, ax = plt.subplots(figsize=(6, 4))
+        draw_against_axis(ax, records, key, row_axis, axis)
+        save(fig, f"axis_{axis.replace('.', '_')}.png")
+    if records and NOISE_AXIS in records[0]:  # TSRL §4.4/§4.5: both noise metrics, per method
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        draw_noise_kept(axes, records, row_axis)
+        save(fig, "noise_kept.png")
+
+
+def draw_curves(ax: Any, runs: list[dict], key: str, row_axis: str, col_axes: list[str]) -> None:
+    """The held-out metric over steps, mean over seeds, one line per method and setting."""
     curves: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
         name = ", ".join([r["values"].get(row_axis, "?")] + [f"{a}={r['values'].get(a, '')}" for a in col_axes])
         for e in r["evals"]["history"]:
             curves[name][e["step"]].append(e[key])
-    fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, by_step in curves.items():
         steps = sorted(by_step)
         ax.plot(steps, [np.mean(by_step[s]) for s in steps], marker="o", ms=3, label=name)
     ax.set(xlabel="step", ylabel=f"held-out {key}", title="training curves (mean over seeds)")
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=120)
-    plt.close(fig)
-    bootstrapped = [r for r in runs if r["refresh_steps"]]
-    if bootstrapped:  # TSRL §4.10: held-out curves with the steps where the self-bootstrapped ladder was rebuilt
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+
+
+def draw_self_bootstrap(ax: Any, runs: list[dict], key: str, row_axis: str, col_axes: list[str]) -> None:
+    """Each run's held-out curve, dotted where its self-bootstrapped ladder was rebuilt."""
+    for r in runs:
+        history = r["evals"]["history"]
+        (line,) = ax.plot(
+            [e["step"] for e in history],
+            [e[key] for e in history],
+            marker="o",
+            ms=3,
+            label=", ".join(f"{a}={r['values'][a]}" for a in (row_axis, *col_axes, SEED) if a in r["values"]),
+        )
+        for step in r["refresh_steps"]:
+            ax.axvline(step, color=line.get_color(), ls=":", lw=1)
+    ax.set(xlabel="step (dotted: ladder rebuilt)", ylabel=f"held-out {key}", title="self-bootstrap iterations")
+    ax.legend(fontsize=6)
+
+
+def draw_zero_variance(ax: Any, runs: list[dict], row_axis: str) -> None:
+    """The share of groups without a learning signal over steps, mean over a method's runs."""
+    for m in dict.fromkeys(r["values"].get(row_axis, "?") for r in runs):
+        by_step: dict[int, list[float]] = defaultdict(list)
         for r in runs:
-            history = r["evals"]["history"]
-            (line,) = ax.plot(
-                [e["step"] for e in history],
-                [e[key] for e in history],
-                marker="o",
-                ms=3,
-                label=", ".join(f"{a}={r['values'][a]}" for a in (row_axis, *col_axes, SEED) if a in r["values"]),
-            )
-            for step in r["refresh_steps"]:
-                ax.axvline(step, color=line.get_color(), ls=":", lw=1)
-        ax.set(xlabel="step (dotted: ladder rebuilt)", ylabel=f"held-out {key}", title="self-bootstrap iterations")
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(out / "self_bootstrap.png", dpi=120)
-        plt.close(fig)
-    if any(r["route_verifier_frac"] is not None for r in runs):  # adaptive routing in the grid
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for m in dict.fromkeys(r["values"].get(row_axis, "?") for r in runs):
-            by_step: dict[int, list[float]] = defaultdict(list)
-            for r in runs:
-                if r["values"].get(row_axis) == m:
-                    for step, frac in r["zero_var"]:
-                        by_step[step].append(frac)
-            steps = sorted(by_step)
-            ax.plot(steps, [np.mean(by_step[s]) for s in steps], label=m)
-        ax.set(xlabel="step", ylabel="zero-variance groups (share)", title="groups without a learning signal")
+            if r["values"].get(row_axis) == m:
+                for step, frac in r["zero_var"]:
+                    by_step[step].append(frac)
+        steps = sorted(by_step)
+        ax.plot(steps, [np.mean(by_step[s]) for s in steps], label=m)
+    ax.set(xlabel="step", ylabel="zero-variance groups (share)", title="groups without a learning signal")
+    ax.legend(fontsize=7)
+
+
+def draw_against_axis(ax: Any, records: list[dict], key: str, row_axis: str, axis: str) -> None:
+    """The final metric against one setting, a numeric axis to scale and any other in order, one line per method;
+    a method without the setting (the rubric in the k sweep) as a horizontal line at its level."""
+    values = sorted({r[axis] for r in records} - {""}, key=_sortable)
+    numeric = all(_sortable(v)[0] == 0 for v in values)
+    position = {v: float(v) if numeric else i for i, v in enumerate(values)}
+    for m in dict.fromkeys(r[row_axis] for r in records):
+        finals = {v: [r["final"] for r in records if r[row_axis] == m and r[axis] == v] for v in values}
+        shown = [v for v in values if finals[v]]
+        if not shown:
+            line = [r["final"] for r in records if r[row_axis] == m and r[axis] == ""]
+            ax.axhline(float(np.mean(line)), ls="--", lw=1, color="grey", label=f"{m} (no {axis})")
+            continue
+        ax.errorbar(
+            [position[v] for v in shown],
+            [np.mean(finals[v]) for v in shown],
+            yerr=[np.std(finals[v]) for v in shown],
+            marker="o",
+            capsize=3,
+            label=m,
+        )
+    if not numeric:
+        ax.set_xticks(range(len(values)), values)
+    ax.set(xlabel=axis, ylabel=f"held-out {key} (final)", title=f"{key} against {axis}")
+    ax.legend(fontsize=7)
+
+
+def draw_noise_kept(axes: Any, records: list[dict], row_axis: str) -> None:
+    """Performance retained (TSRL's measure) and gain kept (the baselines') against the judge flip probability p,
+    one line per method, on two panels."""
+    for ax, (name, by_method) in zip(axes, noise_fractions(records, row_axis).items()):
+        for m, frac in by_method.items():
+            ax.plot(list(frac), [100 * f for f in frac.values()], marker="o", label=m)
+        ax.axhline(80, color="grey", ls=":", lw=1)
+        ax.set(
+            xlabel="judge flip probability p",
+            ylabel=f"{name.replace('_', ' ')} (%)",
+            title="performance retained (TSRL's measure)"
+            if name == "performance_retained"
+            else "gain kept (the baselines' measure)",
+        )
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "zero_variance.png", dpi=120)
-        plt.close(fig)
-    for axis in col_axes:  # the final metric against each setting; a numeric axis to scale, any other in order
-        values = sorted({r[axis] for r in records} - {""}, key=_sortable)
-        numeric = all(_sortable(v)[0] == 0 for v in values)
-        position = {v: float(v) if numeric else i for i, v in enumerate(values)}
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for m in dict.fromkeys(r[row_axis] for r in records):
-            finals = {v: [r["final"] for r in records if r[row_axis] == m and r[axis] == v] for v in values}
-            shown = [v for v in values if finals[v]]
-            if not shown:  # a method without this setting (the rubric in the k sweep): its level as a line
-                line = [r["final"] for r in records if r[row_axis] == m and r[axis] == ""]
-                ax.axhline(float(np.mean(line)), ls="--", lw=1, color="grey", label=f"{m} (no {axis})")
-                continue
-            ax.errorbar(
-                [position[v] for v in shown],
-                [np.mean(finals[v]) for v in shown],
-                yerr=[np.std(finals[v]) for v in shown],
-                marker="o",
-                capsize=3,
-                label=m,
-            )
-        if not numeric:
-            ax.set_xticks(range(len(values)), values)
-        ax.set(xlabel=axis, ylabel=f"held-out {key} (final)", title=f"{key} against {axis}")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / f"axis_{axis.replace('.', '_')}.png", dpi=120)
-        plt.close(fig)
-    if records and NOISE_AXIS in records[0]:  # TSRL §4.4/§4.5: both noise metrics, per method
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, (name, by_method) in zip(axes, noise_fractions(records, row_axis).items()):
-            for m, frac in by_method.items():
-                ax.plot(list(frac), [100 * f for f in frac.values()], marker="o", label=m)
-            ax.axhline(80, color="grey", ls=":", lw=1)
-            ax.set(
-                xlabel="judge flip probability p",
-                ylabel=f"{name.replace('_', ' ')} (%)",
-                title="performance retained (TSRL's measure)"
-                if name == "performance_retained"
-                else "gain kept (the baselines' measure)",
-            )
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "noise_kept.png", dpi=120)
-        plt.close(fig)

@@ -26,6 +26,15 @@ from omegaconf import MISSING
 
 from tsrl.config import CommandConfig
 from tsrl.errors import ConfigError
+from tsrl.evaluation import evaluation_summary, headline, reference_set
+from tsrl.evaluation.chunks import ChunkPlan, chunk_size, chunked_sums, ordered_total
+from tsrl.generation import build_generator
+from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_identity
+from tsrl.models import policy_source
+from tsrl.models.source import PolicySource, load_source
+from tsrl.rewards.spend import winrate_calls
+from tsrl.tasks import Task, build_task
+from tsrl.types import Prompt
 
 POLICY_DIR = "policy"
 
@@ -86,15 +95,6 @@ def aggregate(runs: list[dict[str, float]]) -> dict[str, dict[str, float]]:
 
 def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     """Every policy × every seed; the report (also written to run_dir)."""
-    from tsrl.evaluation import evaluation_summary, headline, reference_set
-    from tsrl.evaluation.chunks import ChunkPlan, chunk_size, chunked_sums, ordered_total
-    from tsrl.generation import build_generator
-    from tsrl.judging import build_judge, clean_judge_config, close_judge, judge_identity
-    from tsrl.models import policy_source
-    from tsrl.models.source import PolicySource, load_source
-    from tsrl.rewards.spend import winrate_calls
-    from tsrl.tasks import build_task
-
     task = build_task(cfg.task)
     prompts = task.prompts(cfg.eval.split)
     prompts = prompts[: cfg.eval.max_prompts] if cfg.eval.max_prompts else prompts
@@ -104,20 +104,32 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
         PolicySource(policy_folder(p), default.dtype, chat_template_kwargs=default.chat_template_kwargs)
         for p in cfg.eval.policies
     ] or [default]
-    key, label = headline(task)
-    if key == "winrate":  # before the judge is built: what the evaluation will ask it
-        per_run = winrate_calls(prompts, cfg.eval.samples, judge_cfg)
-        runs = len(sources) * len(cfg.eval.seeds)
+    if headline(task)[0] == "winrate":  # before the judge is built: what the evaluation will ask it
+        per_run, seeds = winrate_calls(prompts, cfg.eval.samples, judge_cfg), len(cfg.eval.seeds)
         print(
-            f"judge spend: {per_run * runs:,} calls — {len(sources)} policies × {len(cfg.eval.seeds)} seeds × "
+            f"judge spend: {per_run * len(sources) * seeds:,} calls — {len(sources)} policies × {seeds} seeds × "
             f"{len(prompts)} prompts × {cfg.eval.samples} samples × their reference anchors",
             flush=True,
         )
     judge = build_judge(judge_cfg, task)
+    report = report_header(cfg, task, len(prompts), judge_cfg)
+    try:
+        for source in sources:
+            runs = evaluate_policy(cfg, source, task, judge, prompts)
+            report["policies"].append({"policy": str(source.path), "runs": runs, "summary": aggregate(runs)})
+    finally:
+        close_judge(judge)
+    write_report(report, Path(cfg.run_dir))
+    return report
+
+
+def report_header(cfg: EvalRunConfig, task: Task, prompts: int, judge_cfg: Any) -> dict[str, Any]:
+    """The report's description of what was evaluated and how, with no policy yet."""
+    key, label = headline(task)
     report: dict[str, Any] = {
         "task": task.name,
         "split": cfg.eval.split,
-        "prompts": len(prompts),
+        "prompts": prompts,
         "samples": cfg.eval.samples,
         "seeds": list(cfg.eval.seeds),
         "headline": key,
@@ -128,26 +140,28 @@ def evaluate_policies(cfg: EvalRunConfig) -> dict[str, Any]:
     if key == "winrate":
         reference = reference_set(task.name)
         report["reference_set"] = {"tiers": reference.tiers, "paper": reference.paper, "here": reference.here}
-    try:
-        for source in sources:
-            model, tokenizer = load_source(source)
-            generator = build_generator(cfg.generator, model, tokenizer, prompts)
-            runs = []
-            for seed in cfg.eval.seeds:  # chunked as a training run's evaluation: its seed gives the run's numbers
-                plan = ChunkPlan(cfg.eval.samples, seed, chunk_size(cfg.generator))
-                chunks = chunked_sums(task, generator, judge, prompts, plan)
-                sums = ordered_total([(c.index, c.sums) for c in chunks])
-                result = evaluation_summary(task, sums, cfg.eval.samples)
-                result["judge_calls"] = float(judge.drain_metrics().get("calls", 0.0))
-                runs.append(result)
-            report["policies"].append({"policy": str(source.path), "runs": runs, "summary": aggregate(runs)})
-            close = getattr(generator, "close", None)
-            if close is not None:
-                close()
-    finally:
-        close_judge(judge)
-    write_report(report, Path(cfg.run_dir))
     return report
+
+
+def evaluate_policy(
+    cfg: EvalRunConfig, source: PolicySource, task: Task, judge: Judge, prompts: list[Prompt]
+) -> list[dict[str, float]]:
+    """One policy's evaluation runs, one per seed, each chunked as a training run's evaluation: its seed gives
+    the run's numbers."""
+    model, tokenizer = load_source(source)
+    generator = build_generator(cfg.generator, model, tokenizer, prompts)
+    runs = []
+    for seed in cfg.eval.seeds:
+        plan = ChunkPlan(cfg.eval.samples, seed, chunk_size(cfg.generator))
+        chunks = chunked_sums(task, generator, judge, prompts, plan)
+        sums = ordered_total([(c.index, c.sums) for c in chunks])
+        result = evaluation_summary(task, sums, cfg.eval.samples)
+        result["judge_calls"] = float(judge.drain_metrics().get("calls", 0.0))
+        runs.append(result)
+    close = getattr(generator, "close", None)
+    if close is not None:
+        close()
+    return runs
 
 
 def markdown(report: dict[str, Any]) -> str:

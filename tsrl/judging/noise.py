@@ -42,9 +42,11 @@ class Noise:
     asked again in the same step, is flipped or not on its own; a run resumed from a checkpoint, a streamed step
     whose groups reach the judge in another order, and a step split over any number of processes draw the same
     flips, with no state in the checkpoint. (Only the n of identical questions depends on the order they are asked
-    in, and identical questions are interchangeable.) `seed` is the noise seed: the run's seed unless
-    judge.noise_seed pins it. A list is one judgment: the grade of responses[i] draws stable_uniform(seed, *stream,
-    question, n, "flip", i), so each item is replaced or not on its own. Outside the order wrapper
+    in, and identical questions are interchangeable; one question asked on two processes in one step — the same
+    prompt twice in the step's batch, with the same texts — counts on each process from its own first asking.)
+    `seed` is the noise seed: the run's seed unless judge.noise_seed pins it. A list is one judgment: the grade of
+    responses[i] draws stable_uniform(seed, *stream, question, n, "flip", i), so each item is replaced or not on its
+    own. Outside the order wrapper
     (noise_scope=comparison) one request is one comparison, whatever the order wrapper asks beneath it; inside
     (noise_scope=call) each shown order draws on its own."""
 

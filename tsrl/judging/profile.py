@@ -136,11 +136,32 @@ BLIND_SCALE = 1000.0
 
 
 def profile_from_fit(fit: dict[str, Any], name: str, judge: str, command: str) -> JudgeProfile:
-    """The judge profile of a fit: every fitted value with its interval as its source. Where the fit finds no
-    positive signal (1/τ or 1/σ_g ≤ 0 at the estimate), τ or σ_g is BLIND_SCALE and the biases and the scale are
-    rescaled with it, so the simulated answers keep the rates the judge showed (σ(b) first-position wins, its
-    grade distribution) while q stops mattering."""
-    e, data, (v, g) = fit["estimates"], fit["data"], (fit["natural"]["verdicts"], fit["natural"]["grades"])
+    """The judge profile of a fit: every fitted value (fit_parameters) with its interval as its source, a
+    description of what it was fitted to and found, and the fit itself."""
+    serial = {
+        "estimates": {k: x.row() for k, x in fit["estimates"].items()},
+        "signal_test": fit["signal_test"],
+        "data": fit["data"],
+        "log_likelihood": fit["log_likelihood"],
+    }
+    lists = fit.get("lists")
+    if lists:
+        serial["lists"] = {
+            "estimates": {k: x.row() for k, x in lists["estimates"].items()},
+            "frame_test": lists["frame_test"],
+            "data": lists["data"],
+            "log_likelihood": -float(lists["nll"]),
+        }
+    description = fit_description(fit, judge, command)
+    return JudgeProfile(name, description, parameters=fit_parameters(fit), sources=fit_sources(fit), fit=serial)
+
+
+def fit_parameters(fit: dict[str, Any]) -> dict[str, float]:
+    """The simulator's parameters from a fit's natural-scale estimates. Where the fit finds no positive signal
+    (1/τ or 1/σ_g ≤ 0 at the estimate), τ or σ_g is BLIND_SCALE and the biases and the scale are rescaled with it,
+    so the simulated answers keep the rates the judge showed (σ(b) first-position wins, its grade distribution)
+    while q stops mattering."""
+    e, (v, g) = fit["estimates"], (fit["natural"]["verdicts"], fit["natural"]["grades"])
     tau = 1.0 / v[0] if v[0] > 1.0 / BLIND_SCALE else BLIND_SCALE
     sigma = 1.0 / g[2] if g[2] > 1.0 / BLIND_SCALE else BLIND_SCALE
     ties, length_pair = e["tie_band"].fixed == "", e["length_weight_pair"].fixed == ""
@@ -158,23 +179,16 @@ def profile_from_fit(fit: dict[str, Any], name: str, judge: str, command: str) -
         "text_error": 0.0,
         **fit["scale"],
     }
-    lists = fit.get("lists")
-    if lists:  # the frame apart from the item noise: only lists show it
-        params.update(list_parameters(lists, sigma))
-    params = {k: (round(float(x), 4) if k != "grade_levels" else int(x)) for k, x in params.items()}
+    if fit.get("lists"):  # the frame apart from the item noise: only lists show it
+        params.update(list_parameters(fit["lists"], sigma))
+    return {k: (round(float(x), 4) if k != "grade_levels" else int(x)) for k, x in params.items()}
 
-    sources = {
-        key: cite(e[key])
-        for key in (
-            "tau",
-            "position_bias",
-            "tie_band",
-            "length_weight_pair",
-            "score_centre",
-            "score_scale",
-            "length_weight_grade",
-        )
-    }
+
+def fit_sources(fit: dict[str, Any]) -> dict[str, str]:
+    """Where each parameter of fit_parameters comes from: its estimate and interval, or why it is 0 or fixed."""
+    e = fit["estimates"]
+    fitted = ("tau", "position_bias", "tie_band", "length_weight_pair", "score_centre", "score_scale")
+    sources = {key: cite(e[key]) for key in (*fitted, "length_weight_grade")}
     sources["rubric_noise"] = (
         f"{cite(e['grade_noise'])}; the whole grade noise σ_g (frame and item: one item per "
         "grade call does not separate them)"
@@ -191,34 +205,27 @@ def profile_from_fit(fit: dict[str, Any], name: str, judge: str, command: str) -
     )
     for key in ("grade_lo", "grade_hi", "grade_levels"):
         sources[key] = "the judge's grade scale (0–10 integers), not fitted"
-    if lists:
-        sources.update(list_sources(lists, e["grade_noise"]))
-    test = fit["signal_test"]
+    if fit.get("lists"):
+        sources.update(list_sources(fit["lists"], e["grade_noise"]))
+    return sources
+
+
+def fit_description(fit: dict[str, Any], judge: str, command: str) -> str:
+    """What the profile was fitted to (the `judge`, by `command`) and what the fit found."""
+    e, data, test, lists = fit["estimates"], fit["data"], fit["signal_test"], fit.get("lists")
     description = (
         f"{judge}, fitted by `{command}` to {data['verdicts']} verdicts and {data['grades']} grades "
         f"on a ranked ladder (latent: the task's {data['latent']}). Its verdicts follow the latent "
         f"quality with likelihood ratio {test['lr']:.1f} (p = {test['p_value']:.2g}) against a judge "
         f"blind to it; the first shown wins {100 * e['p_first_if_equal'].value:.0f} % of equal pairs."
     )
-    serial = {
-        "estimates": {k: x.row() for k, x in e.items()},
-        "signal_test": test,
-        "data": data,
-        "log_likelihood": fit["log_likelihood"],
-    }
-    if lists:
-        frame, noise = lists["estimates"]["frame_noise"], lists["estimates"]["list_noise"]
-        description += (
-            f" Its {lists['data']['lists']} lists ({lists['data']['orders']} orders of each prompt's anchors) put a "
-            f"call's frame at σ_η = {frame.value:.3g} and the item noise at σ_list = {noise.value:.3g}."
-        )
-        serial["lists"] = {
-            "estimates": {k: x.row() for k, x in lists["estimates"].items()},
-            "frame_test": lists["frame_test"],
-            "data": lists["data"],
-            "log_likelihood": -float(lists["nll"]),
-        }
-    return JudgeProfile(name=name, description=description, parameters=params, sources=sources, fit=serial)
+    if not lists:
+        return description
+    frame, noise = lists["estimates"]["frame_noise"], lists["estimates"]["list_noise"]
+    return description + (
+        f" Its {lists['data']['lists']} lists ({lists['data']['orders']} orders of each prompt's anchors) put a "
+        f"call's frame at σ_η = {frame.value:.3g} and the item noise at σ_list = {noise.value:.3g}."
+    )
 
 
 def cite(est: Any) -> str:

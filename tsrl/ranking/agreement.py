@@ -32,32 +32,21 @@ win-rates" (the text does not define them).
 Spearman's ρ between two orderings x, y of N items: the Pearson correlation of their average ranks; its two-sided
 p-value is scipy.stats.spearmanr's (Student's t with N − 2 degrees of freedom, approximate for small N).
 
-Bootstrap interval of a mean over units (percentile bootstrap): resample the P units (prompts) with
-replacement B times, take the mean each time, report the (1−level)/2 and (1+level)/2 quantiles. Resampling
-prompts keeps every rating of a prompt together (the annotators' ranks of one prompt are not independent).
+Bootstrap interval of a mean over units (scipy.stats.bootstrap's percentile method): resample the P units
+(prompts) with replacement B times, take the mean each time, report the (1−level)/2 and (1+level)/2 quantiles.
+Resampling prompts keeps every rating of a prompt together (the annotators' ranks of one prompt are not
+independent). A label absent from some prompts is resampled over the prompts that carry it.
 """
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
+from scipy import stats
 
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
     """Ranks 1..N of `values` [N] in ascending order; tied values share their average rank."""
-    values = np.asarray(values, dtype=float)  # [N]
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values))  # [N]
-    sorted_values = values[order]
-    start = 0
-    while start < len(values):
-        stop = start
-        while stop + 1 < len(values) and sorted_values[stop + 1] == sorted_values[start]:
-            stop += 1
-        ranks[order[start : stop + 1]] = (start + stop) / 2 + 1
-        start = stop + 1
-    return ranks
+    return stats.rankdata(np.asarray(values, dtype=float), method="average")  # [N]
 
 
 def tie_term(ranks: np.ndarray) -> float:
@@ -86,12 +75,9 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"kendall_tau_b needs two 1-D arrays of one length, got {x.shape} and {y.shape}.")
-    i, j = np.triu_indices(len(x), k=1)
-    dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])  # [N(N-1)/2]
-    concordant_minus_discordant = float(np.sum(dx * dy))
-    untied_x, untied_y = float(np.sum(dx != 0)), float(np.sum(dy != 0))
-    denominator = np.sqrt(untied_x * untied_y)
-    return concordant_minus_discordant / denominator if denominator > 0 else float("nan")
+    if len(x) < 2:  # scipy warns on fewer than two items; the answer is NaN either way
+        return float("nan")
+    return float(stats.kendalltau(x, y).statistic)
 
 
 def bootstrap_mean_ci(
@@ -104,13 +90,15 @@ def bootstrap_mean_ci(
         raise ValueError(f"bootstrap_mean_ci needs a [units, labels] array with a unit, got {per_unit.shape}.")
     if not 0 < level < 1 or samples < 1:
         raise ValueError(f"bootstrap_mean_ci needs 0 < level < 1 and samples >= 1, got {level}, {samples}.")
-    rng = np.random.default_rng(seed)
     mean = np.nanmean(per_unit, axis=0)  # [L]
-    picks = rng.integers(0, per_unit.shape[0], size=(samples, per_unit.shape[0]))  # [B, P]
-    with warnings.catch_warnings():  # a resample without the label: an all-NaN mean, NaN is the answer
-        warnings.simplefilter("ignore", RuntimeWarning)
-        means = np.nanmean(per_unit[picks], axis=1)  # [B, L]
-        low, high = np.nanquantile(means, [(1 - level) / 2, (1 + level) / 2], axis=0)  # [L] each
+    low, high = mean.copy(), mean.copy()  # [L] each: one unit (or none) gives the interval [mean, mean]
+    for label, column in enumerate(per_unit.T):
+        present = column[~np.isnan(column)]  # [P'] the units that carry the label
+        if len(present) > 1:
+            interval = stats.bootstrap(
+                (present,), np.mean, n_resamples=samples, confidence_level=level, method="percentile", rng=seed
+            ).confidence_interval
+            low[label], high[label] = interval.low, interval.high
     return mean, low, high
 
 
@@ -132,8 +120,6 @@ def pairwise_win_rate(rankings: np.ndarray) -> np.ndarray:
 def spearman_rho(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Spearman's ρ between x [N] and y [N] and its two-sided p-value (scipy.stats.spearmanr). NaNs when either is
     constant or N < 3."""
-    from scipy import stats
-
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"spearman_rho needs two 1-D arrays of one length, got {x.shape} and {y.shape}.")

@@ -88,6 +88,22 @@ def _batch_loss(
     return data.sum(axis=1) + 0.5 * l2 * np.einsum("gn,gn->g", beta, beta), d
 
 
+def _batch_matches(
+    n: int, matches: np.ndarray, weights: np.ndarray | None, mirror: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Players i, j, outcomes y and weights w [Gr, M] each of the padded `matches` [Gr, M, 3], checked."""
+    matches = np.asarray(matches, dtype=np.float64)  # [Gr, M, 3]
+    w = np.ones(matches.shape[:2]) if weights is None else np.asarray(weights, dtype=np.float64)  # [Gr, M]
+    y = matches[..., 2]  # [Gr, M]
+    if ((w > 0) & ((y < 0) | (y > 1))).any():
+        raise ValueError("Bradley-Terry outcomes y must lie in [0, 1].")
+    idx = matches[..., :2].astype(np.int64)  # [Gr, M, 2]
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ValueError(f"Bradley-Terry match indices must lie in [0, {n}).")
+    # The mirrored row (j, i, 1 − y) has exactly the loss of (i, j, y): mirroring doubles the data weight.
+    return idx[..., 0], idx[..., 1], y, w * (2.0 if mirror else 1.0)
+
+
 def fit_bradley_terry_batch(
     n: int,
     matches: np.ndarray,
@@ -109,18 +125,8 @@ def fit_bradley_terry_batch(
     """
     if l2 <= 0:
         raise ValueError(f"Bradley-Terry l2 must be > 0 to keep strengths finite, got {l2}.")
-    matches = np.asarray(matches, dtype=np.float64)  # [Gr, M, 3]
-    w = np.ones(matches.shape[:2]) if weights is None else np.asarray(weights, dtype=np.float64)  # [Gr, M]
-    y = matches[..., 2]  # [Gr, M]
-    if ((w > 0) & ((y < 0) | (y > 1))).any():
-        raise ValueError("Bradley-Terry outcomes y must lie in [0, 1].")
-    idx = matches[..., :2].astype(np.int64)  # [Gr, M, 2]
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        raise ValueError(f"Bradley-Terry match indices must lie in [0, {n}).")
-    # The mirrored row (j, i, 1 − y) has exactly the loss of (i, j, y): mirroring doubles the data weight.
-    w = w * (2.0 if mirror else 1.0)
-    groups = len(matches)
-    i, j = idx[..., 0], idx[..., 1]  # [Gr, M]
+    i, j, y, w = _batch_matches(n, matches, weights, mirror)  # [Gr, M] each
+    groups = len(i)
     base = np.arange(groups)[:, None]  # [Gr, 1]
     flat_i, flat_j = base * n + i, base * n + j  # [Gr, M] indices into [Gr·n]
     cells = [base * n * n + a * n + b for a, b in ((i, i), (j, j), (i, j), (j, i))]  # into [Gr·n·n]

@@ -43,6 +43,8 @@ from tsrl.training.precision import adamw
 from tsrl.training.weights_out import SYNC_BUCKET_ELEMENTS, bucketed, merged_units, sync_units, write_folder
 
 log = logging.getLogger("tsrl")
+Baselines = tuple[torch.Tensor | None, torch.Tensor | None]  # the loss's old and reference log-probs [N, T] each
+Stats = dict[str, list[float]]  # diagnostics per micro-batch or minibatch, averaged at the end of an update
 
 
 class Learner:
@@ -201,22 +203,16 @@ class Learner:
         Every process runs the same number of minibatches (torch.tensor_split), so collectives stay in step. A
         minibatch with no rows here — or a step whose groups were all dropped (`empty`) — is skipped alone, and
         under several processes runs one placeholder row with its loss scaled by 0 instead."""
-        algo, cfg = self.cfg.algo, self.cfg.trainer
-        temperature, t_max = self.cfg.generator.temperature, self.cfg.generator.max_new_tokens
-        on_policy = algo.epochs * algo.minibatches == 1
+        algo = self.cfg.algo
         shared, lr = self.acc.num_processes > 1, self.scheduler.get_last_lr()[0]
         if empty and not shared:
             with warnings.catch_warnings():  # no optimizer step this time, on purpose: the schedule still advances
                 warnings.simplefilter("ignore", UserWarning)
                 self.scheduler.step()
             return {"train/lr": lr}
-        on_policy = on_policy and not stale
-        old = batch.sampler_logprobs if stale else None if on_policy else self.logprobs(batch, temperature)
-        needs_reference = algo.kl_beta > 0 or algo.NEEDS_REFERENCE  # KL term, or DPO
-        ref = self.logprobs(batch, temperature, reference=True) if needs_reference else None
-        offline = algo.OFFLINE  # anchors, not samples: no sampler log-probs to compare with
+        baselines = self._baselines(batch, stale)
         shuffle = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + step)
-        stats: dict[str, list[float]] = defaultdict(list)
+        stats: Stats = defaultdict(list)
         for epoch in range(algo.epochs):
             order = torch.randperm(len(batch), generator=shuffle) if algo.minibatches > 1 else torch.arange(len(batch))
             for minibatch in torch.tensor_split(order, algo.minibatches):
@@ -225,48 +221,61 @@ class Learner:
                     continue
                 # sorted, a group's rows sit together in a micro-batch, so its prompt runs once (share_prompt)
                 minibatch = order[:1] if len(minibatch) == 0 else minibatch.sort().values
-                normalizer = self._normalizer(batch.completion_mask[minibatch], t_max, placeholder)  # float or [n]
-                micros = minibatch.split(cfg.micro_batch_size)
-                total = 0.0
-                for i, index in enumerate(micros):
-                    micro, last = batch.select(index), i == len(micros) - 1
-                    part = (
-                        normalizer[i * cfg.micro_batch_size : (i + 1) * cfg.micro_batch_size]
-                        if isinstance(normalizer, torch.Tensor)
-                        else normalizer
-                    )
-                    with self._accumulating(last):
-                        logp, entropy = completion_logprobs(
-                            self.model, micro, temperature, with_entropy=epoch == 0, share_prompt=cfg.share_prompt
-                        )
-                        inputs = LossInputs(
-                            logp,
-                            logp.detach() if on_policy else old[index],
-                            micro.advantages,
-                            micro.completion_mask,
-                            part,
-                            None if ref is None else ref[index],
-                            sampler_logprobs=None if offline else micro.sampler_logprobs,
-                        )
-                        out = policy_loss(inputs, algo)
-                        self._backward(out.loss * (0.0 if placeholder else 1.0), last)
-                    if placeholder:
-                        continue
-                    total += float(out.loss.detach())
-                    record_micro(stats, out.metrics, micro, logp, entropy, sampled=not offline)
+                total = self._accumulate(batch, minibatch, baselines, epoch == 0, None if placeholder else stats)
                 norm = self._optimizer_step()
                 if not placeholder:
                     stats["train/loss"].append(total)
                     stats["train/grad_norm"].append(norm)
         self.scheduler.step()
-        return {
-            **{
-                key: float(np.average(values, weights=stats.get(f"weight/{key}")))
-                for key, values in stats.items()
-                if not key.startswith("weight/")
-            },
-            "train/lr": lr,
-        }
+        names = [key for key in stats if not key.startswith("weight/")]  # weight/…: rows per micro-batch, if recorded
+        means = {key: float(np.average(stats[key], weights=stats.get(f"weight/{key}"))) for key in names}
+        return {**means, "train/lr": lr}
+
+    def _baselines(self, batch: RolloutBatch, stale: bool) -> Baselines:
+        """The log-probs [N, T] the loss compares with: the ratio's old policy (None on-policy, where it is the
+        current log-probs detached) and the reference (None without a KL term or DPO)."""
+        algo, temperature = self.cfg.algo, self.cfg.generator.temperature
+        on_policy = algo.epochs * algo.minibatches == 1 and not stale
+        old = batch.sampler_logprobs if stale else None if on_policy else self.logprobs(batch, temperature)
+        needs_reference = algo.kl_beta > 0 or algo.NEEDS_REFERENCE  # KL term, or DPO
+        return old, self.logprobs(batch, temperature, reference=True) if needs_reference else None
+
+    def _accumulate(
+        self, batch: RolloutBatch, rows: torch.Tensor, baselines: Baselines, with_entropy: bool, stats: Stats | None
+    ) -> float:
+        """Forward and backward of a minibatch's `rows` [n] in micro-batches whose losses add up to the minibatch's
+        (one normaliser for all of them); returns their summed loss. `stats` None: a placeholder minibatch, run so
+        that the collectives stay in step, its loss scaled by 0 and nothing recorded."""
+        algo, cfg, (old, ref) = self.cfg.algo, self.cfg.trainer, baselines
+        temperature, t_max = self.cfg.generator.temperature, self.cfg.generator.max_new_tokens
+        offline = algo.OFFLINE  # anchors, not samples: no sampler log-probs to compare with
+        normalizer = self._normalizer(batch.completion_mask[rows], t_max, stats is None)  # float or [n]
+        size = cfg.micro_batch_size
+        micros = rows.split(size)
+        parts = normalizer.split(size) if isinstance(normalizer, torch.Tensor) else [normalizer] * len(micros)  # views
+        total = 0.0
+        for i, (index, part) in enumerate(zip(micros, parts)):
+            micro, last = batch.select(index), i == len(micros) - 1
+            with self._accumulating(last):
+                logp, entropy = completion_logprobs(
+                    self.model, micro, temperature, with_entropy=with_entropy, share_prompt=cfg.share_prompt
+                )
+                inputs = LossInputs(
+                    logp,
+                    logp.detach() if old is None else old[index],
+                    micro.advantages,
+                    micro.completion_mask,
+                    part,
+                    None if ref is None else ref[index],
+                    sampler_logprobs=None if offline else micro.sampler_logprobs,
+                )
+                out = policy_loss(inputs, algo)
+                self._backward(out.loss * (0.0 if stats is None else 1.0), last)
+            if stats is None:
+                continue
+            total += float(out.loss.detach())
+            record_micro(stats, out.metrics, micro, logp, entropy, sampled=not offline)
+        return total
 
     def _normalizer(self, mask: torch.Tensor, t_max: int, placeholder: bool) -> float | torch.Tensor:
         """The aggregate's normaliser of the minibatch over every process, divided by the number of processes

@@ -34,7 +34,7 @@ from tsrl.config import RunConfig
 from tsrl.errors import UserError
 from tsrl.evaluation import headline
 from tsrl.judging import close_judge, set_noise_stream, step_stream
-from tsrl.models.forward import collate
+from tsrl.models.forward import RolloutBatch, collate
 from tsrl.progress import bar_fields
 from tsrl.rewards import SamplingRegime
 from tsrl.tasks import build_task
@@ -143,26 +143,15 @@ def learn(
 ) -> tuple[dict[str, float], list[Group], np.ndarray]:
     """Advantages, update and weight sync for scored groups, and the step's metrics. `judge_metrics`: the judge's
     drained metrics when scoring ran elsewhere (the overlap worker); `staleness`: policy versions since sampling."""
-    algo = run.cfg.algo
     t2 = time.perf_counter()
     rewards = torch.tensor(scored.rewards, dtype=torch.float32)  # [B, G], NaN rows = dropped groups
     kept = ~torch.isnan(rewards).any(dim=1)  # [B]
-    # A dropped group takes no part in the update: not in the forward/backward, the loss normaliser, the KL
-    # term or the batch std of the advantages.
-    advantages = group_advantages(rewards[kept], algo.adv_scale, algo.std_floor)  # [B', G]
-    kept_groups = [g for g, k in zip(groups, kept.tolist()) if k]
-    if kept_groups:
-        batch = collate(kept_groups, advantages, run.learner.tokenizer.pad_token_id, algo.mask_truncated)
-    else:  # a placeholder the update only runs to keep processes in step (scaled by 0), or skips
-        batch = collate(
-            groups[:1], torch.zeros(1, groups[0].size), run.learner.tokenizer.pad_token_id, algo.mask_truncated
-        )
+    batch, empty = update_batch(run, groups, rewards, kept), not bool(kept.any())
     run.generator.sleep()  # a colocated engine frees its memory for the update
-    update = run.learner.update(batch, step, empty=not kept_groups, stale=staleness > 0)
+    update = run.learner.update(batch, step, empty=empty, stale=staleness > 0)
     t3 = time.perf_counter()
     sync_weights(run)
     t4 = time.perf_counter()
-    kept_rewards = rewards[kept]  # [B', G]
     lengths = torch.tensor([float(len(r.token_ids)) for g in groups for r in g.rollouts])  # [N]
     judge_metrics = {
         f"judge/{k}": v for k, v in (run.judge.drain_metrics() if judge_metrics is None else judge_metrics).items()
@@ -171,11 +160,7 @@ def learn(
     comparisons = scored.metrics.get("reward/comparisons_per_sample", 0.0) * samples
     calls = judge_metrics.get("judge/calls", 0.0)
     metrics = {
-        "reward/mean": float(kept_rewards.mean()) if kept_rewards.numel() else float("nan"),
-        "reward/std": float(kept_rewards.std(correction=0)) if kept_rewards.numel() else float("nan"),
-        "reward/zero_var_frac": (
-            float((kept_rewards.std(dim=1, correction=0) == 0).float().mean()) if kept_rewards.numel() else 1.0
-        ),
+        **reward_metrics(rewards[kept]),
         "completion/length_mean": float(lengths.mean()),
         "completion/truncated_frac": float(np.mean([r.truncated for g in groups for r in g.rollouts])),
         **scored.metrics,
@@ -191,12 +176,37 @@ def learn(
         "time/step_s": t4 - t0,
         "throughput/tokens_per_s": float(lengths.sum()) / (t4 - t0),
         # the tokens (prompt and completion, padding left out) of the rows the update ran on: its FLOPs ≈ 6·params·this
-        "throughput/update_tokens": Count(float(batch.attention_mask.sum()) if kept_groups else 0.0),
+        "throughput/update_tokens": Count(0.0 if empty else float(batch.attention_mask.sum())),
         "memory/peak_gib": peak_memory_gib(),
     }
     if run.pipeline is not None:
         metrics["pipeline/staleness"] = float(staleness)
     return metrics, groups, scored.rewards
+
+
+def update_batch(run: Run, groups: list[Group], rewards: torch.Tensor, kept: torch.Tensor) -> RolloutBatch:
+    """The rollouts the update runs on, with their advantages, from the groups kept [B] of `rewards` [B, G]. A
+    dropped group takes no part in the update: not in the forward/backward, the loss normaliser, the KL term or
+    the batch std of the advantages. No group kept: the first as a placeholder the update only runs to keep
+    processes in step (scaled by 0), or skips."""
+    algo, pad = run.cfg.algo, run.learner.tokenizer.pad_token_id
+    kept_groups = [g for g, k in zip(groups, kept.tolist()) if k]
+    if not kept_groups:
+        return collate(groups[:1], torch.zeros(1, groups[0].size), pad, algo.mask_truncated)
+    advantages = group_advantages(rewards[kept], algo.adv_scale, algo.std_floor)  # [B', G]
+    return collate(kept_groups, advantages, pad, algo.mask_truncated)
+
+
+def reward_metrics(rewards: torch.Tensor) -> dict[str, float]:
+    """The kept groups' rewards [B', G]: mean, spread, and the share of groups without spread (no signal); NaN,
+    NaN and 1 when no group was kept."""
+    if not rewards.numel():
+        return {"reward/mean": float("nan"), "reward/std": float("nan"), "reward/zero_var_frac": 1.0}
+    return {
+        "reward/mean": float(rewards.mean()),
+        "reward/std": float(rewards.std(correction=0)),
+        "reward/zero_var_frac": float((rewards.std(dim=1, correction=0) == 0).float().mean()),
+    }
 
 
 def overlap_step(run: Run, step: int) -> tuple[dict[str, float], list[Group], np.ndarray]:
