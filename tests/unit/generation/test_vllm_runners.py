@@ -92,7 +92,8 @@ def recipe_config(recipe: str):
 
     register_configs()
     with initialize_config_module("tsrl.configs", version_base="1.3"):
-        return OmegaConf.to_object(compose("config", overrides=[f"recipes=paper/{recipe}"]))
+        judges = ["judge.model=weak", "eval_judge.model=strong"] * (recipe == "tsrl_table2_weak_judge")  # two judges
+        return OmegaConf.to_object(compose("config", overrides=[f"recipes=paper/{recipe}", *judges]))
 
 
 @pytest.fixture(scope="module")

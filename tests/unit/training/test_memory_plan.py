@@ -189,7 +189,8 @@ def recipe_configs(recipe: str):
         for method in axes.get("method", [None]):
             for model in axes.get("model", [None]):
                 extra = [f"method={method}"] * bool(method) + [f"model={model}"] * bool(model)
-                weak = ["judge.model=weak", "eval_judge.model=strong"] * (method == "tsrl_bad_judge")  # two judges
+                two_judges = method == "tsrl_bad_judge" or recipe == "tsrl_table2_weak_judge"  # distinct_judges
+                weak = ["judge.model=weak", "eval_judge.model=strong"] * two_judges
                 cfg = to_run_config(compose("config", overrides=[f"recipes=paper/{recipe}", *extra, *weak]))
                 yield f"{recipe} {' '.join(extra)}", cfg
 
