@@ -14,7 +14,7 @@ __all__ = ["score_groups", "build_scorer"]
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from tsrl.integrations import scoring
+        from tsrl.integrations import scoring  # lazy: `import tsrl` stays light (no torch, hydra, numpy)
 
         return getattr(scoring, name)
     raise AttributeError(f"module 'tsrl' has no attribute {name!r}")

@@ -291,12 +291,11 @@ class RunConfig(CommandConfig):
     def __post_init__(self) -> None:
         if self.distinct_judges:
             check_distinct_judges(self.judge, self.eval_judge)
-        if isinstance(getattr(self.algo, "is_correction", None), str):  # a loss's config (None in some tests)
-            from tsrl.algo.losses import resolve_is_correction
-
+        resolve = getattr(self.algo, "resolve_is_correction", None)  # a loss's config (None in some tests)
+        if resolve is not None:
             # the generator decides: one that samples with the learner's own module has no mismatch to correct
             shares = getattr(type(self.generator), "SHARES_POLICY_MODULE", False)
-            resolve_is_correction(self.algo, separate_sampler=self.generator is not None and not shares)
+            resolve(separate_sampler=self.generator is not None and not shares)
 
 
 def override_error(err: Exception) -> str:

@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from tsrl.config import CONFIG_PACKAGE
+from tsrl.evaluation import HEADLINE
 from tsrl.reproduce_ablations import compute_table, gap_table, pool_table, row_label
 from tsrl.reproduce_tables import (
     NOISE_AXIS,
@@ -104,8 +106,6 @@ def grid_of(recipe: str, overrides: list[str]) -> dict[str, list[str]]:
     """The recipe's sweep: axis → values, as the composed config's hydra.sweeper.params state them."""
     from hydra import compose, initialize_config_module
 
-    from tsrl.config import CONFIG_PACKAGE
-
     with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
         cfg = compose("config", overrides=[f"recipes={recipe}", *overrides], return_hydra_config=True)
     params = cfg.hydra.sweeper.params or {}
@@ -152,8 +152,6 @@ def method_grids(recipe: str, grid: dict[str, list[str]], overrides: list[str]) 
     its runs have no k): one grid per distinct set of axes, methods in the recipe's order."""
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
-
-    from tsrl.config import CONFIG_PACKAGE
 
     if METHOD not in grid:
         return [grid]
@@ -295,8 +293,6 @@ def table1_cells(run: dict) -> dict[str, float]:
 
 def headline_key(evals: dict) -> str:
     """The task's headline number in an eval.json (tsrl.evaluation.HEADLINE: win-rate or pass ratio)."""
-    from tsrl.evaluation import HEADLINE
-
     return next(key for key, _ in HEADLINE.values() if key in evals["latest"])
 
 

@@ -18,9 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tsrl.config import CONFIG_PACKAGE
 from tsrl.errors import UserError
+from tsrl.judging.simulated import RubricSimConfig
 from tsrl.reproduce_tables import SEED
+from tsrl.rewards.ladder_step import estimate_run
 from tsrl.rewards.spend import NONE, Calls, Spend
+from tsrl.tasks import build_task
 
 CONFIRM_ABOVE = 10_000
 """Judge calls of a grid with a judge that is not simulated above which tsrl-reproduce asks for --yes."""
@@ -92,8 +96,6 @@ def world_of(accelerate: str | None) -> int:
 def is_group(axis: str) -> bool:
     """Whether a grid axis picks a config group (method=, task=, judge@eval_judge=: the defaults change, so the
     config is composed again) rather than setting a value (reward.k=, seed=: set on a composed config)."""
-    from tsrl.config import CONFIG_PACKAGE
-
     root = Path(importlib.import_module(CONFIG_PACKAGE).__file__).parent
     return axis[:1] in "+~" or (root / axis.split("@")[0]).is_dir()
 
@@ -104,10 +106,6 @@ def grid_spend(recipe: str, grids: Sequence[dict[str, list[str]]], fixed: list[s
     import yaml
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
-
-    from tsrl.config import CONFIG_PACKAGE
-    from tsrl.rewards.spend import estimate_run
-    from tsrl.tasks import build_task
 
     total, ladders, tasks, composed, seen = GridSpend(), set(), {}, {}, {}
     with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
@@ -144,8 +142,6 @@ def grid_spend(recipe: str, grids: Sequence[dict[str, list[str]]], fixed: list[s
 
 def simulated(cfg: Any) -> bool:
     """Whether a run's judges (training and evaluation) are both the simulator: nothing to pay."""
-    from tsrl.judging.simulated import RubricSimConfig
-
     return all(judge is None or isinstance(judge, RubricSimConfig) for judge in (cfg.judge, cfg.eval_judge))
 
 

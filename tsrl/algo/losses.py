@@ -47,6 +47,7 @@ from typing import ClassVar
 
 import torch
 
+from tsrl.algo.advantages import ADV_SCALES
 from tsrl.errors import ConfigError
 from tsrl.registry import ALGOS
 
@@ -99,8 +100,6 @@ class AlgoConfig:
     NEEDS_REFERENCE: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        from tsrl.algo.advantages import ADV_SCALES
-
         if self.adv_scale not in ADV_SCALES:
             raise ConfigError(f"algo.adv_scale={self.adv_scale!r} is unknown; choose one of {list(ADV_SCALES)}.")
         if self.aggregate not in AGGREGATES:
@@ -117,6 +116,13 @@ class AlgoConfig:
             raise ConfigError(
                 f"algo.kl_beta must be >= 0 and algo.std_floor > 0, got {self.kl_beta} and {self.std_floor}."
             )
+
+    def resolve_is_correction(self, separate_sampler: bool) -> None:
+        """Set algo.is_correction=auto to what it means for this run: tis when the samples come from a separate
+        engine (whose log-probs differ from the learner's even at equal weights) and the loss reads sampler
+        log-probs, none otherwise. An explicit value is kept. A method, so that tsrl.config imports no loss."""
+        if self.is_correction == "auto":
+            self.is_correction = "tis" if separate_sampler and not self.OFFLINE else "none"
 
 
 @dataclass
@@ -228,14 +234,6 @@ IS_CORRECTIONS: dict[str, Callable[[torch.Tensor, float], tuple[torch.Tensor, to
     "tis": truncated_is_weight,
     "mask": masked_is_weight,
 }
-
-
-def resolve_is_correction(cfg: AlgoConfig, separate_sampler: bool) -> None:
-    """Set algo.is_correction=auto to what it means for this run: tis when the samples come from a separate engine
-    (whose log-probs differ from the learner's even at equal weights) and the loss reads sampler log-probs, none
-    otherwise. An explicit value is kept."""
-    if cfg.is_correction == "auto":
-        cfg.is_correction = "tis" if separate_sampler and not cfg.OFFLINE else "none"
 
 
 def resolved_correction(cfg: AlgoConfig) -> str:

@@ -9,20 +9,17 @@ import hydra
 from omegaconf import DictConfig
 
 from tsrl.commands.base import CONFIG_PATH, run_or_exit, start
+from tsrl.evaluation.report import EvalRunConfig, evaluate_policies, markdown
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="eval")
 def app(cfg: DictConfig) -> None:
-    from tsrl.evaluation.report import evaluate_policies, markdown
-
     report = run_or_exit(evaluate_policies, cfg)
     print(markdown(report), end="")
     print(f"report: {Path(cfg.run_dir) / 'eval_report.json'} (and eval_report.md)")
 
 
 def main() -> None:
-    from tsrl.evaluation.report import EvalRunConfig
-
     start(app, "eval_run_schema", EvalRunConfig)  # configs/eval.yaml
 
 

@@ -10,12 +10,11 @@ import hydra
 from omegaconf import DictConfig
 
 from tsrl.commands.base import CONFIG_PATH, run_or_exit, start
+from tsrl.judging.check import JudgeCheckRunConfig, format_report, run_check
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="judge_check")
 def app(cfg: DictConfig) -> None:
-    from tsrl.judging.check import format_report, run_check
-
     report = run_or_exit(run_check, cfg)
     print(format_report(report))
     print(f"report: {Path(cfg.run_dir) / 'judge_check.json'}")
@@ -35,8 +34,6 @@ def app(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    from tsrl.judging.check import JudgeCheckRunConfig
-
     start(app, "check_schema", JudgeCheckRunConfig)  # configs/judge_check.yaml
 
 

@@ -9,20 +9,17 @@ import hydra
 from omegaconf import DictConfig
 
 from tsrl.commands.base import CONFIG_PATH, run_or_exit, start
+from tsrl.rewards.ladder_tool import LadderRunConfig, build_ladders, format_report
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="ladder")
 def app(cfg: DictConfig) -> None:
-    from tsrl.rewards.ladder_tool import build_ladders, format_report
-
     report = run_or_exit(build_ladders, cfg)
     print(format_report(report))
     print(f"ladders: {report['ladder_file']}; report: {Path(cfg.run_dir) / 'ladder_report.json'}")
 
 
 def main() -> None:
-    from tsrl.rewards.ladder_tool import LadderRunConfig
-
     start(app, "ladder_run_schema", LadderRunConfig)  # configs/ladder.yaml
 
 

@@ -10,14 +10,13 @@ import hydra
 from omegaconf import DictConfig
 
 from tsrl.commands.base import CONFIG_PATH, check_recipes, run_or_exit, setup_or_exit
+from tsrl.training.loop import train
 
 LOOPING = 10.0  # repeated word bigrams (%) past which the end line flags a policy stuck in loops
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")
 def app(cfg: DictConfig) -> None:
-    from tsrl.training.loop import train
-
     summary = run_or_exit(train, cfg)
     if not summary["main_process"]:
         return

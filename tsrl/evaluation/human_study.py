@@ -36,9 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from tsrl.evaluation import HELDOUT_FILE
+from tsrl.config import CONFIG_PACKAGE, register_configs
+from tsrl.evaluation import HEADLINE, HELDOUT_FILE
 from tsrl.evaluation.study_report import ANCHOR, markdown, summarise
 from tsrl.evaluation.study_sheets import StudyError, read_sheet, write_sheets
+from tsrl.evaluation.winrate import reference_set
+from tsrl.judging import build_judge, clean_judge_config, close_judge, judge_identity
+from tsrl.tasks import build_task
+from tsrl.types import PairRequest
 
 STUDY_FILE, JUDGE_FILE, KEY_FILE = "study.json", "judge.json", "key/KEY-item-to-method-DO-NOT-SHARE.json"
 
@@ -116,8 +121,6 @@ def compose_config(overrides: Sequence[str]) -> Any:
     """tsrl-train's composed config (configs/config.yaml) with these overrides."""
     from hydra import compose, initialize_config_module
 
-    from tsrl.config import CONFIG_PACKAGE, register_configs
-
     register_configs()
     with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
         return compose("config", overrides=list(overrides))
@@ -125,8 +128,6 @@ def compose_config(overrides: Sequence[str]) -> Any:
 
 def load_task(overrides: Sequence[str]) -> Any:
     from omegaconf import OmegaConf
-
-    from tsrl.tasks import build_task
 
     return build_task(OmegaConf.to_object(compose_config(overrides).task))
 
@@ -143,8 +144,6 @@ def study_anchors(task_name: str, prompt: Any, which: str) -> list[Any]:
     the headline win-rate is measured against, tsrl.evaluation.winrate.REFERENCE_SETS)."""
     if which == "all":
         return list(prompt.anchors)
-    from tsrl.evaluation.winrate import reference_set
-
     return [a for a in prompt.anchors if reference_set(task_name).holds(a)]
 
 
@@ -214,8 +213,6 @@ def heldout_metric(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "eval.json"
     if not path.is_file():
         return {}
-    from tsrl.evaluation import HEADLINE
-
     evals = json.loads(path.read_text())
     metric = next((k for k, _ in HEADLINE.values() if k in evals["latest"]), None)
     return {} if metric is None else {"metric": metric, "value": evals["latest"][metric], "judge": evals.get("judge")}
@@ -264,10 +261,6 @@ def judge_study(folder: Path, overrides: Sequence[str]) -> dict:
     """judge.json: each item's mean P(win) in a round-robin of its prompt's items (both orders), with the clean
     judge that `overrides` compose; returns what it wrote."""
     from omegaconf import OmegaConf
-
-    from tsrl.judging import build_judge, clean_judge_config, close_judge, judge_identity
-    from tsrl.tasks import build_task
-    from tsrl.types import PairRequest
 
     study = load_study(folder)
     cfg = compose_config([*study["task_overrides"], *overrides])

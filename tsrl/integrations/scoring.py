@@ -23,8 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tsrl.config import override_error, register_configs
 from tsrl.errors import UserError
-from tsrl.types import Prompt, RewardBatch
+from tsrl.generation import build_generator
+from tsrl.judging import build_judge, close_judge, judge_fingerprint
+from tsrl.rewards import RegimeContext, build_regime
+from tsrl.rewards.policy_features import text_groups
+from tsrl.tasks import TaskView, build_task
+from tsrl.types import Group, Prompt, RewardBatch, Rollout
 
 
 def hydra_value(value: Any) -> str:
@@ -53,8 +59,6 @@ def compose_run_config(
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from tsrl.config import register_configs
-
     register_configs()
     options = [f"reward.{key}={hydra_value(value)}" for key, value in (reward_options or {}).items()]
     from hydra.errors import HydraException
@@ -73,8 +77,6 @@ def compose_run_config(
                 ],
             )
         except HydraException as err:  # unknown group, option or value: say which, without Hydra's traceback
-            from tsrl.config import override_error
-
             raise UserError(
                 f"Cannot configure reward={regime} judge={judge} task={task}: {override_error(err)}"
             ) from None
@@ -137,9 +139,6 @@ class Scorer:
 
     def score(self, prompts: Sequence[str | Prompt], completions: Sequence[Sequence[str]]) -> RewardBatch:
         """Rewards [B, G] for completions[b] (G texts each) of prompts[b]; whole groups only."""
-        from tsrl.rewards.policy_features import text_groups
-        from tsrl.types import Group, Rollout
-
         check_prompts(prompts)
         check_completions(prompts, completions)
         resolved = [resolve_prompt(self.known, p) for p in prompts]
@@ -169,11 +168,6 @@ def build_scorer(
     policy=(model, tokenizer) gives regimes that read the policy its logits and a sampler; run_dir
     (default: a fresh temporary directory) receives what the regime writes (ladder.jsonl, ...).
     """
-    from tsrl.generation import build_generator
-    from tsrl.judging import build_judge, close_judge, judge_fingerprint
-    from tsrl.rewards import RegimeContext, build_regime
-    from tsrl.tasks import TaskView, build_task
-
     if prompts is not None:
         check_prompts(prompts)
     check_options(policy, overrides)

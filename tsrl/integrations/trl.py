@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tsrl.errors import UserError
+from tsrl.integrations.scoring import build_scorer
 
 
 class GroupSplitError(UserError):
@@ -80,8 +81,6 @@ class TournamentReward:
         task: str = "humor",
         **scorer_options: Any,
     ) -> None:
-        from tsrl.integrations.scoring import build_scorer
-
         if num_generations < 2:
             raise UserError(f"num_generations={num_generations}: tournaments need at least 2 completions per prompt.")
         self.num_generations = num_generations

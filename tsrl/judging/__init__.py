@@ -22,6 +22,8 @@ from tsrl.judging.hf_local import HFLocalJudgeConfig
 from tsrl.judging.noise import Noise, set_noise_stream, skip_noise, step_stream
 from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
 from tsrl.judging.rate import RateConfig
+from tsrl.judging.rendering import PageRenderer
+from tsrl.judging.rendering_judge import RenderingJudge
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
 from tsrl.judging.wrappers import (
     BothOrders,
@@ -35,6 +37,7 @@ from tsrl.judging.wrappers import (
     Ranked,
 )
 from tsrl.registry import JUDGES
+from tsrl.tasks.base import Rendered
 
 
 def wrap(judge: Judge, cfg: JudgePolicyConfig, run_seed: int = 0) -> Judge:
@@ -82,13 +85,8 @@ def build_judge(cfg: Any, task: Any, run_seed: int = 0) -> Judge:
     """The judge `cfg` names, wrapped as its JudgePolicyConfig fields say (its injected noise drawn under the run's
     seed, `run_seed`, unless judge.noise_seed pins it); for a Rendered task (web pages) the model judge sees
     screenshots (judge.render, innermost: a page that fails to render loses without a call)."""
-    from tsrl.tasks.base import Rendered
-
     judge = JUDGES.build(cfg, task)
     if isinstance(task, Rendered) and cfg.render.enabled:
-        from tsrl.judging.rendering import PageRenderer
-        from tsrl.judging.rendering_judge import RenderingJudge
-
         judge = RenderingJudge(judge, task.page, PageRenderer(cfg.render))
     return wrap(judge, cfg, run_seed)
 

@@ -36,7 +36,13 @@ import numpy as np
 
 from tsrl.config import CommandConfig
 from tsrl.errors import ConfigError
+from tsrl.judging import build_judge
 from tsrl.judging.base import Judge, close_judge
+from tsrl.judging.fit import Answers, collect_answers, fit_answers
+from tsrl.judging.fit_lists import ListAnswers, collect_lists, fit_lists, list_lines
+from tsrl.judging.profile import profile_from_fit, write_profile
+from tsrl.registry import JUDGES
+from tsrl.tasks import SimulatedQuality, build_task
 from tsrl.types import PairRequest, Prompt, Verdict
 
 CALIBRATION_BINS = 10
@@ -178,8 +184,6 @@ def summarise(verdicts: Sequence[Verdict], meta: Sequence[tuple[int, bool]], jud
 
 def judge_label(cfg: Any) -> str:
     """'openai (model judge)' / 'hf_local (model …)' / 'rubric_sim': the config group name plus the model."""
-    from tsrl.registry import JUDGES
-
     name = JUDGES.of(cfg).name
     model = getattr(cfg, "model", None) or getattr(cfg, "model_path", None)
     return f"{name} (model {model})" if model else name
@@ -204,9 +208,6 @@ def fit_judge(
     out: Path,
 ) -> dict:
     """Grade the anchors, fit the perception model to grades and verdicts, write out/judge_profile.yaml."""
-    from tsrl.judging.fit import collect_answers
-    from tsrl.tasks import SimulatedQuality
-
     if isinstance(task, SimulatedQuality):
         latent, kind = (lambda p, rank, text: task.quality(p, text)), "quality"
     else:
@@ -215,8 +216,6 @@ def fit_judge(
     answers.latent = kind
     lists = {}
     if cfg.lists:
-        from tsrl.judging.fit_lists import collect_lists
-
         asked = collect_lists(judge, prompts, latent, cfg.lists)
         asked.latent = kind
         lists = {"lists": asked.to_json()}
@@ -236,10 +235,6 @@ def fit_judge(
 def fit_saved(saved: dict, name: str, out: Path) -> dict:
     """Fit saved answers (judge_answers.json's content; its lists too where it has them) and write
     out/judge_profile.yaml."""
-    from tsrl.judging.fit import Answers, fit_answers
-    from tsrl.judging.fit_lists import ListAnswers, fit_lists
-    from tsrl.judging.profile import profile_from_fit, write_profile
-
     fit = fit_answers(Answers.from_json(saved), *saved["scale"])
     if "lists" in saved:
         fit["lists"] = fit_lists(ListAnswers.from_json(saved["lists"]), *saved["scale"])
@@ -251,8 +246,6 @@ def fit_saved(saved: dict, name: str, out: Path) -> dict:
 
 def refit(cfg: JudgeCheckRunConfig) -> dict:
     """check.refit: the earlier check's report with a new fit of its saved answers; no judge is asked."""
-    from tsrl.judging.fit import Answers
-
     source = Path(cfg.check.refit)
     files = source / "judge_check.json", source / "judge_answers.json"
     missing = [str(f) for f in files if not f.is_file()]
@@ -295,9 +288,6 @@ def check_calls(check: CheckConfig, prompts: Sequence[Prompt]) -> tuple[int, str
 
 def run_check(cfg: JudgeCheckRunConfig) -> dict:
     """Build the task and the judge (raw positions), check it, write run_dir/judge_check.json."""
-    from tsrl.judging import build_judge
-    from tsrl.tasks import build_task
-
     if cfg.check.refit:
         return refit(cfg)
     task = build_task(cfg.task)
@@ -356,8 +346,6 @@ def fit_lines(report: dict) -> list[str]:
     """The fitted perception model: each parameter with its 95 % interval, the signal test, the profile."""
     if "fit" not in report:
         return []
-    from tsrl.judging.fit_lists import list_lines
-
     fit = report["fit"]
     rows = []
     for name, e in fit["estimates"].items():

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tsrl.errors import ConfigError
+from tsrl.judging.base import JudgeUnreadable
 from tsrl.judging.list_answers import list_max_tokens, list_regex, list_schema, parse_list
 from tsrl.judging.prompting import JudgeTemplate, ParseError, parse_score, parse_verdict, verdict_value
 
@@ -351,8 +352,6 @@ class FormatWatch:
     after one round of answers instead of minutes of re-asks. first = 0 turns the watch off."""
 
     def __init__(self, first: int) -> None:
-        from tsrl.judging.base import JudgeUnreadable
-
         self.first, self.out, self.readable = first, 0, 0
         self.unreadable: Counter[str] = Counter()
         self.cut = 0  # unreadable answers that stopped at max_tokens

@@ -81,6 +81,7 @@ from tsrl.judging.prompting import (
 from tsrl.judging.rate import PacedTransport, Pacer, limiter_for
 from tsrl.judging.transport import AttemptError, Completion, Endpoints, backoff_s, build_transport, read_completion
 from tsrl.registry import JUDGES
+from tsrl.tasks.base import Rendered
 from tsrl.types import Count, ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
 
 log = logging.getLogger("tsrl")
@@ -436,8 +437,6 @@ class OpenAIJudge:
 def pages_rendered(cfg: Any, task: Any) -> bool:
     """Whether the judge is shown rendered pages (task=web, a Rendered task, with judge.render.enabled): where
     judge.vision is null, a vision judge then sees them, as TSRL's web judge sees rendered pages (§3)."""
-    from tsrl.tasks.base import Rendered
-
     return isinstance(task, Rendered) and cfg.render.enabled
 
 

@@ -52,6 +52,7 @@ from typing import Any, ClassVar
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, stable_uniform
+from tsrl.judging.profile import load_profile
 from tsrl.judging.wrappers import JudgePolicyConfig
 from tsrl.registry import JUDGES
 from tsrl.tasks import SimulatedQuality
@@ -289,8 +290,6 @@ def perception_extras(cfg: RubricSimConfig) -> str:
 
 def apply_profile(cfg: RubricSimConfig) -> None:
     """Set the fields of `cfg` still at their defaults to its profile's values (see RubricSimConfig.profile)."""
-    from tsrl.judging.profile import load_profile
-
     profile, defaults = load_profile(cfg.profile), RubricSimConfig()
     for name, value in profile.parameters.items():
         if getattr(cfg, name) == getattr(defaults, name):

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from tsrl.models.forward import completion_logprobs, policy_forward
+
 
 def element_count(param: torch.Tensor) -> int:
     """A parameter's true size: under ZeRO-3 `numel()` is 0 outside a gather; DeepSpeed keeps the count."""
@@ -86,16 +88,12 @@ class PolicyView:
     @torch.no_grad()
     def forward(self, batch, hidden: bool = False) -> Any:
         """The model's output over a RolloutBatch (tsrl.models.forward), in eval mode, without gradient."""
-        from tsrl.models.forward import policy_forward
-
         with self._running():
             return policy_forward(self._module, batch, hidden)
 
     @torch.no_grad()
     def logprobs(self, batch, temperature: float, micro: int) -> torch.Tensor:
         """log π(token) [N, T] of the batch's completions (tsrl.models.forward), in micro-batches of `micro` rows."""
-        from tsrl.models.forward import completion_logprobs
-
         with self._running():
             return torch.cat(
                 [

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from tsrl.errors import ConfigError
 from tsrl.judging import Judge
+from tsrl.models.view import as_view
 from tsrl.tasks import Task
 from tsrl.types import Group, RewardBatch
 
@@ -93,8 +95,6 @@ class RegimeContext:
     rank_fingerprint: str = ""  # its fingerprint, which keys stored ladders ("": judge_fingerprint)
 
     def __post_init__(self) -> None:
-        from tsrl.models.view import as_view
-
         self.model = as_view(self.model)
         if self.rank_judge is None:
             self.rank_judge, self.rank_fingerprint = self.judge, self.judge_fingerprint
@@ -104,8 +104,6 @@ def require_policy(ctx: RegimeContext, regime: str, *needs: str) -> None:
     """Raise a UserError naming what `regime` needs from the policy when the context lacks it."""
     missing = [name for name in needs if getattr(ctx, name) is None]
     if missing:
-        from tsrl.errors import ConfigError
-
         raise ConfigError(
             f"reward={regime} needs the policy's {' and '.join(missing)}, which this context lacks; the trainer sets "
             f"them, and outside it pass policy=(model, tokenizer) to tsrl.score_groups / tsrl.build_scorer."

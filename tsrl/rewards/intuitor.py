@@ -28,6 +28,7 @@ import numpy as np
 from tsrl.errors import ConfigError
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, require_policy
+from tsrl.rewards.policy_features import completion_self_certainty
 from tsrl.types import Count, Group, RewardBatch
 
 
@@ -53,8 +54,6 @@ class IntuitorRegime:
         self.cfg, self.ctx = cfg, ctx
 
     def score(self, groups: Sequence[Group]) -> RewardBatch:
-        from tsrl.rewards.policy_features import completion_self_certainty
-
         B, G = len(groups), groups[0].size
         certainty = completion_self_certainty(
             self.ctx.model, groups, self.ctx.tokenizer.pad_token_id, self.cfg.temperature, self.cfg.micro_batch_size

@@ -5,7 +5,8 @@ Whether anchors are written at all is `short_prompts`' decision, taken on the da
 asked: only when asked (ladder.build=policy|endpoint) or, with ladder.build=auto, on data with at most one reference
 per prompt (WebSight, MentalChat16K, MWAHAHA: the datasets this step exists for). Anchors written by the policy are
 not the task's, so data with ladders of its own (humor's 10 a prompt) never gets them unasked: a reward.k above
-what it has stops the run in one sentence naming both numbers and the ways out.
+what it has stops the run in one sentence naming both numbers and the ways out. `estimate_run` is the spend preview
+of a run about to start (tsrl/rewards/spend.py's `estimate`) with the anchors this step will write counted.
 """
 
 from __future__ import annotations
@@ -32,8 +33,12 @@ from tsrl.rewards.ladder_tool import (
     requests_for,
     write_anchors,
 )
+from tsrl.rewards.listwise import ListwiseConfig
+from tsrl.rewards.reward_model import RewardModelConfig
+from tsrl.rewards.spend import Spend, estimate
 from tsrl.tasks import build_task
-from tsrl.types import Prompt
+from tsrl.tasks.base import task_metric
+from tsrl.types import Anchor, Prompt
 
 STEP_FILE = "ladder_anchors.jsonl"
 LADDER_STEP_SEED = 1  # the ladder step's stream of sampling seeds (tsrl.generation.seeds.derived_seed)
@@ -44,9 +49,6 @@ def anchors_needed(reward: Any) -> int:
     """Anchors per training prompt the reward regime reads from the data: reward.k for the ladder regimes,
     reward.anchors for the listwise ladder, 2 for a reward model trained on the ladder's pairs, 0 for a regime
     without data anchors (self_bootstrap samples its own)."""
-    from tsrl.rewards.listwise import ListwiseConfig
-    from tsrl.rewards.reward_model import RewardModelConfig
-
     if isinstance(reward, LadderConfig):
         return reward.k
     if isinstance(reward, ListwiseConfig):
@@ -76,8 +78,6 @@ def short_prompts(cfg: Any, task: Any) -> tuple[int, list[Prompt]]:
     if not short:
         return needed, []
     first = f"prompt {short[0].id!r} of task {task.name} has {len(short[0].anchors)}"
-    from tsrl.rewards.listwise import ListwiseConfig
-
     listwise = isinstance(cfg.reward, ListwiseConfig)
     setting = "reward.k" if isinstance(cfg.reward, LadderConfig) else "reward.anchors" if listwise else ""
     what = f"{setting}={needed}" if setting else "the reward model's ladder"
@@ -111,8 +111,6 @@ def short_prompts(cfg: Any, task: Any) -> tuple[int, list[Prompt]]:
 
 def check_references(task: Any) -> None:
     """A task evaluated by win-rate needs reference anchors on its held-out prompts (else every win-rate is 0)."""
-    from tsrl.tasks.base import task_metric
-
     bare = [p for p in task.prompts("eval") if not p.anchors] if task_metric(task) == "winrate" else []
     if bare:
         raise UserError(
@@ -132,6 +130,48 @@ def step_prompts(cfg: Any, task: Any) -> list[Prompt]:
         return []
     build = step_settings(cfg.ladder, needed, short)
     return [] if build.source == "endpoint" else [p for _, _, p in requests_for(short, build)]
+
+
+def estimate_run(cfg: Any, task: Any, world: int | None = None, start_step: int = 0) -> Spend:
+    """`estimate` for a run about to start: where the ladder step will write anchors (ladder.build), each short
+    prompt counts its own anchors plus those to be written (or those the run directory's file already holds), and
+    the writes to an endpoint are said. Raises the ladder step's UserError where the reward asks for more anchors
+    than the data has and nothing may write them."""
+    needed, short = short_prompts(cfg, task)
+    if not short:
+        return estimate(cfg, task, world, start_step)
+    written = Path(cfg.run_dir) / STEP_FILE
+    if written.is_file():  # a resumed run reuses it
+        return estimate(cfg, build_task(replace(cfg.task, anchors_file=str(written))), world, start_step)
+    build = step_settings(cfg.ladder, needed, short)
+    extra = len(build.tiers) * max(len(build.styles), 1) * build.samples
+    blank = tuple(Anchor(f"(to be written {i})", "") for i in range(extra))
+    missing = {p.id for p in short}
+    prompts = [replace(p, anchors=p.anchors + blank) if p.id in missing else p for p in task.prompts("train")]
+    spend = estimate(cfg, TrainPrompts(task, prompts), world, start_step)
+    spend.writes = (
+        f"{len(short) * extra:,} requests to {cfg.ladder.endpoint.model} at {cfg.ladder.endpoint.base_url} (not judge "
+        f"calls): {extra} anchors for each of {len(short)} training prompts"
+        if build.source == "endpoint"
+        else f"the policy writes {extra} anchors for each of {len(short)} training prompts (no judge call)"
+    )
+    return spend
+
+
+class TrainPrompts:
+    """A task whose training prompts are the given ones (holding the anchors the ladder step will write); every
+    other split and capability is the task's."""
+
+    def __init__(self, task: Any, train: list[Any]) -> None:
+        self.task, self.train = task, train
+
+    def prompts(self, split: str) -> list[Any]:
+        return self.train if split == "train" else self.task.prompts(split)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "task":
+            raise AttributeError(attr)
+        return getattr(self.task, attr)
 
 
 def prepare_ladder(cfg: Any, task: Any, generator: Any = None, collective: Collective | None = None) -> tuple[Any, Any]:

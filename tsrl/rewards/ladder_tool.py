@@ -51,10 +51,18 @@ from omegaconf import MISSING
 
 from tsrl.config import CommandConfig, EndpointConfig
 from tsrl.errors import ConfigError, UserError
+from tsrl.generation import build_generator
 from tsrl.generation.seeds import derived_seed
-from tsrl.rewards.diversity import words
-from tsrl.rewards.ladder import LadderConfig
+from tsrl.judging import build_judge, close_judge, judge_fingerprint, judge_identity
+from tsrl.judging.transport import AiohttpTransport, AttemptError
+from tsrl.models import policy_source
+from tsrl.models.source import load_source
+from tsrl.rewards.base import RegimeContext
+from tsrl.rewards.diversity import diversity_report, words
+from tsrl.rewards.ladder import LadderConfig, LadderRegime
 from tsrl.rewards.self_bootstrap import DEFAULT_TIERS
+from tsrl.rewards.spend import Spend, check_setup, ladder_setup
+from tsrl.tasks import TaskView, build_task
 from tsrl.types import Anchor, Prompt
 
 SOURCES = ("references", "endpoint", "policy")
@@ -136,10 +144,6 @@ def attach(prompts: Sequence[Prompt], asked: list[tuple[int, str, Prompt]], text
 
 def from_policy(cfg: Any, build: BuildSettings, task: Any, prompts: Sequence[Prompt]) -> list[Prompt]:
     """Anchors sampled from the policy of `cfg.model` through `cfg.generator`, every tier × style."""
-    from tsrl.generation import build_generator
-    from tsrl.models import policy_source
-    from tsrl.models.source import load_source
-
     model, tokenizer = load_source(policy_source(cfg.model, cfg.task))
     asked = requests_for(prompts, build)
     instructed = [p for _, _, p in asked]
@@ -196,8 +200,6 @@ def from_endpoint(cfg: EndpointConfig, build: BuildSettings, prompts: Sequence[P
 async def post_all(cfg: EndpointConfig, bodies: list[dict]) -> list[str]:
     """Every body's completion text, `concurrency` at a time; a request failing after its retries stops the
     build with the reason (anchors already written by earlier runs stay where they are)."""
-    from tsrl.judging.transport import AiohttpTransport, AttemptError
-
     transport = AiohttpTransport(
         [cfg.base_url], os.environ.get(cfg.api_key_env, "none"), cfg.timeout_s, cfg.concurrency
     )
@@ -244,12 +246,6 @@ def near_duplicates(prompts: Sequence[Prompt], threshold: float) -> list[dict[st
 
 def build_ladders(cfg: LadderRunConfig) -> dict[str, Any]:
     """Build anchors (cfg.build.source), rank them with the judge, store the ladder; the report."""
-    from tsrl.judging import build_judge, close_judge, judge_fingerprint, judge_identity
-    from tsrl.rewards.base import RegimeContext
-    from tsrl.rewards.diversity import diversity_report
-    from tsrl.rewards.ladder import LadderRegime
-    from tsrl.tasks import TaskView, build_task
-
     task = build_task(cfg.task)
     prompts = task.prompts(cfg.build.split)
     prompts = prompts[: cfg.build.max_prompts] if cfg.build.max_prompts else prompts
@@ -301,9 +297,6 @@ def build_ladders(cfg: LadderRunConfig) -> dict[str, Any]:
 def say_ranking_spend(cfg: LadderRunConfig, task_name: str, prompts: Sequence[Prompt]) -> None:
     """Print the judge calls the ranking will make (0 for a stored ladder) and stop, before asking anything, when
     they pass judge.max_setup_calls."""
-    from tsrl.judging import judge_fingerprint
-    from tsrl.rewards.spend import Spend, check_setup, ladder_setup
-
     setup, _ = ladder_setup("ladder", cfg.ladder, prompts, judge_fingerprint(cfg.judge), task_name)
     both = getattr(cfg.judge, "order", "random") == "both"
     spend = Spend(judge="", setup=[(what, n * (2 if both else 1)) for what, n in setup])

@@ -23,6 +23,9 @@ from typing import Any
 
 import torch
 
+from tsrl.generation import chat_prompt
+from tsrl.models.forward import collate
+from tsrl.models.view import as_view
 from tsrl.types import Group, Prompt, Rollout
 
 
@@ -37,8 +40,6 @@ def self_certainty(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def text_groups(tokenizer: Any, prompts: Sequence[Prompt], responses: Sequence[Sequence[str]]) -> list[Group]:
     """Groups of plain texts, tokenised with the policy's chat template (no EOS appended to responses)."""
-    from tsrl.generation import chat_prompt
-
     groups = []
     for prompt, texts in zip(prompts, responses):
         prompt_ids = tokenizer(chat_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"]
@@ -51,9 +52,6 @@ def text_groups(tokenizer: Any, prompts: Sequence[Prompt], responses: Sequence[S
 def _forward(policy: Any, groups: Sequence[Group], pad_id: int, micro: int, hidden: bool):
     """Yield (model output, completion mask [n, T], prompt width) per micro-batch of the groups' completions;
     `policy` is a PolicyView (a raw module is wrapped in one)."""
-    from tsrl.models.forward import collate
-    from tsrl.models.view import as_view
-
     view = as_view(policy)
     n = sum(g.size for g in groups)
     batch = collate(groups, torch.zeros(n), pad_id)

@@ -44,6 +44,7 @@ from tsrl.judging import stable_uniform
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, require_policy
 from tsrl.rewards.ladder import LadderConfig, LadderRegime, Rung
+from tsrl.rewards.policy_features import completion_features, text_groups
 from tsrl.types import Group, Prompt, RewardBatch
 
 OUTPUTS = ("winrate", "score")
@@ -157,8 +158,6 @@ class RewardModelRegime:
         self.anchor_scores: dict[str, np.ndarray] = {}
 
     def _features(self, prompts: Sequence[Prompt], texts: Sequence[Sequence[str]]) -> np.ndarray:
-        from tsrl.rewards.policy_features import completion_features, text_groups
-
         groups = text_groups(self.ctx.tokenizer, prompts, texts)
         return (
             completion_features(self.backbone, groups, self.ctx.tokenizer.pad_token_id, self.cfg.micro_batch_size)

@@ -24,14 +24,19 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tsrl.config import per_process_prompts
 from tsrl.errors import UserError
-from tsrl.types import Anchor
+from tsrl.judging import eval_judge_config, judge_fingerprint, ranking_judge_config
+from tsrl.judging.prompting import resolve_template
+from tsrl.ranking import TOPOLOGIES, ConstitutionalBracket, LiveTrace, RoundRobin, TraceRoundRobin
+from tsrl.registry import ALGOS, JUDGES, REWARDS
+from tsrl.rewards.ladder import ladder_path
+from tsrl.tasks.base import task_metric
 
 
 @dataclass(frozen=True)
@@ -149,8 +154,6 @@ def schedule_matches(make: Callable[[int], Any], seeds: int = 8) -> Calls:
 
 def group_calls(name: str, reward: Any, size: int, both: bool) -> tuple[Calls, str]:
     """Judge calls to score one group of `size` completions under reward `name`, and how they come about."""
-    from tsrl.ranking import TOPOLOGIES, ConstitutionalBracket, LiveTrace, RoundRobin, TraceRoundRobin
-
     pairs = 2 if both else 1
     order = " × 2 orders" if both else ""
     if name in ("ladder", "one_anchor", "self_bootstrap"):
@@ -194,8 +197,6 @@ def ladder_setup(
 ) -> tuple[list[tuple[str, int]], str]:
     """The setup round-robin of the regimes that rank anchor ladders: K(K−1)/2 pairs per training prompt, none
     where the same ladder is stored (reward.ladder_dir) and not rebuilt; and the ladder file."""
-    from tsrl.rewards.ladder import ladder_path
-
     if name in ("ladder", "one_anchor"):
         ladder = reward
     elif name == "listwise" and reward.anchors:
@@ -231,8 +232,6 @@ def tokens_per_call(cfg: Any, task: Any) -> tuple[int, int]:
     """(prompt, completion) tokens assumed per call: the judge template, a mean training prompt and two responses
     of generator.max_new_tokens tokens, at 4 characters a token; the answer at judge.max_tokens (256 where the
     judge has none)."""
-    from tsrl.judging.prompting import resolve_template
-
     spec = getattr(cfg.judge, "template", None)  # the simulator has none: the prompt alone
     template = len(resolve_template(spec, task.name).read_text()) if isinstance(spec, str) and spec else 0
     prompts = task.prompts("train")
@@ -244,10 +243,6 @@ def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0)
     """The run's judge calls (see the module docstring) for a typed RunConfig whose task holds the anchors the
     reward needs (after the ladder step's decision, `prepare_ladder`); a ConfigError where trainer.prompts_per_step
     does not split over the `world` processes (WORLD_SIZE by default), which the run would refuse at start."""
-    from tsrl.judging import eval_judge_config, judge_fingerprint, ranking_judge_config
-    from tsrl.registry import ALGOS, JUDGES, REWARDS
-    from tsrl.tasks.base import task_metric
-
     world = world or int(os.environ.get("WORLD_SIZE", "1"))
     name, tcfg = REWARDS.of(cfg.reward).name, cfg.trainer
     per_process_prompts(tcfg.prompts_per_step, world)  # refused before anything is asked, as the run refuses it
@@ -308,50 +303,3 @@ def check_setup(spend: Spend, limit: int) -> None:
             f"judge.max_setup_calls={limit:,}; nothing was asked: raise it (judge.max_setup_calls={spend.setup_calls}) "
             "if that is meant, or 0 for no limit."
         )
-
-
-def estimate_run(cfg: Any, task: Any, world: int | None = None, start_step: int = 0) -> Spend:
-    """`estimate` for a run about to start: where the ladder step will write anchors (ladder.build), each short
-    prompt counts its own anchors plus those to be written (or those the run directory's file already holds), and
-    the writes to an endpoint are said. Raises the ladder step's UserError where the reward asks for more anchors
-    than the data has and nothing may write them."""
-    from pathlib import Path
-
-    from tsrl.rewards.ladder_step import STEP_FILE, short_prompts, step_settings
-    from tsrl.tasks import build_task
-
-    needed, short = short_prompts(cfg, task)
-    if not short:
-        return estimate(cfg, task, world, start_step)
-    written = Path(cfg.run_dir) / STEP_FILE
-    if written.is_file():  # a resumed run reuses it
-        return estimate(cfg, build_task(replace(cfg.task, anchors_file=str(written))), world, start_step)
-    build = step_settings(cfg.ladder, needed, short)
-    extra = len(build.tiers) * max(len(build.styles), 1) * build.samples
-    blank = tuple(Anchor(f"(to be written {i})", "") for i in range(extra))
-    missing = {p.id for p in short}
-    prompts = [replace(p, anchors=p.anchors + blank) if p.id in missing else p for p in task.prompts("train")]
-    spend = estimate(cfg, TrainPrompts(task, prompts), world, start_step)
-    spend.writes = (
-        f"{len(short) * extra:,} requests to {cfg.ladder.endpoint.model} at {cfg.ladder.endpoint.base_url} (not judge "
-        f"calls): {extra} anchors for each of {len(short)} training prompts"
-        if build.source == "endpoint"
-        else f"the policy writes {extra} anchors for each of {len(short)} training prompts (no judge call)"
-    )
-    return spend
-
-
-class TrainPrompts:
-    """A task whose training prompts are the given ones (holding the anchors the ladder step will write); every
-    other split and capability is the task's."""
-
-    def __init__(self, task: Any, train: list[Any]) -> None:
-        self.task, self.train = task, train
-
-    def prompts(self, split: str) -> list[Any]:
-        return self.train if split == "train" else self.task.prompts(split)
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr == "task":
-            raise AttributeError(attr)
-        return getattr(self.task, attr)

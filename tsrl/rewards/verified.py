@@ -38,6 +38,7 @@ from tsrl.ranking.live import LEADERBOARDS
 from tsrl.registry import REWARDS
 from tsrl.rewards.base import RegimeContext, StepCounted
 from tsrl.rewards.matches import Table, diagnostics, play
+from tsrl.rewards.rubric import graded_batch, grades
 from tsrl.rewards.stream import GroupStream, Streams
 from tsrl.tasks import Task, Verifiable
 from tsrl.tasks.base import verify_rollouts
@@ -163,8 +164,6 @@ class AdaptiveRegime(Streams, StepCounted):
     def graded(self, stream: GroupStream) -> RewardBatch:
         """Adaptive Pointwise: the routed groups get the judge's grade / scale (an ungraded trace drops its
         group, as reward=rubric does); the others keep their verifier rewards."""
-        from tsrl.rewards.rubric import graded_batch, grades
-
         rows, routed, graded = [], [], []
         for chunk in stream.chunks():
             verified = verify_groups(self.task, chunk)  # [b, G]

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from tsrl.errors import DataError, not_a_file
+from tsrl.errors import ConfigError, DataError, not_a_file
+from tsrl.tasks.sources import load_rows
 from tsrl.types import Anchor, Group, Prompt
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -138,8 +139,6 @@ class PromptSource:
     ) -> None:
         self.task, self.cfg, self.schema, self.parse_row, self.native = task, cfg, schema, parse_row, native
         if cfg.dataset and not (cfg.eval_dataset or cfg.eval_file) and cfg.train_split == cfg.eval_split:
-            from tsrl.errors import ConfigError
-
             raise ConfigError(
                 f"task {task}: train_split and eval_split are both {cfg.train_split!r} of {cfg.dataset}, "
                 "so the held-out prompts would be training prompts; set task.eval_dataset to another "
@@ -154,8 +153,6 @@ class PromptSource:
         self._read: dict[str, list[Prompt]] = {}  # every prompt of a split as read, before max_prompts and anchors
 
     def prompts(self, split: str) -> list[Prompt]:
-        from tsrl.errors import ConfigError
-
         if split not in self.files:
             raise ConfigError(f"Unknown split {split!r}; task {self.task} has {sorted(self.files)}.")
         if split not in self._cache:
@@ -202,8 +199,6 @@ class PromptSource:
         return kept
 
     def _from_dataset(self, split: str) -> list[Prompt]:
-        from tsrl.tasks.sources import load_rows
-
         cfg = self.cfg
         name = cfg.train_split if split == "train" else cfg.eval_split
         other = split == "eval" and bool(cfg.eval_dataset)

@@ -47,11 +47,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tsrl.errors import ConfigError
 from tsrl.registry import TASKS
 from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource
 from tsrl.tasks.isolation import SETTINGS
 from tsrl.tasks.isolation import resolve as resolve_isolation
 from tsrl.tasks.sandbox import Limits, run_test
+from tsrl.tasks.sources import load_rows
 from tsrl.types import Anchor, Prompt
 
 HUB = "livecodebench/code_generation_lite"
@@ -110,8 +112,6 @@ class CodeConfig(DatasetConfig):
     """Per-test limits of the sandbox."""
 
     def __post_init__(self) -> None:
-        from tsrl.errors import ConfigError
-
         if self.release not in RELEASES:
             raise ConfigError(
                 f"task.release={self.release!r} is not a LiveCodeBench release; use one of "
@@ -364,8 +364,6 @@ class CodeTask:
         return [p for p in prompts if in_window(p.fields["contest_date"], self.cfg.min_date, self.cfg.max_date)]
 
     def _heldout_table(self) -> list[Prompt]:
-        from tsrl.tasks.sources import load_rows
-
         if self._eval is None:
             cfg = self.cfg
             name = livecodebench_file(cfg.release) if cfg.eval_dataset == HUB else cfg.eval_dataset

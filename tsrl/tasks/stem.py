@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tsrl.errors import ConfigError
+from tsrl.judging.prompting import criteria_text
 from tsrl.registry import TASKS
 from tsrl.tasks.aime import AimeConfig, AimeTask
 from tsrl.tasks.base import DataError
@@ -128,8 +129,6 @@ def _rows(prompts: list[Prompt], rows: str) -> list[Prompt]:
 
 
 def _criteria(name: str) -> str:
-    from tsrl.judging.prompting import criteria_text
-
     return criteria_text(COMPONENTS[name][2]) if COMPONENTS[name][2] else ""
 
 

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tsrl.judging.rendering import extract_page, network_reference
 from tsrl.registry import TASKS
 from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource, parse_anchors, reference_anchors
 from tsrl.tasks.stories import content_words
@@ -90,8 +91,6 @@ def visible_text(html: str) -> str:
 
 def web_quality(html: str, description: str) -> float:
     """Latent quality q(page) used by the simulated judge (see module docstring)."""
-    from tsrl.judging.rendering import network_reference
-
     if "<" not in html:
         return -8.0
     lower = html.lower()
@@ -124,8 +123,6 @@ class WebTask:
         return self.source.prompts(split)
 
     def page(self, text: str) -> str:
-        from tsrl.judging.rendering import extract_page
-
         return extract_page(text)
 
     def quality(self, prompt: Prompt, text: str) -> float:

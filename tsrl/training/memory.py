@@ -56,8 +56,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tsrl.errors import ConfigError
+from tsrl.generation.hf import longest_prompt_tokens
 from tsrl.generation.vllm_engine import AUTO, engine_lora_rank, sized_context
+from tsrl.models import policy_source
 from tsrl.models.shape import ModelShape, model_shape
+from tsrl.models.source import load_tokenizer
 from tsrl.registry import GENERATORS
 from tsrl.training.memory_engine import (
     ENGINE_GRAPH_BYTES,
@@ -341,10 +344,6 @@ def check_memory(cfg: Any, accelerator: Any, task: Any) -> MemoryPlan | None:
 
     if not torch.cuda.is_available():
         return None
-    from tsrl.generation.hf import longest_prompt_tokens
-    from tsrl.models import policy_source
-    from tsrl.models.source import load_tokenizer
-
     with accelerator.main_process_first():  # the folder is built or converted once
         source = policy_source(cfg.model, cfg.task)
     shape = model_shape(str(source.path))

@@ -35,8 +35,8 @@ from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
 from tsrl.rewards.base import Collective
 from tsrl.rewards.ladder import LadderConfig
-from tsrl.rewards.ladder_step import prepare_ladder, step_prompts
-from tsrl.rewards.spend import check_setup, estimate_run
+from tsrl.rewards.ladder_step import estimate_run, prepare_ladder, step_prompts
+from tsrl.rewards.spend import check_setup
 from tsrl.tasks import Task
 from tsrl.training.checkpoint import STATE_FILE, find_resume, load_checkpoint, pending_groups
 from tsrl.training.collective import AccelerateCollective, gather
