@@ -60,12 +60,23 @@ def cells(folder: Path) -> dict[tuple[str, float], dict[int, dict]]:
     return out
 
 
-def ratios(noisy: dict[int, dict], clean: dict[int, dict]) -> tuple[list[int], list[float], list[float]]:
-    """The seeds both cells ran, each seed's performance retained and gain kept (%)."""
+def ratios(noisy: dict[int, dict], clean: dict[int, dict]) -> tuple[list[int], list[float], list[float | None]]:
+    """The seeds both cells ran, each seed's performance retained and gain kept (%; None where that seed's clean
+    run gained nothing over Base, so no share of its gain is defined)."""
     seeds = sorted(set(noisy) & set(clean))
     kept = [100 * noisy[s]["final"] / clean[s]["final"] for s in seeds]
-    gain = [100 * (noisy[s]["final"] - noisy[s]["start"]) / (clean[s]["final"] - clean[s]["start"]) for s in seeds]
+    gains = [clean[s]["final"] - clean[s]["start"] for s in seeds]
+    gain = [100 * (noisy[s]["final"] - noisy[s]["start"]) / g if g > 0 else None for s, g in zip(seeds, gains)]
     return seeds, kept, gain
+
+
+def gain_kept(noisy: dict[int, dict], clean: dict[int, dict], seeds: list[int]) -> str:
+    """The paper's gain kept over the shared seeds, (mean noisy − Base) ÷ (mean clean − Base), where the clean
+    cell gained at least a point over Base; else undefined."""
+    clean_gain = float(np.mean([clean[s]["final"] - clean[s]["start"] for s in seeds]))
+    if clean_gain < 1.0:
+        return f"undefined (clean gain {clean_gain:+.1f})"
+    return f"{100 * float(np.mean([noisy[s]['final'] - noisy[s]['start'] for s in seeds])) / clean_gain:.0f} %"
 
 
 def row(name: str, runs: dict[int, dict], clean: dict[int, dict] | None) -> str:
@@ -77,9 +88,11 @@ def row(name: str, runs: dict[int, dict], clean: dict[int, dict] | None) -> str:
         return text + " — | — |"
     shared, kept, gain = ratios(runs, clean)
     headline = 100 * np.mean([runs[s]["final"] for s in shared]) / np.mean([clean[s]["final"] for s in shared])
+    defined = [g for g in gain if g is not None]
+    each = ", ".join("—" if g is None else f"{g:.0f}" for g in gain)
     return text + (
-        f" {headline:.0f} % ({', '.join(f'{k:.0f}' for k in kept)}; per-seed {interval(kept)}) | {np.mean(gain):.0f} % "
-        f"({', '.join(f'{g:.0f}' for g in gain)}; {interval(gain)}) |"
+        f" {headline:.0f} % ({', '.join(f'{k:.0f}' for k in kept)}; per-seed {interval(kept)}) | "
+        f"{gain_kept(runs, clean, shared)} ({each}{'; ' + interval(defined) if len(defined) > 1 else ''}) |"
     )
 
 
