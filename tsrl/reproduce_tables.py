@@ -72,11 +72,17 @@ NOISE_METRICS = {
 """The two noise-robustness metrics, by key (table.csv, results.json) and label (table.md, plots)."""
 
 
+MIN_GAIN = 1.0
+"""Points of held-out gain over the start below which a clean cell's gain kept is undefined (noise_fractions)."""
+
+
 def noise_fractions(records: list[dict], row_axis: str) -> dict[str, dict[str, dict[float, float]]]:
     """Per metric (NOISE_METRICS), method and flip probability p, against the method's runs at the smallest p of
     the same seeds (a cell run on seed 0 alone is compared with seed 0's clean run, not with the mean of every
     clean seed): performance retained = mean final at p ÷ mean final clean; gain kept = mean (final − start) at p
-    ÷ the same clean. Records without a seed are one seed. Pure: records in, fractions out."""
+    ÷ the same clean, left out (undefined) where the clean runs gained less than MIN_GAIN points over their start,
+    whose ratio would only say how near zero that gain is. Records without a seed are one seed. Pure: records in,
+    fractions out."""
     runs: dict[tuple, dict[str, tuple[float, float]]] = defaultdict(dict)
     for r in records:
         runs[(r[row_axis], float(r[NOISE_AXIS]))][str(r.get("seed", ""))] = (r["final"], r["final"] - r["start"])
@@ -89,7 +95,7 @@ def noise_fractions(records: list[dict], row_axis: str) -> dict[str, dict[str, d
             for p in flips:
                 seeds = [s for s in runs.get((m, p), {}) if s in clean]
                 denominator = float(np.mean([clean[s][index] for s in seeds])) if seeds else 0.0
-                if denominator:
+                if denominator and (index == 0 or denominator >= MIN_GAIN):
                     out[name][m][p] = float(np.mean([runs[(m, p)][s][index] for s in seeds])) / denominator
     return out
 

@@ -295,6 +295,18 @@ def test_noise_metrics_compare_a_cell_with_the_clean_runs_of_its_own_seeds():
     assert fractions["performance_retained"]["tsrl"][0.3] == pytest.approx(99 / 110)
 
 
+def test_gain_kept_is_undefined_where_the_clean_runs_gained_nothing():
+    """Clean runs 0.2 points above their start: a gain kept of (1.7 − 32.3) ÷ 0.2 = −15,300 % would say only how
+    near zero the clean gain is, so the cell has none (performance retained still has one)."""
+    records = [
+        {"method": "one_anchor", NOISE_AXIS: "0.0", "seed": "0", "start": 32.3, "final": 32.5},
+        {"method": "one_anchor", NOISE_AXIS: "0.3", "seed": "0", "start": 32.3, "final": 1.7},
+    ]
+    fractions = noise_fractions(records, "method")
+    assert 0.3 not in fractions["gain_kept"]["one_anchor"]
+    assert fractions["performance_retained"]["one_anchor"][0.3] == pytest.approx(1.7 / 32.5)
+
+
 TSRL_RECIPES = [r for r in RECIPES if r.startswith("tsrl_")]
 
 
