@@ -13,6 +13,7 @@ This is the GPU job's rehearsal: keep it green.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -104,8 +105,27 @@ def run_until_checkpoint(args: list[str], checkpoint: Path, log: Path) -> None:
             )
             assert time.monotonic() < deadline, "no checkpoint in 25 minutes"
             time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGKILL)
+        # torch's launcher starts each rank in a session of its own, so killing the launcher's process group would
+        # leave the ranks training on, beside the resumed run: every process the launch started is killed
+        for pid in [*descendants(proc.pid), proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=60)
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root` (children first found through /proc's parent ids), whatever their session."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            pid, rest = stat.read_text().split(" ", 1)
+            parents.setdefault(int(rest.rsplit(")", 1)[1].split()[1]), []).append(int(pid))
+    found, todo = [], [root]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
 
 
 def test_the_paper_recipe_on_two_zero3_processes_with_vllm_lora_and_a_slow_faulty_judge_resumes_exactly(tmp_path):
@@ -118,8 +138,11 @@ def test_the_paper_recipe_on_two_zero3_processes_with_vllm_lora_and_a_slow_fault
             split / "checkpoints" / f"step_{CHECKPOINT:06d}",
             tmp_path / "killed.log",
         )
+        assert not (split / "checkpoints" / f"step_{STEPS:06d}").exists()
         resumed = run_to_end([*overrides(tmp_path / "b", server.url, split), "trainer.checkpoint.resume=auto"])
         assert resumed.returncode == 0, resumed.stderr[-4000:]
+        # a rank that outlived the kill would have finished by now, beside the resumed run, and said so in its log
+        assert "run directory:" not in (tmp_path / "killed.log").read_text()
         faults = server.stats["fault/rate_limited"] + server.stats["fault/server_error"]
     said = whole.stdout + whole.stderr
     assert "writing 4 more per prompt" in said and "2 processes share the prompts" in said  # the ladder step
