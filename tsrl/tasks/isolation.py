@@ -216,11 +216,8 @@ def _child_pid(fd: int, deadline: float) -> int | None:
     """The child-pid bwrap writes to its info fd (a JSON object), or None when it exits first. Read until the
     object is whole, not until EOF: the sandboxed child may still hold the fd while it waits for its maps."""
     text = b""
-    poller = select.poll()  # not select: a trainer may hold over 1024 files
-    poller.register(fd, select.POLLIN)
     while time.monotonic() < deadline:
-        ready = poller.poll(max(0, int((deadline - time.monotonic()) * 1000)))
-        chunk = os.read(fd, 4096) if ready else b""
+        chunk = os.read(fd, 4096) if readable(fd, deadline - time.monotonic()) else b""
         if not chunk:
             return None
         text += chunk
@@ -229,6 +226,13 @@ def _child_pid(fd: int, deadline: float) -> int | None:
         except ValueError:
             continue
     return None
+
+
+def readable(fd: int, seconds: float) -> bool:
+    """Whether `fd` becomes readable within `seconds` (poll, not select: a trainer may hold over 1024 files)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(seconds * 1000))))
 
 
 def bwrap_argv(program_fd: int, seccomp_fd: int, folder_bytes: int, root_fds: tuple[int, int]) -> list[str]:

@@ -35,7 +35,6 @@ past it and what bwrap stops (tests/unit/tasks/test_sandbox_escapes.py).
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -219,7 +218,7 @@ def _wait(proc: subprocess.Popen, wall_s: float) -> bool:
         pidfd = -1
     if pidfd >= 0:
         try:
-            timed_out = not _readable(pidfd, wall_s)
+            timed_out = not isolation.readable(pidfd, wall_s)
         finally:
             os.close(pidfd)
     else:
@@ -231,13 +230,6 @@ def _wait(proc: subprocess.Popen, wall_s: float) -> bool:
     _kill_group(proc.pid)
     proc.wait()
     return timed_out
-
-
-def _readable(fd: int, seconds: float) -> bool:
-    """Whether `fd` becomes readable within `seconds` (poll, not select: a trainer may hold over 1024 files)."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(0, int(seconds * 1000))))
 
 
 def _kill_group(pgid: int) -> None:
