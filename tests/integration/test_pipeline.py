@@ -12,16 +12,16 @@ import pytest
 
 from tsrl.testing.cli import TINY, read_metrics, tiny_overrides
 
-KEYS = (
+TRAJECTORY = (
     "reward/mean",
     "train/loss",
     "train/grad_norm",
     "completion/length_mean",
     "judge/calls",
     "judge/noise_flips",
-    "pipeline/staleness",
-    "train/clip_frac",
 )
+"""What two runs on the same trajectory log alike, step for step."""
+KEYS = (*TRAJECTORY, "pipeline/staleness", "train/clip_frac")
 
 
 OVERLAPPED = ["judge.flip_prob=0.3", "trainer.pipeline=overlap", "trainer.max_steps=4"]
@@ -166,15 +166,7 @@ def test_a_streamed_run_follows_the_sync_trajectory(cli, cache_dir, tmp_path, re
     for job, pipeline in enumerate(("sync", "stream")):
         assert json.loads((sweep / str(job) / "config.json").read_text())["trainer"]["pipeline"] == pipeline
         rows[pipeline] = read_metrics(sweep / str(job))
-    keys = (
-        "reward/mean",
-        "train/loss",
-        "train/grad_norm",
-        "completion/length_mean",
-        "judge/calls",
-        "judge/noise_flips",
-    )
-    for key in keys:
+    for key in TRAJECTORY:
         assert [r[key] for r in rows["sync"]] == [r[key] for r in rows["stream"]], key
     assert all(r["judge/noise_flips"] > 0 for r in rows["stream"])
     assert all("time/score_wait_s" in r and r["time/score_wait_s"] <= r["time/score_s"] for r in rows["stream"])
@@ -184,7 +176,7 @@ def test_a_streamed_run_follows_the_sync_trajectory(cli, cache_dir, tmp_path, re
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     (again,) = read_metrics(killed)
     assert again["step"] == 3
-    for key in keys:
+    for key in TRAJECTORY:
         assert again[key] == pytest.approx(rows["stream"][2][key], rel=1e-6), key
 
 
