@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats
 
 from tsrl.reproduce import collect, headline_key
+from tsrl.reproduce_tables import MIN_GAIN
 
 NOISE = "judge.flip_prob"
 T95 = {n: float(stats.t.ppf(0.975, n - 1)) for n in range(2, 11)}
@@ -72,9 +73,9 @@ def ratios(noisy: dict[int, dict], clean: dict[int, dict]) -> tuple[list[int], l
 
 def gain_kept(noisy: dict[int, dict], clean: dict[int, dict], seeds: list[int]) -> str:
     """The paper's gain kept over the shared seeds, (mean noisy − Base) ÷ (mean clean − Base), where the clean
-    cell gained at least a point over Base; else undefined."""
+    cell gained at least MIN_GAIN points over Base (tsrl-reproduce's rule); else undefined."""
     clean_gain = float(np.mean([clean[s]["final"] - clean[s]["start"] for s in seeds]))
-    if clean_gain < 1.0:
+    if clean_gain < MIN_GAIN:
         return f"undefined (clean gain {clean_gain:+.1f})"
     return f"{100 * float(np.mean([noisy[s]['final'] - noisy[s]['start'] for s in seeds])) / clean_gain:.0f} %"
 
