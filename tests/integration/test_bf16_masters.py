@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 def test_ddp_bf16_weights_move_by_the_adam_update(tmp_path):
     env = {**cli_env(), "ACCELERATE_USE_CPU": "true"}  # without it accelerate would start one process per GPU
     accelerate = str(Path(sys.executable).parent / "accelerate")
-    command = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", SCRIPT, str(tmp_path)]
+    command = [accelerate, "launch", "--multi_gpu", "--main_process_port", "0", "--num_processes", "2", SCRIPT]
+    command.append(str(tmp_path))  # port 0: a free port, so a parallel launch cannot collide on 29500
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     runs = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]

@@ -81,3 +81,12 @@ def test_numeric_settings_out_of_range_fail_in_one_sentence(override, message):
 @pytest.mark.parametrize("recipe", sorted(p.stem for p in (CONFIGS.parent / "recipes").glob("*.yaml")))
 def test_every_recipe_composes(recipe):
     assert isinstance(load(f"recipes={recipe}"), RunConfig)
+
+
+def test_every_single_machine_launcher_file_asks_accelerate_for_a_free_port():
+    """Without main_process_port, accelerate launches every run on 29500, and two launches on one machine (two
+    runs, or two test jobs in parallel) collide: one fails with EADDRINUSE or, with DeepSpeed's CPU shared-memory
+    all-reduce (its segments are named after the port), one rank aborts. Port 0 asks accelerate for a free one."""
+    files = {path.name: OmegaConf.load(path) for path in sorted((CONFIGS / "accelerate").glob("*.yaml"))}
+    single = {name: config.get("main_process_port") for name, config in files.items() if config.num_machines == 1}
+    assert len(single) == 5 and set(single.values()) == {0}, single
