@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -177,3 +179,20 @@ def test_log_probs_sit_at_the_token_that_holds_the_value():
     assert alternatives(tokens[1]) == pytest.approx({"A": 0.9, "B": 0.05, "T": 0.05})
     assert [t["token"] for t in reasoned] == ["VERDICT", ":", " A"]
     assert alternatives(reasoned[-1]) == pytest.approx({" A": 0.9, " B": 0.08, " T": 0.02})
+
+
+def test_run_as_a_module_it_serves_the_named_model_and_prints_the_run_that_uses_it(tmp_path):
+    """What a user starts to try the paid-judge path: the URL and model name printed, the model listed under
+    /models, and the tsrl-train line pointing judge=openai at that URL."""
+    command = [sys.executable, "-m", "tsrl.testing.judge_server", "--model", "m1", "--port-file", str(tmp_path / "url")]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as server:
+        try:
+            first, second = server.stdout.readline(), server.stdout.readline()
+            url = (tmp_path / "url").read_text()
+            with urllib.request.urlopen(f"{url}/models", timeout=10) as answer:
+                listed = json.loads(answer.read())
+        finally:
+            server.terminate()
+    assert first.startswith(f"serving model 'm1' at {url} ")
+    assert f"tsrl-train judge=openai judge.model=m1 'judge.base_urls=[{url}]'" in second
+    assert [entry["id"] for entry in listed["data"]] == ["m1"]

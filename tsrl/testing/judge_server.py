@@ -20,8 +20,8 @@ completion_tokens are counted with that tokenizer (the prompt through its chat t
 
 Run as a module for use from another process:
 
-    python -m tsrl.testing.judge_server --port-file PATH [--latency 0.05] [--fault-rate 0.2]
-        [--fault-kinds blackhole] [--hang 8] [--seed 0] [--dialect structured_outputs] [--free-text]
+    python -m tsrl.testing.judge_server [--port 8000] [--model judge] [--port-file PATH] [--latency 0.05]
+        [--fault-rate 0.2] [--fault-kinds blackhole] [--hang 8] [--seed 0] [--dialect structured_outputs] [--free-text]
         [--latency-per-token 0.01] [--list-missing 1] [--tokenizer PATH]
 """
 
@@ -84,6 +84,7 @@ class JudgeServer:
         latency_per_token_s: float = 0.0,
         list_missing: int = 0,
         tokenizer: str = "",
+        port: int = 0,
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"dialect={dialect!r} is unknown; choose one of {list(DIALECTS)}.")
@@ -102,7 +103,7 @@ class JudgeServer:
         self.keep_bodies, self.bodies, self.arrivals = keep_bodies, [], []
         self.connections: set[asyncio.StreamWriter] = set()
         self.loop = asyncio.new_event_loop()
-        self.server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0, backlog=512))
+        self.server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", port, backlog=512))
         self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
@@ -242,14 +243,26 @@ class JudgeServer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port-file", required=True)
-    parser.add_argument("--latency", type=float, default=0.0)
-    parser.add_argument("--fault-rate", type=float, default=0.0)
-    parser.add_argument("--fault-kinds", nargs="+", default=list(FAULTS), choices=[*FAULTS, "blackhole"])
+    parser = argparse.ArgumentParser(
+        prog="python -m tsrl.testing.judge_server",
+        description="A loopback OpenAI-compatible judge that needs no model, GPU or key: the response with more "
+        "words wins. Point judge=openai at the URL it prints to try the paid-judge path (caps, spend, faults).",
+    )
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: one the OS picks)")
+    parser.add_argument("--model", default="judge", help="the model name it serves and lists (judge.model)")
+    parser.add_argument("--port-file", default="", help="a file to write the URL to once the server listens")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer leaves")
+    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of requests answered by a fault")
+    parser.add_argument(
+        "--fault-kinds",
+        nargs="+",
+        default=list(FAULTS),
+        choices=[*FAULTS, "blackhole"],
+        help="the faults drawn uniformly (blackhole: never answers)",
+    )
     parser.add_argument("--hang", type=float, default=3.0, help="seconds a 'hang' fault waits before answering")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--stats-file", default="")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
+    parser.add_argument("--stats-file", default="", help="a JSON file rewritten every 0.2 s with the counters")
     parser.add_argument("--dialect", default="none", choices=DIALECTS, help="the constraint fields obeyed")
     parser.add_argument("--free-text", action="store_true", help="unconstrained answers ramble without a verdict")
     parser.add_argument(
@@ -272,8 +285,15 @@ def main() -> None:
         latency_per_token_s=args.latency_per_token,
         list_missing=args.list_missing,
         tokenizer=args.tokenizer,
+        model=args.model,
+        port=args.port,
     ) as server:
-        Path(args.port_file).write_text(server.url)
+        if args.port_file:
+            Path(args.port_file).write_text(server.url)
+        print(f"serving model {args.model!r} at {server.url} (Ctrl-C stops); try:", flush=True)
+        print(
+            f"  tsrl-train judge=openai judge.model={args.model} 'judge.base_urls=[{server.url}]' judge.api_key_env=''"
+        )
         try:
             while True:
                 time.sleep(0.2)
