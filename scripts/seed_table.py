@@ -14,27 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from tsrl.reproduce import collect, headline_key
-from tsrl.reproduce_tables import MIN_GAIN
+from tsrl.reproduce_tables import MIN_GAIN, interval
 
 NOISE = "judge.flip_prob"
-T95 = {n: float(stats.t.ppf(0.975, n - 1)) for n in range(2, 11)}
-
-
-def interval(values: list[float]) -> str:
-    """mean [lo, hi]: a 95 % t-interval over the values (one value: the value alone)."""
-    mean = float(np.mean(values))
-    if len(values) < 2:
-        return f"{mean:.1f} (n=1)"
-    half = T95[len(values)] * float(np.std(values, ddof=1)) / math.sqrt(len(values))
-    return f"{mean:.1f} [{mean - half:.1f}, {mean + half:.1f}]"
 
 
 def entropy_tail(run_dir: str, last: int = 10) -> float:

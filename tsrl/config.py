@@ -306,11 +306,8 @@ def override_error(err: Exception) -> str:
 
     cause = err.__cause__
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
-        known = list(cause.parent_node.keys()) if cause.parent_node is not None else []
-        near = [f"{cause.full_key.rpartition('.')[0]}.{k}".lstrip(".") for k in get_close_matches(cause.key, known)]
-        owner = f" of {cause.object_type.__name__}" if cause.object_type is not None else ""
-        hint = f"did you mean {' or '.join(near)}?" if near else f"the settings there are: {', '.join(known)}."
-        return f"{cause.full_key} is not a setting{owner}; {hint}"
+        known = [k for k in cause.parent_node.keys() if k != "hydra"] if cause.parent_node is not None else []
+        return not_a_setting(str(cause.full_key), known, cause.object_type)
     if isinstance(cause, ValidationError) and cause.full_key:
         return f"{cause.full_key}: {str(cause).splitlines()[0]}; give a value of the setting's type."
     if isinstance(err, MissingConfigException) and err.options:
@@ -322,6 +319,24 @@ def override_error(err: Exception) -> str:
     if isinstance(err, OverrideParseException):
         return f"an override is not in Hydra's override grammar ({said}); write it as key=value."
     return f"{said}."
+
+
+def not_a_setting(full_key: str, known: list[str], owner: type | None) -> str:
+    """One sentence for a key that names no setting: the nearest real keys, else the settings next to it."""
+    parent, _, key = full_key.rpartition(".")
+    near = [f"{parent}.{k}".lstrip(".") for k in get_close_matches(key, known)]
+    of = f" of {owner.__name__}" if owner is not None else ""
+    hint = f"did you mean {' or '.join(near)}?" if near else f"the settings there are: {', '.join(known)}."
+    return f"{full_key} is not a setting{of}; {hint}"
+
+
+MOVED = {"task.sandbox.": "task.limits."}  # old key prefix → new: the code task's per-test limits (task.limits)
+
+
+def moved_to(key: str) -> str | None:
+    """The key a setting given by its old place has now (task.sandbox.wall_s → task.limits.wall_s), or None."""
+    old = next((prefix for prefix in MOVED if key.startswith(prefix)), None)
+    return None if old is None else MOVED[old] + key[len(old) :]
 
 
 def check_distinct_judges(judge: Any, eval_judge: Any) -> None:

@@ -1,5 +1,9 @@
 """Errors meant for people: the command line prints their message alone, without a traceback."""
 
+INTERRUPTED = 130  # a command's exit status after Ctrl-C (SIGINT): 128 + 2, as a shell reports an interrupted program
+QUIET_STOP_ENV = "TSRL_QUIET_STOP"  # "1" for a command another one runs (tsrl-reproduce's multiruns): the Ctrl-C line
+# is the parent's, which knows what the whole command kept
+
 
 class UserError(ValueError):
     """Bad configuration or input; the message names the thing and the fix."""

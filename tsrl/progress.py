@@ -13,6 +13,11 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
+def counted(n: int, noun: str) -> str:
+    """n and its noun, singular for one: '1 sample', '4 samples', '1,200 held-out prompts'."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def bar_fields(metrics: dict[str, float], heldout: float, offline: bool) -> dict[str, str]:
     """The progress bar's fields after a step. An offline algo (sft, dpo) scores nothing, so it shows no reward
     (it would read nan); DPO shows its pair accuracy and implicit reward margin instead."""

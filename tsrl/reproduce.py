@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections import defaultdict
@@ -43,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from tsrl.config import CONFIG_PACKAGE
+from tsrl.errors import QUIET_STOP_ENV, UserError
 from tsrl.evaluation import HEADLINE
 from tsrl.reproduce_ablations import compute_table, gap_table, pool_table, row_label
 from tsrl.reproduce_tables import (
@@ -206,20 +209,46 @@ def run_grids(
     exit status, or 0 when all finished."""
     failed = 0
     for grid in grids:
-        failed = failed or subprocess.run(command(recipe, out, grid, fixed, accelerate)).returncode
+        failed = failed or run_multirun(command(recipe, out, grid, fixed, accelerate))
     return failed
+
+
+def run_multirun(cmd: list[str]) -> int:
+    """cmd's exit status. It runs in a process group of its own, so that Ctrl-C reaches it once, from here: each
+    SIGINT this process gets is passed on to that group and the multirun waited for (its runs end as they do on
+    Ctrl-C, their checkpoints whole), then raised here as KeyboardInterrupt. The multirun leaves the Ctrl-C line
+    to tsrl-reproduce (QUIET_STOP_ENV), which knows what the grid kept."""
+    child = subprocess.Popen(cmd, process_group=0, env={**os.environ, QUIET_STOP_ENV: "1"})
+    interrupted = False
+    while True:
+        try:
+            status = child.wait()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+            os.killpg(child.pid, signal.SIGINT)
+    if interrupted:
+        raise KeyboardInterrupt
+    return status
+
+
+def run_folders(out: Path) -> dict[Path, dict[str, str]]:
+    """Every run folder under `out` (a Hydra job's: it holds .hydra/overrides.yaml), finished or not, with the
+    settings its command line gave it (key → value as written)."""
+    import yaml
+
+    return {
+        path.parent.parent: dict(o.split("=", 1) for o in yaml.safe_load(path.read_text()) or [] if "=" in o)
+        for path in sorted(out.rglob(".hydra/overrides.yaml"))
+    }
 
 
 def collect(out: Path) -> list[dict[str, Any]]:
     """One record per run under `out` that has an eval.json: its grid values, evaluations and judge calls."""
-    import yaml
-
     runs = []
-    for overrides_file in sorted(out.rglob(".hydra/overrides.yaml")):
-        run_dir = overrides_file.parent.parent
+    for run_dir, values in run_folders(out).items():
         if not (run_dir / "eval.json").is_file():
             continue
-        values = dict(o.split("=", 1) for o in yaml.safe_load(overrides_file.read_text()) if "=" in o)
         evals = json.loads((run_dir / "eval.json").read_text())
         rows = (
             [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -300,7 +329,7 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
     """table.md, table.csv, results.json and plots in `out`; returns the markdown."""
     runs, unfinished = finished_runs(out, grid)
     key = headline_key(runs[0]["evals"])
-    row_axis = METHOD if METHOD in grid else next(a for a in grid if a != SEED)
+    row_axis = row_axis_of(grid)
     col_axes = [a for a in grid if a not in (row_axis, SEED) and len(grid[a]) > 1]
     fixed_axes = {a: grid[a][0] for a in grid if a not in (row_axis, SEED) and len(grid[a]) == 1}
 
@@ -350,17 +379,34 @@ def aggregate(out: Path, grid: dict[str, list[str]]) -> str:
 
 def finished_runs(out: Path, grid: dict[str, list[str]]) -> tuple[list[dict[str, Any]], list[str]]:
     """The runs under `out` in the grid's cells that finished, and the folders of those that did not (a run still
-    going, or stopped, has a partial eval.json: left out); exits when none finished."""
-    every = [r for r in collect(out) if all(r["values"].get(a) in v for a, v in grid.items() if a in r["values"])]
+    going, or stopped, has a partial eval.json: left out); a UserError when none finished, or when no run there
+    belongs to the grid (a run of it sets its row axis, as a folder of another grid or a tsrl-train multirun
+    does not)."""
+    row_axis = row_axis_of(grid)
+
+    def belongs(values: dict[str, str]) -> bool:
+        return row_axis in values and all(values.get(a) in v for a, v in grid.items() if a in values)
+
+    folders = run_folders(out)
+    if folders and not any(belongs(values) for values in folders.values()):
+        raise UserError(
+            f"{out} holds no run of this grid (no run folder's .hydra/overrides.yaml sets {row_axis} to one of "
+            f"{', '.join(grid[row_axis])}); --aggregate-only reads the folder the recipe's grid ran into, and "
+            f"`tsrl-sweep {out}` compares the runs of any tsrl-train multirun."
+        )
+    every = [r for r in collect(out) if belongs(r["values"])]
     runs = [r for r in every if r["done"]]
     if not runs:
-        print(
-            f"tsrl-reproduce: error: no finished run under {out} (no done.json beside an eval.json "
-            "and a .hydra/overrides.yaml); run the grid first.",
-            file=sys.stderr,
+        raise UserError(
+            f"no finished run under {out} (no done.json beside an eval.json and a .hydra/overrides.yaml); "
+            "run the grid first."
         )
-        raise SystemExit(2)
     return runs, [r["dir"] for r in every if not r["done"]]
+
+
+def row_axis_of(grid: dict[str, list[str]]) -> str:
+    """The grid's table rows: its methods, or else its first axis that is not the seed."""
+    return METHOD if METHOD in grid else next(a for a in grid if a != SEED)
 
 
 def run_record(run: dict[str, Any], setting: dict[str, str], key: str) -> dict[str, Any]:

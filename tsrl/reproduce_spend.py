@@ -5,7 +5,10 @@ its first call (tsrl/rewards/spend.py): setup, training and evaluation calls, do
 Ladders are stored by their anchors and judge, so a ladder several runs share is ranked once, by the first: its
 round-robin is counted once. A grid whose judges are not all simulated and whose calls pass `CONFIRM_ABOVE` runs
 only with `--yes`, as does one with runs that cannot be estimated (its data cannot be read here, its settings stop
-it): those are named with the reason, and tsrl-train stops them the same way when their turn comes.
+it): those are named with the reason, and tsrl-train stops them the same way when their turn comes. Beside the
+calls: the grid's wall-clock, from the step and evaluation times of earlier runs with the same settings in the
+output folder (tsrl/training/wallclock.py; runs without one are counted, not guessed), and the policies that must be
+built first.
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from typing import Any
 from tsrl.config import CONFIG_PACKAGE
 from tsrl.errors import UserError
 from tsrl.judging.simulated import RubricSimConfig
+from tsrl.models import pending_build
+from tsrl.progress import duration
 from tsrl.reproduce_tables import SEED
 from tsrl.rewards.ladder_step import estimate_run
 from tsrl.rewards.spend import NONE, Calls, Spend
 from tsrl.tasks import build_task
+from tsrl.training import wallclock
 
 CONFIRM_ABOVE = 10_000
 """Judge calls of a grid with a judge that is not simulated above which tsrl-reproduce asks for --yes."""
@@ -44,6 +50,13 @@ class GridSpend:
     judges: set[str] = field(default_factory=set)
     failed: list[tuple[str, str]] = field(default_factory=list)
     """(the run's grid values, why it could not be estimated)."""
+    folder: Path | None = None
+    """The output folder whose earlier runs time the grid (None: no wall-clock estimate)."""
+    wall_s: float = 0.0
+    """The estimated wall-clock of the `timed` runs."""
+    timed: int = 0
+    builds: set[str] = field(default_factory=set)
+    """What must be built before the runs can start (tsrl.models.pending_build)."""
 
     @property
     def total(self) -> Calls:
@@ -63,11 +76,28 @@ class GridSpend:
                 if low != high
                 else f"  at the judge's prices: at most ${high:,.2f}"
             )
+        lines += self.time_lines()
         for values, why in self.failed[:5]:
             lines.append(f"  not estimated: {values}: {why}")
         if len(self.failed) > 5:
             lines.append(f"  not estimated: {len(self.failed) - 5} more runs")
         return lines
+
+    def time_lines(self) -> list[str]:
+        """The wall-clock estimate and what must be built first."""
+        lines = [f"  to build first: {build}" for build in sorted(self.builds)]
+        if self.folder is None:
+            return lines
+        if not self.timed:
+            when = f"  wall-clock: not known yet: no earlier run with these runs' settings in {self.folder} to measure"
+            return [when + " a step by (a run's progress bar shows s_per_step from its first step)", *lines]
+        rest = f"; {self.runs - self.timed} runs have no such run to measure by" if self.timed < self.runs else ""
+        return [
+            f"  wall-clock: about {duration(self.wall_s)} for {self.timed} of {self.runs} runs, from the median step "
+            f"and evaluation times of earlier runs with the same settings (seed, steps and schedules aside) in "
+            f"{self.folder}{rest}; setup, builds, model loading and checkpoints not included",
+            *lines,
+        ]
 
     def needs_yes(self) -> bool:
         """A judge that may cost money, and calls above CONFIRM_ABOVE or runs whose calls are not known."""
@@ -100,14 +130,16 @@ def is_group(axis: str) -> bool:
     return axis[:1] in "+~" or (root / axis.split("@")[0]).is_dir()
 
 
-def grid_spend(recipe: str, grids: Sequence[dict[str, list[str]]], fixed: list[str], world: int = 1) -> GridSpend:
-    """Every run of the grids composed and estimated (module docstring). A config is composed once per choice of
-    config groups; the value axes are set on a copy of it."""
+def grid_spend(
+    recipe: str, grids: Sequence[dict[str, list[str]]], fixed: list[str], world: int = 1, out: Path | None = None
+) -> GridSpend:
+    """Every run of the grids composed and estimated (module docstring), timed by the earlier runs in `out`. A config
+    is composed once per choice of config groups; the value axes are set on a copy of it."""
     import yaml
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    total, ladders, tasks, composed, seen = GridSpend(), set(), {}, {}, {}
+    total, ladders, tasks, composed, seen = GridSpend(folder=out), set(), {}, {}, {}
     with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
         for run in runs_of(grids):
             total.runs += 1
@@ -130,13 +162,14 @@ def grid_spend(recipe: str, grids: Sequence[dict[str, list[str]]], fixed: list[s
                 key = repr(cfg.task)
                 if key not in tasks:
                     tasks[key] = build_task(cfg.task)
+                total.builds |= {pending_build(cfg.model, cfg.task)} - {""}
                 spend = estimate_run(cfg, tasks[key], world)
             except (UserError, ValueError, OSError) as err:
                 total.failed.append((" ".join(run), str(err).splitlines()[0][:300]))
                 total.simulated &= cfg is not None and simulated(cfg)  # a judge not known may be a paid one
                 continue
-            seen[same] = (spend, cfg)
-            add(total, spend, cfg, ladders)
+            seen[same] = (spend, cfg, wallclock.measured(out, cfg) if out else None)
+            add(total, *seen[same], ladders)
     return total
 
 
@@ -145,8 +178,12 @@ def simulated(cfg: Any) -> bool:
     return all(judge is None or isinstance(judge, RubricSimConfig) for judge in (cfg.judge, cfg.eval_judge))
 
 
-def add(total: GridSpend, spend: Spend, cfg: Any, ladders: set[str]) -> None:
-    """One run's estimate into the grid's; a ladder already counted costs nothing again."""
+def add(total: GridSpend, spend: Spend, cfg: Any, pace: wallclock.Pace | None, ladders: set[str]) -> None:
+    """One run's estimate into the grid's (its wall-clock at `pace`, where measured); a ladder already counted costs
+    nothing again."""
+    if pace is not None:
+        total.timed += 1
+        total.wall_s += wallclock.seconds(pace, spend.steps, spend.evaluations)
     setup = 0 if spend.ladder and spend.ladder in ladders else spend.setup_calls
     if spend.ladder:
         ladders.add(spend.ladder)

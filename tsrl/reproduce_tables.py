@@ -7,11 +7,13 @@ Records in, markdown or PNG files out; tsrl/reproduce.py collects the runs and w
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 SEED = "seed"
 NOISE_AXIS = "judge.flip_prob"
@@ -22,6 +24,15 @@ def mean_std(values: list[float]) -> str:
         return "—"
     std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
     return f"{np.mean(values):.1f} ({std:.1f})" + ("" if len(values) > 1 else " n=1")
+
+
+def interval(values: list[float]) -> str:
+    """mean [lo, hi]: a 95 % t-interval over the values, seeds as a rule (one value: the value alone)."""
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return f"{mean:.1f} (n=1)"
+    half = float(stats.t.ppf(0.975, len(values) - 1)) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return f"{mean:.1f} [{mean - half:.1f}, {mean + half:.1f}]"
 
 
 SIDE_METRICS = {

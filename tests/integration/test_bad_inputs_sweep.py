@@ -3,8 +3,9 @@ exist, a folder where a file belongs and the reverse, an empty or malformed file
 the thing and the fix, exit status 2, no traceback, before anything is built or run (each case takes about a
 second in a forked child; none builds a policy, so the model cache stays empty).
 
-tsrl-train's Hydra-owned messages for a misspelled key (test_train_cli.py) and the malformed JSONL line
-(test_train_cli.py) are tested there; what is here was a traceback, an exit status of 1, or a misleading sentence."""
+The malformed JSONL line is tested in test_train_cli.py; what is here was a traceback, an exit status of 1 (Hydra's
+paragraph for a misspelled key, with its advice to add the key with `+`), a run with the mistake ignored, or a
+misleading sentence."""
 
 from __future__ import annotations
 
@@ -54,6 +55,34 @@ def test_hydra_commands_name_a_bad_path_in_one_sentence(cli, tmp_path, command, 
     assert done.returncode == 2, done.stderr[-2000:]
     assert message.format(root=tmp_path) in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "models").exists()
+
+
+MAX_STEPS = "trainer.max_stpes is not a setting of TrainerConfig; did you mean trainer.max_steps?"
+FLIP_PROB = "judge.flip_prb is not a setting of RubricSimConfig; did you mean judge.flip_prob?"
+
+
+@pytest.mark.parametrize(
+    "command, args, message",
+    [
+        ("tsrl-train", ["trainer.max_stpes=3"], MAX_STEPS),
+        ("tsrl-train", ["+trainer.max_stpes=3"], MAX_STEPS),  # Hydra's advice, followed: not a run without it
+        ("tsrl-train", ["-m", "trainer.max_stpes=3,4"], MAX_STEPS),  # a swept key
+        ("tsrl-train", ["-m", "seed=0,1", "trainer.eval.sampels=2"], "did you mean trainer.eval.samples?"),
+        ("tsrl-train", ["--config-dir", "{root}/folder", "trainer.max_stpes=3"], MAX_STEPS),
+        ("tsrl-train", ["task=code", "task.sandbox.wall_s=3"], "task.sandbox.wall_s has moved to task.limits.wall_s"),
+        ("tsrl-eval", ["judge.flip_prb=0.1"], FLIP_PROB),
+        ("tsrl-eval", ["-m", "judge.flip_prb=0.1,0.2"], FLIP_PROB),
+        ("tsrl-ladder", ["judge.flip_prb=0.1"], FLIP_PROB),
+        ("tsrl-judge-check", ["judge.flip_prb=0.1"], FLIP_PROB),
+    ],
+)
+def test_hydra_commands_name_the_nearest_key_of_a_misspelled_one(cli, tmp_path, command, args, message):
+    (tmp_path / "folder").mkdir()
+    done = cli(expand([*args, NO_MODEL, "hydra.sweep.dir={root}/sweep"], tmp_path), tmp_path, command)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert message in done.stderr, done.stderr[-2000:]
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one sentence, no "+key" advice, no traceback
+    assert not (tmp_path / "models").exists() and not list(tmp_path.glob("sweep/*/.hydra"))  # no run started
 
 
 @pytest.mark.parametrize(

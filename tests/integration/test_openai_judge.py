@@ -345,9 +345,11 @@ def test_sigkilled_training_run_restarts_without_repaying_cached_verdicts(cli, c
 
 @pytest.mark.slow
 def test_a_spent_budget_stops_cleanly_and_the_resumed_run_matches_an_uninterrupted_one(cli, cache_dir, tmp_path):
-    """A budget of exactly two steps' calls: step 3 is refused, the run saves step 2 (with the state from
-    before step 3) and exits 2 naming the budget and the checkpoint; resumed with no budget it ends where an
-    uninterrupted run ends. The stored ladder is reused although the budget changed (no setup calls)."""
+    """A budget of exactly the step-0 evaluation's and two steps' calls (evaluation counts: it asks the same
+    endpoint), started although its estimate passes it (judge.budget.allow_partial): step 3 is refused, the run
+    saves step 2 (with the state from before step 3) and exits 2 naming the budget and the checkpoint; resumed with
+    no budget it ends where an uninterrupted run ends. The stored ladder is reused although the budget changed (no
+    setup calls)."""
     with JudgeServer() as server:
         base = [
             *tiny_overrides(cache_dir),
@@ -360,8 +362,10 @@ def test_a_spent_budget_stops_cleanly_and_the_resumed_run_matches_an_uninterrupt
         whole = cli([*base, f"run_dir={tmp_path / 'whole'}"], tmp_path)
         assert whole.returncode == 0, whole.stderr[-3000:]
         reference = read_metrics(tmp_path / "whole")
-        budget = int(reference[0]["judge/calls"] + reference[1]["judge/calls"])
-        stopped = cli([*base, f"run_dir={tmp_path / 'split'}", f"judge.budget.max_calls_per_run={budget}"], tmp_path)
+        evaluation = json.loads((tmp_path / "whole" / "eval.json").read_text())["history"][0]["judge_calls"]
+        budget = int(evaluation + reference[0]["judge/calls"] + reference[1]["judge/calls"])
+        capped = [f"judge.budget.max_calls_per_run={budget}", "judge.budget.allow_partial=true"]
+        stopped = cli([*base, f"run_dir={tmp_path / 'split'}", *capped], tmp_path)
         assert stopped.returncode == 2, stopped.stderr[-3000:]
         message = stopped.stderr.strip().splitlines()[-1]
         assert f"judge.budget.max_calls_per_run={budget}" in message and "step_000002" in message

@@ -20,6 +20,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from tsrl.config import register_configs
+from tsrl.errors import INTERRUPTED
 from tsrl.reproduce import SEED, SMOKE, SMOKE_DROPS, aggregate, grid_of, method_grids, smoke_grid, split_overrides
 from tsrl.testing.cli import TINY, cli_env, read_metrics
 
@@ -176,8 +177,10 @@ def test_aggregate_writes_the_table_the_noise_kept_fraction_and_the_csv(tmp_path
 
 @pytest.mark.slow
 def test_an_interrupted_smoke_grid_resumes_without_rerunning_finished_runs(cache_dir, tmp_path):
-    """paper/tsrl_noise --smoke is 4 runs (tsrl, one_anchor × p = 0, 0.1). Stopped (SIGINT to the whole sweep) once
-    the first run is done, the same command again skips that run — its metrics untouched — and trains the rest."""
+    """paper/tsrl_noise --smoke is 4 runs (tsrl, one_anchor × p = 0, 0.1). Stopped (a real SIGINT to
+    tsrl-reproduce's process group, as Ctrl-C sends it; its multirun runs in a group of its own and gets the signal
+    through it) once the first run is done, it says in one line what it kept and how to resume, with exit status
+    130; the same command again skips that run — its metrics untouched — and trains the rest."""
     out = tmp_path / "grid"
     args = [
         REPRODUCE,
@@ -197,9 +200,12 @@ def test_an_interrupted_smoke_grid_resumes_without_rerunning_finished_runs(cache
     while not list(out.glob("*/done.json")) and time.time() < deadline and first.poll() is None:
         time.sleep(0.2)
     os.killpg(first.pid, signal.SIGINT)
-    first.communicate(timeout=120)
+    printed, _ = first.communicate(timeout=120)
     done = list(out.glob("*/done.json"))
     assert len(done) == 1, "the sweep should have been stopped after its first run"
+    assert first.returncode == INTERRUPTED and "Traceback" not in printed, printed[-3000:]
+    stopped = f"tsrl-reproduce: stopped by Ctrl-C; kept 1 finished run in {out} and each unfinished run's newest"
+    assert stopped in printed and "tsrl-train: stopped" not in printed, printed[-3000:]  # one line, the grid's
     finished = done[0].parent
     before = (finished / "metrics.jsonl").stat().st_mtime_ns, (finished / "eval.json").read_text()
     second = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)

@@ -67,9 +67,9 @@ def test_other_losses_train(tsrl, tmp_path):
         multirun=True,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    for job, algo in enumerate(("dr_grpo", "cispo")):
-        assert f"- algo={algo}\n" in (sweep / str(job) / ".hydra" / "overrides.yaml").read_text()
-        rows = read_metrics(sweep / str(job))
+    for algo in ("dr_grpo", "cispo"):
+        assert f"- algo={algo}\n" in (sweep / f"algo={algo}" / ".hydra" / "overrides.yaml").read_text()
+        rows = read_metrics(sweep / f"algo={algo}")  # a multirun's run folder is named by its swept settings
         assert [r["step"] for r in rows] == [1, 2] and all(r["train/approx_kl_old"] >= 0 for r in rows)
 
 
@@ -98,7 +98,7 @@ def test_resumed_run_continues_the_same_trajectory(tsrl, tmp_path):
 def test_multirun_sweeps_k(tsrl, tmp_path):
     result = tsrl("reward.k=1,2", "trainer.max_steps=1", f"hydra.sweep.dir={tmp_path / 'sweep'}", multirun=True)
     assert result.returncode == 0, result.stderr[-3000:]
-    calls = sorted(read_metrics(tmp_path / "sweep" / str(i))[0]["judge/calls_per_sample"] for i in range(2))
+    calls = [read_metrics(tmp_path / "sweep" / f"reward.k={k}")[0]["judge/calls_per_sample"] for k in (1, 2)]
     assert calls == [1.0, 2.0]  # k anchors, one call each
 
 

@@ -10,9 +10,11 @@
 | tsrl-reproduce | `reproduce.py` | tsrl.reproduce (the grid, its multiruns, the tables) and tsrl.reproduce_tables |
 | tsrl-human-study | `human_study.py` | tsrl.evaluation.human_study, tsrl.evaluation.study_sheets |
 | tsrl-serve-judge | `serve_judge.py` | tsrl.judging.serve |
+| tsrl-sweep | `sweep.py` | tsrl.sweep (a multirun's sweep.md and sweep.png; tsrl-train's multiruns end with it) |
 
 The four Hydra commands share `base.py`: the components and the command's root schema registered, `recipes=<name>`
 checked, the composed config converted once to typed dataclasses (roots extend tsrl.config.CommandConfig), a
-UserError turned into one sentence and exit status 2. This package is the top layer: nothing else in tsrl imports
-it (tests/unit/test_layers.py).
+UserError or a misspelled key (named with the nearest real one) turned into one sentence and exit status 2, Ctrl-C
+into one line and exit status 130, libraries' notes kept off the console (in the run's log file). This package is
+the top layer: nothing else in tsrl imports it (tests/unit/test_layers.py).
 """

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 from tsrl import reproduce
-from tsrl.commands.base import setup_or_exit
+from tsrl.commands.base import command_line, setup_or_exit, stop
 from tsrl.config import override_error
-from tsrl.errors import not_a_file
+from tsrl.errors import UserError, not_a_file
+from tsrl.progress import counted
 from tsrl.reproduce import STAND_INS, aggregate, method_grids, not_sweeps, plan, run_grids
 from tsrl.reproduce_spend import CONFIRM_ABOVE, grid_spend, world_of
 
@@ -74,19 +75,25 @@ def plan_or_exit(recipe: str, overrides: list[str], scale: str) -> tuple[dict[st
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_intermixed_args(argv)  # overrides before or after the options
+    try:
+        reproduce_grid(args)
+    except KeyboardInterrupt:
+        stop(f"{kept_runs(grid_folder(args))}; to resume: {command_line()}")
+
+
+def reproduce_grid(args: argparse.Namespace) -> None:
     setup_or_exit()
     recipe = paper_recipe(args.recipe)
     check_paths(args.out, args.accelerate)
     scale = "smoke" if args.smoke else "cpu" if args.cpu else "full"
     grid, fixed = plan_or_exit(recipe, args.overrides, scale)
-    suffix = "" if scale == "full" else f"_{scale}"
-    out = (args.out or Path("runs/reproduce") / (recipe.split("/")[-1] + suffix)).resolve()
+    out = grid_folder(args)
     failed = 0
     if not args.aggregate_only:
         grids = method_grids(recipe, grid, [*STAND_INS[scale], *not_sweeps(args.overrides)])
         size = sum(math.prod(len(values) for values in g.values()) for g in grids)
         print(f"tsrl-reproduce: {recipe}: {size} runs into {out}", flush=True)
-        spend = grid_spend(recipe, grids, fixed, world_of(args.accelerate))
+        spend = grid_spend(recipe, grids, fixed, world_of(args.accelerate), out)
         print("\n".join(spend.lines()), flush=True)
         if spend.needs_yes() and not args.yes:
             unknown = f" and {len(spend.failed)} runs whose calls could not be estimated" if spend.failed else ""
@@ -99,7 +106,11 @@ def main(argv: list[str] | None = None) -> None:
             )
             sys.exit(2)
         failed = run_grids(recipe, out, grids, fixed, args.accelerate)  # one multirun per set of axes
-    print(aggregate(out, grid))
+    try:
+        print(aggregate(out, grid))
+    except UserError as err:  # a folder without finished runs of this grid: nothing is written
+        print(f"tsrl-reproduce: error: {err}", file=sys.stderr)
+        sys.exit(2)
     print(f"tables and plots: {out}/table.md, table.csv, curves.png")
     if failed:
         print(
@@ -108,6 +119,19 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         sys.exit(failed)
+
+
+def grid_folder(args: argparse.Namespace) -> Path:
+    """--out, or runs/reproduce/<recipe>[_cpu|_smoke] in the working directory."""
+    suffix = "_smoke" if args.smoke else "_cpu" if args.cpu else ""
+    return (args.out or Path("runs/reproduce") / (args.recipe.split("/")[-1] + suffix)).resolve()
+
+
+def kept_runs(out: Path) -> str:
+    """What a grid stopped by Ctrl-C keeps: its finished runs (skipped when it resumes) and each unfinished run's
+    newest checkpoint (resumed from)."""
+    done = len(list(out.rglob("done.json"))) if out.is_dir() else 0
+    return f"kept {counted(done, 'finished run')} in {out} and each unfinished run's newest checkpoint"
 
 
 if __name__ == "__main__":

@@ -5,19 +5,26 @@ is and how its held-out headline moved. The YAML's root schema, `run_schema`, is
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from tsrl.commands.base import CONFIG_PATH, check_recipes, run_or_exit, setup_or_exit
+from tsrl.commands.base import CONFIG_PATH, check_recipes, command_line, run_app, run_or_exit, setup_or_exit
+from tsrl.config import RunConfig
+from tsrl.sweep import close_sweep
+from tsrl.training.checkpoint import kept_checkpoint
 from tsrl.training.loop import train
 
+RESUME = "trainer.checkpoint.resume=auto"
 LOOPING = 10.0  # repeated word bigrams (%) past which the end line flags a policy stuck in loops
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")
 def app(cfg: DictConfig) -> None:
-    summary = run_or_exit(train, cfg)
+    summary = run_or_exit(train, cfg, stopped)
     if not summary["main_process"]:
         return
     for line in end_lines(summary):
@@ -44,10 +51,25 @@ def end_lines(summary: dict) -> list[str]:
     return lines
 
 
+def stopped(cfg: RunConfig) -> str:
+    """After Ctrl-C: the run's newest checkpoint, and the command that continues it — resume=auto in the same
+    folder (run_dir; for a sweep its hydra.sweep.dir, whose finished runs it skips)."""
+    sweep = (
+        HydraConfig.get().sweep.dir if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN else ""
+    )
+    place = f"hydra.sweep.dir={sweep}" if sweep else f"run_dir={cfg.run_dir}"
+    finished = "the sweep's finished runs, and " if sweep else ""
+    return f"{finished}{kept_checkpoint(Path(cfg.run_dir))}; to resume: {command_line([place, RESUME])}"
+
+
 def main() -> None:
     setup_or_exit()  # run_schema is stored with the components
     check_recipes(sys.argv[1:])
-    app()
+    try:
+        run_app(app)
+    except BaseException:  # a multirun that a failed cell or Ctrl-C stopped still gets its sweep.md, which says so
+        close_sweep(stopped=True)
+        raise
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ quality for the simulated judge). `build_judge` builds the judge its config name
 config says (see wrappers.py, noise.py): noise (per comparison) → order → noise (per call) → fallback → cache →
 budget → the judge — the same stack for every judge, the simulated one included. `clean_judge_config`
 derives the held-out evaluation judge: the training judge without its injected noise, position bias and
-budget. Heavy dependencies are imported only when such a judge is built, so `import tsrl` stays light.
+budget of its own (its calls count against the training judge's run caps: `run_allowances`). Heavy dependencies
+are imported only when such a judge is built, so `import tsrl` stays light.
 """
 
 from __future__ import annotations
@@ -35,15 +36,17 @@ from tsrl.judging.wrappers import (
     JudgePolicyConfig,
     RandomOrder,
     Ranked,
+    RunAllowance,
 )
 from tsrl.registry import JUDGES
 from tsrl.tasks.base import Rendered
 
 
-def wrap(judge: Judge, cfg: JudgePolicyConfig, run_seed: int = 0) -> Judge:
+def wrap(judge: Judge, cfg: JudgePolicyConfig, run_seed: int = 0, allowance: RunAllowance | None = None) -> Judge:
     """Compose the wrappers a JudgePolicyConfig asks for around a model judge (innermost first); the injected noise
-    draws under judge.noise_seed, or `run_seed` (the run's `seed`) when that is null."""
-    wrapped: Judge = Budget(judge, cfg.budget)
+    draws under judge.noise_seed, or `run_seed` (the run's `seed`) when that is null. The budget's run caps are
+    `allowance`'s where given (shared with the run's other judges on the endpoint: `run_allowances`)."""
+    wrapped: Judge = Budget(judge, cfg.budget, allowance)
     if cfg.cache_path:
         chunk = 4 * getattr(cfg, "concurrency", 8)  # committed per chunk: a crash loses at most one chunk
         identity = getattr(judge, "identity", type(judge).__name__)
@@ -81,19 +84,21 @@ def judge_fingerprint(cfg: Any) -> str:
     return json.dumps({"kind": type(cfg).__name__, **json.loads(json.dumps(settings, default=asdict))}, sort_keys=True)
 
 
-def build_judge(cfg: Any, task: Any, run_seed: int = 0) -> Judge:
+def build_judge(cfg: Any, task: Any, run_seed: int = 0, allowance: RunAllowance | None = None) -> Judge:
     """The judge `cfg` names, wrapped as its JudgePolicyConfig fields say (its injected noise drawn under the run's
-    seed, `run_seed`, unless judge.noise_seed pins it); for a Rendered task (web pages) the model judge sees
-    screenshots (judge.render, innermost: a page that fails to render loses without a call)."""
+    seed, `run_seed`, unless judge.noise_seed pins it; its run caps `allowance`'s where given); for a Rendered task
+    (web pages) the model judge sees screenshots (judge.render, innermost: a page that fails to render loses without
+    a call)."""
     judge = JUDGES.build(cfg, task)
     if isinstance(task, Rendered) and cfg.render.enabled:
         judge = RenderingJudge(judge, task.page, PageRenderer(cfg.render))
-    return wrap(judge, cfg, run_seed)
+    return wrap(judge, cfg, run_seed, allowance)
 
 
 def clean_judge_config(cfg: Any) -> Any:
     """The held-out evaluation judge derived from a training judge: the same model and prompt, with the
-    training-side injections off — no verdict flips, no position bias (both orders asked), no budget; for the
+    training-side injections off — no verdict flips, no position bias (both orders asked), no step budget (in a
+    run its calls count against the training judge's run caps, `run_allowances`); for the
     simulated judge also no length bias, tie band or reference frame, and per-text errors of the same size drawn
     afresh (the next text_error_seed), so that it never shares the training judge's misjudgment of a text."""
     clean = replace(cfg, flip_prob=0.0, order="both", budget=BudgetConfig())
@@ -129,6 +134,31 @@ def ranking_judge_config(run: Any) -> Any:
     return replace(run.judge, flip_prob=0.0, noise_seed=None)
 
 
+def judge_endpoint(cfg: Any) -> tuple[str, tuple[str, ...]]:
+    """Where a judge's calls go: its kind and base URLs (none for a judge in the process)."""
+    return JUDGES.of(cfg).name, tuple(getattr(cfg, "base_urls", None) or ())
+
+
+def shares_budget(run: Any, cfg: Any) -> bool:
+    """Whether judge config `cfg` of a run (`run` as a RunConfig) counts against the training judge's run caps
+    (judge.budget): it asks the same endpoint, as the default evaluation judge and the ladder-ranking judge do."""
+    return judge_endpoint(cfg) == judge_endpoint(run.judge)
+
+
+def run_allowances(run: Any) -> Any:
+    """`of(cfg)`: the RunAllowance a judge of the run (`run` as a RunConfig) counts against — judge.budget's,
+    one for every judge asking the training judge's endpoint (`shares_budget`), else one per other endpoint under
+    that judge's own budget (an eval_judge elsewhere: eval_judge.budget)."""
+    shared, own = RunAllowance(run.judge.budget), {}
+
+    def of(cfg: Any) -> RunAllowance:
+        if shares_budget(run, cfg):
+            return shared
+        return own.setdefault(judge_endpoint(cfg), RunAllowance(cfg.budget))
+
+    return of
+
+
 def judge_identity(cfg: Any) -> dict[str, Any]:
     """What names a judge in results: its kind, its model (or 'simulated') and every verdict-changing setting."""
     if isinstance(cfg, HFLocalJudgeConfig):
@@ -159,6 +189,7 @@ __all__ = [
     "Budget",
     "BudgetConfig",
     "BudgetExceeded",
+    "RunAllowance",
     "VerdictCache",
     "JudgePolicyConfig",
     "OpenAIJudgeConfig",
@@ -174,4 +205,7 @@ __all__ = [
     "eval_judge_config",
     "ranking_judge_config",
     "judge_identity",
+    "judge_endpoint",
+    "shares_budget",
+    "run_allowances",
 ]

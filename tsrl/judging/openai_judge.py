@@ -101,25 +101,10 @@ class OpenAIJudge:
         self.cfg = cfg
         self.ties = ties_allowed(cfg.allow_tie, task_name)
         self.vision = cfg.vision if cfg.vision is not None else rendered  # null: where pages are rendered
-        self.template = load_template(resolve_template(cfg.template, task_name), self.ties)
-        self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
-        self.list_template = load_template(resolve_template("auto", task_name, "listwise"))
-        if cfg.form == "direct":
-            self.template = direct_template(self.template, self.ties)
-            self.score_template = direct_template(self.score_template)
-            self.list_template = direct_list_template(self.list_template)
-        # cache keys: the model, the template (name + hash, ties included) and every request setting that can change
-        # an answer
-        settings = json.dumps(
-            [cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body, self.vision, cfg.form, cfg.constrain],
-            sort_keys=True,
-        )
-        generation = hashlib.sha256(settings.encode()).hexdigest()[:12]
-        self.identity = f"{cfg.model}|{self.template.identity}|{generation}"
-        self.score_identity = f"{cfg.model}|{self.score_template.identity}|{generation}"
-        self.list_identity = f"{cfg.model}|{self.list_template.identity}|{generation}"
+        self._templates(cfg, task_name)
         key = read_api_key(cfg.api_key_env)
         self.counters = JudgeCounters()
+        self.spent_usd = 0.0  # every answer's cost at the judge's prices, never drained (judge.budget's money cap)
         self.hedger = Hedger(cfg.hedge, self.counters)
         connections = cfg.concurrency + self.hedger.burst * cfg.hedge.enabled  # hedges need connections of their own
         # the provider's limits, shared with the process's other judges on the same endpoints (rate.py)
@@ -157,6 +142,25 @@ class OpenAIJudge:
             for dialect in self.dialects
         ]
         self.list_specs: dict[tuple[int, int], AnswerSpec] = {}  # (endpoint, list length) → spec, made on first use
+
+    def _templates(self, cfg: OpenAIJudgeConfig, task_name: str) -> None:
+        """The pairwise, pointwise and listwise templates, and each one's cache identity: the model, the template
+        (name + hash, ties included) and every request setting that can change an answer."""
+        self.template = load_template(resolve_template(cfg.template, task_name), self.ties)
+        self.score_template = load_template(resolve_template("auto", task_name, "pointwise"))
+        self.list_template = load_template(resolve_template("auto", task_name, "listwise"))
+        if cfg.form == "direct":
+            self.template = direct_template(self.template, self.ties)
+            self.score_template = direct_template(self.score_template)
+            self.list_template = direct_list_template(self.list_template)
+        settings = json.dumps(
+            [cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.extra_body, self.vision, cfg.form, cfg.constrain],
+            sort_keys=True,
+        )
+        generation = hashlib.sha256(settings.encode()).hexdigest()[:12]
+        self.identity = f"{cfg.model}|{self.template.identity}|{generation}"
+        self.score_identity = f"{cfg.model}|{self.score_template.identity}|{generation}"
+        self.list_identity = f"{cfg.model}|{self.list_template.identity}|{generation}"
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
         answers = self._run(requests, self._pair_job)
@@ -416,7 +420,9 @@ class OpenAIJudge:
     def _read(self, response: Any) -> Completion:
         """The answer in a chat-completion body (AttemptError malformed_response if it is none), its cost counted."""
         answer = read_completion(response)
-        self.counters.add("cost_usd", self.cfg.cost_usd(answer.prompt_tokens, answer.completion_tokens))
+        cost = self.cfg.cost_usd(answer.prompt_tokens, answer.completion_tokens)
+        self.spent_usd += cost
+        self.counters.add("cost_usd", cost)
         return answer
 
     def _raise_if_dead(self) -> None:

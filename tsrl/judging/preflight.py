@@ -15,8 +15,8 @@ twenty retries in the middle of a ladder build.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
-import warnings
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -28,6 +28,7 @@ from tsrl.judging.transport import AttemptError, backoff_s, read_completion
 if TYPE_CHECKING:  # openai_config imports this module (check_urls)
     from tsrl.judging.openai_config import OpenAIJudgeConfig
 
+log = logging.getLogger("tsrl")
 SKIP = "set judge.preflight=false to skip this check for servers without /models"
 LISTED = 8  # served model names quoted in an error (a hosted API may serve hundreds)
 
@@ -155,10 +156,10 @@ async def probe_dialects(
                 f"{cfg.constrain} constraint in every form tsrl knows ({', '.join(probe_order(cfg.constrain))}); "
                 "use judge.constrain=auto to take what it honours, or judge.constrain=off."
             )
-        warnings.warn(
+        log.warning(  # tsrl's logger, not warnings.warn: this runs on the judge's event loop, and a warning would
+            # name asyncio/events.py as its source
             f"judge.constrain=auto: the judge endpoint {url} honours no structured-output field tsrl "
             f"knows ({', '.join(DIALECTS)}); its answers are not constrained, so a model that does not "
-            "follow the template's format will fail (judge.retry.first_answers stops such a run early).",
-            stacklevel=2,
+            "follow the template's format will fail (judge.retry.first_answers stops such a run early)."
         )
     return list(found)

@@ -23,12 +23,15 @@ Each wrapper answers the three questions of the Judge protocol: pairs (compare),
   then leaves that comparison out, or drops the group), and counts every use; a missing pointwise grade
   likewise becomes 5 (tie), a uniform grade in [0, 10] (random) or stays None (drop), and a list that got no
   answer gets 5 for every item, a uniform grade per item, or stays None.
-- Budget stops the run with a UserError before a step or the run exceeds its call or token allowance (a list is
-  one call).
+- Budget stops the run with a UserError before a step or the run exceeds its call, token or dollar allowance (a
+  list is one call). The run's allowance (`RunAllowance`) is shared by every judge of the run that asks the same
+  endpoint — the training judge, the judge that ranks the ladders, the held-out evaluation judge — so each call
+  counts once, whichever judge sent it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -59,6 +62,32 @@ class BudgetConfig:
     """Most model requests in the whole process."""
     max_tokens_per_run: int = 0
     """Most judge tokens in the whole process."""
+    max_usd_per_run: float = 0.0
+    """Most dollars of judge calls in the whole process, priced at judge.price_in_per_m / price_out_per_m with the
+    tokens each answer used (needs those prices)."""
+    allow_partial: bool = False
+    """Start a run whose estimate printed at start passes a run cap (calls, tokens or dollars): it stops cleanly
+    when the cap is spent and trainer.checkpoint.resume=auto continues it. False refuses it before any call."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_calls_per_step", "max_tokens_per_step", "max_calls_per_run", "max_tokens_per_run"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"judge.budget.{name} must be >= 0 (0 = no limit), got {getattr(self, name)}.")
+        if self.max_usd_per_run < 0:
+            raise ConfigError(f"judge.budget.max_usd_per_run must be >= 0 (0 = no limit), got {self.max_usd_per_run}.")
+
+
+class RunAllowance:
+    """The run caps of one BudgetConfig and what the process has spent against them: calls, tokens and dollars.
+    Every judge of a run that asks the same endpoint holds the same one (the evaluation judge by default), from any
+    thread (trainer.pipeline's scoring worker beside the evaluation): a batch's calls are checked and reserved under
+    the lock before it is sent, so two judges cannot both take the last of the allowance."""
+
+    def __init__(self, cfg: BudgetConfig) -> None:
+        self.cfg = cfg
+        self.calls = self.tokens = 0
+        self.usd = 0.0
+        self.lock = threading.Lock()
 
 
 @dataclass
@@ -238,61 +267,85 @@ class Fallback:
 
 
 class Budget:
-    """Refuses (BudgetExceeded, a UserError: the CLI stops with its one sentence) a batch that would pass
-    the call allowance, and stops after a batch whose tokens passed the token allowance."""
+    """Refuses (BudgetExceeded, a UserError: the CLI stops with its one sentence) a batch that would pass the call
+    allowance, or the dollar allowance at the run's mean cost per call so far, and stops after a batch whose tokens
+    or dollars passed their allowance. The step caps are this judge's; the run caps are `run`'s (shared)."""
 
-    def __init__(self, inner: Judge, cfg: BudgetConfig) -> None:
+    def __init__(self, inner: Judge, cfg: BudgetConfig, run: RunAllowance | None = None) -> None:
         self.inner, self.cfg = inner, cfg
-        self.step_calls = self.step_tokens = self.run_calls = self.run_tokens = 0
+        self.run = run or RunAllowance(cfg)
+        self.step_calls = self.step_tokens = 0
 
     def _check_calls(self, n: int) -> None:
+        run = self.run
         for used, limit, name in (
             (self.step_calls, self.cfg.max_calls_per_step, "max_calls_per_step"),
-            (self.run_calls, self.cfg.max_calls_per_run, "max_calls_per_run"),
+            (run.calls, run.cfg.max_calls_per_run, "max_calls_per_run"),
         ):
             if limit and used + n > limit:
                 raise BudgetExceeded(
                     f"Judge budget spent: {used} calls made and {n} more needed exceed "
                     f"judge.budget.{name}={limit}; raise it or set it to 0 for no limit."
                 )
+        cap = run.cfg.max_usd_per_run
+        if cap and run.calls and run.usd + n * run.usd / run.calls > cap:
+            raise BudgetExceeded(
+                f"Judge budget spent: ${run.usd:,.4f} paid for {run.calls} calls, and {n} more at that mean cost "
+                f"would pass judge.budget.max_usd_per_run={cap:g}; raise it or set it to 0 for no limit."
+            )
 
-    def _charge(self, calls: int, tokens: int) -> None:
-        self.step_calls += calls
-        self.run_calls += calls
+    def _charge(self, tokens: int, usd: float) -> None:
+        run = self.run
         self.step_tokens += tokens
-        self.run_tokens += tokens
+        run.tokens += tokens
+        run.usd += usd
         for used, limit, name in (
             (self.step_tokens, self.cfg.max_tokens_per_step, "max_tokens_per_step"),
-            (self.run_tokens, self.cfg.max_tokens_per_run, "max_tokens_per_run"),
+            (run.tokens, run.cfg.max_tokens_per_run, "max_tokens_per_run"),
         ):
             if limit and used > limit:
                 raise BudgetExceeded(
                     f"Judge budget spent: {used} judge tokens exceed judge.budget.{name}={limit}; "
                     "raise it or set it to 0 for no limit."
                 )
+        if run.cfg.max_usd_per_run and run.usd > run.cfg.max_usd_per_run:
+            raise BudgetExceeded(
+                f"Judge budget spent: ${run.usd:,.4f} paid for {run.calls} calls exceeds "
+                f"judge.budget.max_usd_per_run={run.cfg.max_usd_per_run:g}; raise it or set it to 0 for no limit."
+            )
+
+    def _ask(self, method: str, requests: Sequence) -> list:
+        with self.run.lock:  # checked and reserved together (RunAllowance)
+            self._check_calls(len(requests))
+            self.step_calls += len(requests)
+            self.run.calls += len(requests)
+        paid = usd_spent(self.inner)
+        answers = getattr(self.inner, method)(requests)
+        with self.run.lock:
+            self._charge(sum(a.tokens for a in answers), usd_spent(self.inner) - paid)
+        return answers
 
     def compare(self, requests: Sequence[PairRequest]) -> list[Verdict]:
-        self._check_calls(len(requests))
-        answers = self.inner.compare(requests)
-        self._charge(len(requests), sum(v.tokens for v in answers))
-        return answers
+        return self._ask("compare", requests)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]:
-        self._check_calls(len(requests))
-        answers = self.inner.score(requests)
-        self._charge(len(requests), sum(s.tokens for s in answers))
-        return answers
+        return self._ask("score", requests)
 
     def score_lists(self, requests: Sequence[ListRequest]) -> list[ListScores]:
         """One call per list, whatever its length; its tokens charged."""
-        self._check_calls(len(requests))
-        answers = self.inner.score_lists(requests)
-        self._charge(len(requests), sum(s.tokens for s in answers))
-        return answers
+        return self._ask("score_lists", requests)
 
     def drain_metrics(self) -> dict[str, float]:
         self.step_calls = self.step_tokens = 0
         return self.inner.drain_metrics()
+
+
+def usd_spent(judge: Judge) -> float:
+    """The dollars a model judge has paid so far (its `spent_usd`: the openai judge prices each answer's usage),
+    looked up through the wrappers inside the budget (a RenderingJudge's `inner`); 0 for a judge that costs nothing."""
+    while not hasattr(judge, "spent_usd") and hasattr(judge, "inner"):
+        judge = judge.inner
+    return getattr(judge, "spent_usd", 0.0)
 
 
 class Deferred:

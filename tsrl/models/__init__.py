@@ -11,7 +11,7 @@ from typing import Any
 from tsrl.models.hf import HFModelConfig
 from tsrl.models.smollm2 import SmolLM2Config, smollm2_folder
 from tsrl.models.source import PolicySource, load_source
-from tsrl.models.tiny import TinyModelConfig
+from tsrl.models.tiny import TinyModelConfig, build_note
 from tsrl.registry import MODELS
 from tsrl.tasks import build_task
 from tsrl.tasks.base import DatasetConfig
@@ -25,6 +25,14 @@ def policy_source(cfg: Any, task_cfg: DatasetConfig) -> PolicySource:
     return MODELS.build(cfg, build_task(replace(task_cfg, max_prompts=0)))
 
 
+def pending_build(cfg: Any, task_cfg: DatasetConfig) -> str:
+    """What `policy_source` would build first, in words ("" when its policy is cached or needs no build): the tiny
+    policy, once per task data and model.* settings."""
+    if isinstance(cfg, TinyModelConfig):
+        return build_note(cfg, build_task(replace(task_cfg, max_prompts=0)))
+    return ""
+
+
 def load_policy(cfg: Any, task_cfg: DatasetConfig) -> tuple:
     """(model, tokenizer) for the model config, as stored (no adapter)."""
     return load_source(policy_source(cfg, task_cfg))
@@ -34,6 +42,7 @@ __all__ = [
     "MODELS",
     "PolicySource",
     "policy_source",
+    "pending_build",
     "load_policy",
     "HFModelConfig",
     "SmolLM2Config",

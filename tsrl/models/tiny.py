@@ -256,6 +256,7 @@ def _vocabulary(task: Task) -> list[str]:
 def build_tiny(cfg: TinyModelConfig, task: Task, target: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    start = time.monotonic()
     torch.manual_seed(cfg.seed)
     vocab = _vocabulary(task)
     sample = warmstart_examples(task.prompts("train"), vocab, 4000, cfg.copy_prob, random.Random(cfg.seed))
@@ -276,20 +277,53 @@ def build_tiny(cfg: TinyModelConfig, task: Task, target: Path) -> None:
     model = LlamaForCausalLM(config)
     losses = warm_start(model, tokenizer, task, cfg) if cfg.warmstart_steps else []
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # unique per builder
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "warmstart.json").write_text(json.dumps({"losses": losses}))
     try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "warmstart.json").write_text(json.dumps({"losses": losses, "build_s": time.monotonic() - start}))
         tmp.replace(target)  # atomic: concurrent builders or a crash never leave a half-written model
     except OSError:  # another builder finished first: its folder is the same build
         if not (target / "config.json").is_file():
             raise
+    finally:  # gone once renamed; else a Ctrl-C or a failure while saving leaves no half-written folder behind
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tiny_folder(cfg: TinyModelConfig, task: Task) -> Path:
+    """Where the tiny policy of these settings and this task's training data is cached."""
+    return Path(cfg.cache_dir).expanduser() / f"tiny-{task.name}-{_fingerprint(cfg, task)}"
+
+
+def build_note(cfg: TinyModelConfig, task: Task) -> str:
+    """What a run must build before its first step ("" when the policy is cached): said with the run's estimate,
+    with the build times of the policies cached beside it (warmstart.json's build_s, measured here)."""
+    target = tiny_folder(cfg, task)
+    if target.is_dir():
+        return ""
+    times = sorted(t for t in map(build_seconds, target.parent.glob("tiny-*/warmstart.json")) if t is not None)
+    took = (
+        f"earlier builds there took {duration(times[len(times) // 2])} (median of {len(times)})"
+        if times
+        else "a few minutes on 2 CPU cores"
+    )
+    return (
+        f"the tiny policy for task={task.name}, once (no cached one in {target.parent}): a tokenizer, then a warm "
+        f"start of at most {cfg.warmstart_steps} steps; {took}"
+    )
+
+
+def build_seconds(record: Path) -> float | None:
+    """How long the build that wrote `record` (a warmstart.json) took; None for a build that did not time itself."""
+    try:
+        seconds = json.loads(record.read_text()).get("build_s")
+    except (OSError, ValueError):
+        return None
+    return seconds if isinstance(seconds, (int, float)) else None
 
 
 def tiny_source(cfg: TinyModelConfig, task: Task) -> PolicySource:
     """The tiny policy's cached folder, built on first use."""
-    target = Path(cfg.cache_dir).expanduser() / f"tiny-{task.name}-{_fingerprint(cfg, task)}"
+    target = tiny_folder(cfg, task)
     if not target.is_dir():
         target.parent.mkdir(parents=True, exist_ok=True)
         log.info(

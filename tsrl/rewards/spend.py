@@ -10,7 +10,11 @@ Before any judge call (before the judges are even opened) `tsrl-train` prints, o
   trainer.fill);
 - evaluation: held-out prompts × samples × their reference anchors per evaluation, times the evaluations;
 - the whole run, capped by trainer.max_judge_calls where set, and in dollars where `judge.price_in_per_m` and
-  `judge.price_out_per_m` are set, with the tokens per call it assumed.
+  `judge.price_out_per_m` are set, with the tokens per call it assumed;
+- the run caps of judge.budget (calls, tokens, dollars) and what they count: every call the process's judges send to
+  the training judge's endpoint, the ladder ranking and the held-out evaluation included (an evaluation judge on
+  another endpoint counts against eval_judge.budget). `check_caps` refuses, before any call, a run whose estimate
+  (the most it can ask) passes a cap, unless judge.budget.allow_partial.
 
 A model call is one request: a pair asked in both orders (judge.order=both) is two, a grade or a whole list one.
 Cached verdicts (judge.cache_path) are free, so a run with a warm cache spends less than printed: the numbers are
@@ -31,8 +35,9 @@ import numpy as np
 
 from tsrl.config import per_process_prompts
 from tsrl.errors import UserError
-from tsrl.judging import eval_judge_config, judge_fingerprint, ranking_judge_config
+from tsrl.judging import eval_judge_config, judge_fingerprint, ranking_judge_config, shares_budget
 from tsrl.judging.prompting import resolve_template
+from tsrl.progress import counted
 from tsrl.ranking import TOPOLOGIES, ConstitutionalBracket, LiveTrace, RoundRobin, TraceRoundRobin
 from tsrl.registry import ALGOS, JUDGES, REWARDS
 from tsrl.rewards.ladder import ladder_path
@@ -82,6 +87,8 @@ class Spend:
     """The step a resumed run continues from (its numbers are those still to come)."""
     ladder: str = ""
     """The stored ladder file the setup round-robin writes ("" = none): runs that share it rank it once."""
+    caps: str = ""
+    """The run caps of judge.budget and what they count ("" = none set)."""
 
     @property
     def setup_calls(self) -> int:
@@ -113,7 +120,7 @@ class Spend:
             lines.append(f"  setup: {n:,} calls — {what}")
         lines.append(f"  per step: {self.per_step.text()} calls — {self.step_what}")
         lines.append(
-            f"  evaluation: {self.per_eval:,} calls × {self.evaluations} evaluations = "
+            f"  evaluation: {self.per_eval:,} calls × {counted(self.evaluations, 'evaluation')} = "
             f"{self.per_eval * self.evaluations:,} — {self.eval_what}"
         )
         capped = (
@@ -123,7 +130,7 @@ class Spend:
         )
         whole = f"rest of the run from step {self.start_step}" if self.start_step else "whole run"
         lines.append(
-            f"  {whole}: {self.total.text()} calls (setup {self.setup_calls:,} + {self.steps} steps × "
+            f"  {whole}: {self.total.text()} calls (setup {self.setup_calls:,} + {counted(self.steps, 'step')} × "
             f"{self.per_step.text()}{capped} + evaluation {self.per_eval * self.evaluations:,})"
         )
         money = self.dollars(self.total)
@@ -136,6 +143,8 @@ class Spend:
                 "per call (the template, the prompt and two responses of generator.max_new_tokens tokens, 4 "
                 "characters a token; the answer at the judge's max_tokens)"
             )
+        if self.caps:
+            lines.append(f"  caps: {self.caps}")
         return lines
 
 
@@ -158,7 +167,8 @@ def group_calls(name: str, reward: Any, size: int, both: bool) -> tuple[Calls, s
     order = " × 2 orders" if both else ""
     if name in ("ladder", "one_anchor", "self_bootstrap"):
         k = reward.ladder.k if name == "self_bootstrap" else reward.k
-        return Calls(size * k * pairs, size * k * pairs), f"{size} completions × {k} anchors{order}"
+        what = f"{counted(size, 'completion')} × {counted(k, 'anchor')}{order}"
+        return Calls(size * k * pairs, size * k * pairs), what
     if name == "in_batch":
         n = schedule_matches(lambda seed: RoundRobin(size)).times(pairs)
         return n, f"a round-robin of {size}{order}"
@@ -169,14 +179,14 @@ def group_calls(name: str, reward: Any, size: int, both: bool) -> tuple[Calls, s
         n = schedule_matches(lambda seed: ConstitutionalBracket(size, 1, seed=seed)).times(pairs)
         return n, f"a single-elimination bracket of {size}{order}"
     if name in ("rubric", "rlaif"):
-        return Calls(size, size), f"{size} grades"
+        return Calls(size, size), counted(size, "grade")
     if name == "listwise":
         chunks = 1 if not reward.max_items else -(-size // max(reward.max_items - reward.anchors, 1))
         calls = reward.orders * chunks
         return Calls(calls, calls), f"{reward.orders} order(s) × {chunks} list(s) of the group"
     if name == "adaptive":
         if reward.tournament == "pointwise":
-            high, what = size, f"{size} grades"
+            high, what = size, counted(size, "grade")
         else:
             live = reward.tournament == "live"
             make = (lambda seed: LiveTrace(size)) if live else (lambda seed: TraceRoundRobin(size))
@@ -211,7 +221,8 @@ def ladder_setup(
     path = ladder_path(ladder, fingerprint, task_name, prompts)
     if path.is_file() and not ladder.rebuild:
         return [(f"the {len(prompts)} training prompts' ladders are stored ({path})", 0)], str(path)
-    return [(f"rank the {anchors} anchors of {len(prompts)} training prompts by round-robin", pairs)], str(path)
+    what = f"rank the {anchors} anchors of {counted(len(prompts), 'training prompt')} by round-robin"  # K ≥ 2
+    return [(what, pairs)], str(path)
 
 
 def evaluations(max_steps: int, every: int, start_step: int = 0) -> int:
@@ -256,7 +267,9 @@ def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0)
     if name == "self_bootstrap":
         k = len(cfg.reward.tiers) * cfg.reward.samples_per_tier
         pairs = len(prompts) * k * (k - 1) // 2
-        spend.setup = [(f"rank the first self-sampled ladder: {k} anchors of {len(prompts)} training prompts", pairs)]
+        of = f"{counted(k, 'anchor')} of {counted(len(prompts), 'training prompt')}"
+        what = f"rank the first self-sampled ladder: {of}"
+        spend.setup = [(what, pairs)]
     asked = (
         " (asked of the strong evaluation judge: ladder.judge)"
         if ranking is not cfg.judge and cfg.distinct_judges
@@ -269,7 +282,7 @@ def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0)
         groups = tcfg.prompts_per_step  # the global batch: the same calls on any number of processes
         per_group, how = group_calls(name, cfg.reward, tcfg.group_size, both)
         spend.per_step = per_group.times(groups)
-        spend.step_what = f"{groups} groups × ({how}) (reward={name})"
+        spend.step_what = f"{counted(groups, 'group')} × ({how}) (reward={name})"
         if tcfg.fill == "resample":
             spend.per_step = Calls(spend.per_step.low, spend.per_step.high * tcfg.fill_max_batches)
             spend.step_what += f", up to {tcfg.fill_max_batches} batches with trainer.fill=resample"
@@ -282,15 +295,18 @@ def estimate(cfg: Any, task: Any, world: int | None = None, start_step: int = 0)
     if task_metric(task) == "winrate":
         spend.per_eval = winrate_calls(eval_prompts, tcfg.eval.samples, eval_cfg)
         spend.eval_what = (
-            f"{len(eval_prompts)} held-out prompts × {tcfg.eval.samples} samples × their reference anchors"
+            f"{counted(len(eval_prompts), 'held-out prompt')} × {counted(tcfg.eval.samples, 'sample')} × "
+            "their reference anchors"
         )
     else:
         spend.eval_what = "held-out pass rate by the task's verifier, no judge call"
     spend.evaluations = evaluations(tcfg.max_steps, tcfg.eval.every, start_step)
     spend.max_training_calls = tcfg.max_judge_calls
     prices = (getattr(cfg.judge, "price_in_per_m", 0.0), getattr(cfg.judge, "price_out_per_m", 0.0))
-    if any(prices):
+    budget = cfg.judge.budget
+    if any(prices) or budget.max_tokens_per_run or budget.max_usd_per_run:
         spend.prices, spend.tokens = prices, tokens_per_call(cfg, task)
+    spend.caps = caps_text(cfg)
     return spend
 
 
@@ -302,4 +318,75 @@ def check_setup(spend: Spend, limit: int) -> None:
             f"The run's setup would make {spend.setup_calls:,} judge calls ({what}), more than "
             f"judge.max_setup_calls={limit:,}; nothing was asked: raise it (judge.max_setup_calls={spend.setup_calls}) "
             "if that is meant, or 0 for no limit."
+        )
+
+
+RUN_CAPS = ("max_calls_per_run", "max_tokens_per_run", "max_usd_per_run")
+
+
+def caps_text(cfg: Any) -> str:
+    """The run caps that are set and what they count ("" where none is): judge.budget's, and eval_judge.budget's for
+    an evaluation judge on another endpoint."""
+    evaluation = eval_judge_config(cfg)
+    shared = shares_budget(cfg, evaluation)
+    caps, own = (
+        [f"{name}.{n}={getattr(b, n):g}" for n in RUN_CAPS if getattr(b, n)]
+        for name, b in (("judge.budget", cfg.judge.budget), ("eval_judge.budget", evaluation.budget))
+    )
+    if shared:
+        what = "setup, training and held-out evaluation"
+        return f"{', '.join(caps)} per process, counting every call to the training judge's endpoint: {what}" * bool(
+            caps
+        )
+    if not caps and not own:
+        return ""
+    return (
+        f"{', '.join(caps) or 'judge.budget: none'} per process for setup and training; the evaluation asks another "
+        f"endpoint, under {', '.join(own) or 'no run cap (eval_judge.budget)'}"
+    )
+
+
+def over_caps(calls: int, spend: Spend, prices: tuple[float, float], caps: Any, world: int, name: str) -> list[str]:
+    """Each run cap of `caps` (a BudgetConfig named `name`) that `calls` calls at the estimate's tokens per call and
+    `prices` would pass, as 'estimate against cap'; a cap holds per process, so W processes hold W times it."""
+    tokens = spend.tokens or (0, 0)
+    usd = calls * (tokens[0] * prices[0] + tokens[1] * prices[1]) / 1e6
+    estimates = (
+        ("max_calls_per_run", calls, f"{calls:,} calls"),
+        ("max_tokens_per_run", calls * sum(tokens), f"{calls * sum(tokens):,} tokens"),
+        ("max_usd_per_run", usd, f"${usd:,.2f}" if usd >= 0.01 else f"${usd:.2g}"),
+    )
+    over = []
+    for field_, amount, text in estimates:
+        cap = getattr(caps, field_)
+        if cap and amount > cap * world:
+            each = f" × {world} processes" if world > 1 else ""
+            over.append(f"an estimate of {text} against {name}.{field_}={cap:g}{each}")
+    return over
+
+
+def check_caps(spend: Spend, cfg: Any, world: int) -> None:
+    """Stop, before any judge call, a run whose estimate (the most it can ask) passes a run cap of judge.budget —
+    or, for an evaluation judge on another endpoint, of eval_judge.budget — unless judge.budget.allow_partial; and a
+    dollar cap without the prices it counts by."""
+    budget, evaluation = cfg.judge.budget, eval_judge_config(cfg)
+    if budget.max_usd_per_run and not any(spend.prices):
+        raise UserError(
+            f"judge.budget.max_usd_per_run={budget.max_usd_per_run:g} counts dollars at the judge's prices, which "
+            "are not set: set judge.price_in_per_m and judge.price_out_per_m (dollars per million tokens)."
+        )
+    if budget.allow_partial:
+        return
+    evaluations = spend.per_eval * spend.evaluations
+    if shares_budget(cfg, evaluation):
+        over = over_caps(spend.total.high, spend, spend.prices, budget, world, "judge.budget")
+    else:
+        over = over_caps(spend.total.high - evaluations, spend, spend.prices, budget, world, "judge.budget")
+        prices = (getattr(evaluation, "price_in_per_m", 0.0), getattr(evaluation, "price_out_per_m", 0.0))
+        over += over_caps(evaluations, spend, prices, evaluation.budget, world, "eval_judge.budget")
+    if over:
+        raise UserError(
+            f"The run would pass its judge budget — {'; '.join(over)} — so nothing was asked: raise the cap (0 = no "
+            "limit), or set judge.budget.allow_partial=true to run until the cap stops it "
+            "(trainer.checkpoint.resume=auto then continues the run)."
         )

@@ -74,7 +74,7 @@ def printed_spend(stdout: str) -> dict[str, tuple[int, int]]:
         "setup": (sum(s[0] for s in setup), sum(s[1] for s in setup)),
         "step": one(r"^  per step: ([\d,–]+) calls"),
         "eval": one(r"^  evaluation: ([\d,–]+) calls"),
-        "evaluations": one(r"calls × (\d+) evaluations"),
+        "evaluations": one(r"calls × ([\d,]+) evaluations?\b"),
         "run": one(r"^  (?:whole run|rest of the run from step \d+): ([\d,–]+) calls"),
     }
 

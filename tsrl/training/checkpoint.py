@@ -37,6 +37,14 @@ def complete_checkpoints(run_dir: Path) -> list[Path]:
     return sorted(p for p in root.glob("step_*") if (p / STATE_FILE).is_file()) if root.is_dir() else []
 
 
+def kept_checkpoint(run_dir: Path) -> str:
+    """What a run stopped mid-way (Ctrl-C) keeps: its newest complete checkpoint, or that it has none yet."""
+    found = complete_checkpoints(run_dir)
+    if not found:
+        return f"no checkpoint in {run_dir} yet (trainer.checkpoint.every=N saves one every N steps)"
+    return f"kept {found[-1]} (step {int(found[-1].name.removeprefix('step_'))})"
+
+
 def find_resume(run_dir: Path, resume: str) -> Path | None:
     """The checkpoint to resume from: none, the newest complete one (auto), or an explicit directory."""
     if resume == "never":

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 
 from tsrl.errors import ConfigError
 from tsrl.registry import LOGGERS
@@ -33,7 +35,8 @@ class JsonlLoggerConfig:
 
 @dataclass
 class WandbLoggerConfig(JsonlLoggerConfig):
-    """Logger `wandb`: everything `jsonl` writes, plus a wandb run (offline unless mode says otherwise)."""
+    """Logger `wandb`: everything `jsonl` writes, plus a wandb run (offline unless mode says otherwise); the runs of
+    one multirun share a wandb group, its sweep folder's name."""
 
     project: str = "tsrl"
     """wandb project."""
@@ -169,8 +172,16 @@ def _start_wandb(cfg: Any, run_dir: Path, config: dict):
         dir=str(run_dir),
         config=config,
         name=run_dir.name,
+        group=sweep_group(),
         reinit="finish_previous",
     )
+
+
+def sweep_group() -> str | None:
+    """The wandb group of a multirun's runs: its sweep folder's name (hydra.sweep.dir); None for a single run."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return Path(HydraConfig.get().sweep.dir).name
 
 
 LOGGERS.register("jsonl", JsonlLoggerConfig, lambda cfg, run_dir, config: None)

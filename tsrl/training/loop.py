@@ -338,47 +338,44 @@ def run_steps(run: Run) -> None:
         (Path(run.cfg.run_dir) / DONE_FILE).unlink(missing_ok=True)  # until this run reaches its end
     if run.start_step == 0:
         log.log_eval(0, *evaluate(run, 0))
-    bar = tqdm(
-        range(run.start_step + 1, tcfg.max_steps + 1),
-        initial=run.start_step,
-        total=tcfg.max_steps,
-        disable=not acc.is_main_process,
-        desc="tsrl",
-        dynamic_ncols=True,
-    )
-    for step in bar:
-        before = capture_rng(), trainer_state(run, step - 1)  # what a checkpoint of the last finished step holds
-        try:
-            step_fn = offline_step if offline else overlap_step if run.pipeline is not None else train_step
-            metrics, groups, rewards = step_fn(run, step)
-        except UserError as err:  # e.g. the judge budget is spent or the judge is down: keep every finished step
-            restore_rng(before[0])
-            raise stopped_cleanly(run, before[1], err) from err
-        metrics = reduce_metrics(acc, metrics)
-        run.judge_calls_total += metrics["judge/calls"]
-        run.training_calls += metrics["judge/calls"]
-        metrics["judge/calls_total"] = run.judge_calls_total
-        spent = bool(tcfg.max_judge_calls) and run.training_calls >= tcfg.max_judge_calls
-        last = step == tcfg.max_steps or spent
-        log.log_step(step, metrics)
-        log.log_samples(step, groups, rewards)
-        if last or (tcfg.eval.every and step % tcfg.eval.every == 0):
+    # advanced by hand after each step's fields: a bar over the range would stop one short on the break below
+    with tqdm(
+        initial=run.start_step, total=tcfg.max_steps, disable=not acc.is_main_process, desc="tsrl", dynamic_ncols=True
+    ) as bar:  # closed on every exit, so that what follows a stop starts on a line of its own
+        for step in range(run.start_step + 1, tcfg.max_steps + 1):
+            before = capture_rng(), trainer_state(run, step - 1)  # what a checkpoint of the last finished step holds
             try:
-                log.log_eval(step, *evaluate(run, step))  # its own RNG: training's is untouched
-            except UserError as err:
-                raise stopped_cleanly(run, trainer_state(run, step), err) from err
-        if last or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
-            save_checkpoint(
-                acc,
-                run.learner,
-                checkpoint_dir(Path(run.cfg.run_dir), step),
-                trainer_state(run, step),
-                tcfg.checkpoint.keep,
-            )
-        heldout = log.evals[-1][headline(run.task)[0]] if log.evals else float("nan")
-        bar.set_postfix(bar_fields(metrics, heldout, offline))
-        if last:
-            if acc.is_main_process:
-                mark_finished(Path(run.cfg.run_dir), tcfg, step, "max_judge_calls" if spent else "max_steps")
-            break
+                step_fn = offline_step if offline else overlap_step if run.pipeline is not None else train_step
+                metrics, groups, rewards = step_fn(run, step)
+            except UserError as err:  # e.g. the judge budget is spent or the judge is down: keep every finished step
+                restore_rng(before[0])
+                raise stopped_cleanly(run, before[1], err) from err
+            metrics = reduce_metrics(acc, metrics)
+            run.judge_calls_total += metrics["judge/calls"]
+            run.training_calls += metrics["judge/calls"]
+            metrics["judge/calls_total"] = run.judge_calls_total
+            spent = bool(tcfg.max_judge_calls) and run.training_calls >= tcfg.max_judge_calls
+            last = step == tcfg.max_steps or spent
+            log.log_step(step, metrics)
+            log.log_samples(step, groups, rewards)
+            if last or (tcfg.eval.every and step % tcfg.eval.every == 0):
+                try:
+                    log.log_eval(step, *evaluate(run, step))  # its own RNG: training's is untouched
+                except UserError as err:
+                    raise stopped_cleanly(run, trainer_state(run, step), err) from err
+            if last or (tcfg.checkpoint.every and step % tcfg.checkpoint.every == 0):
+                save_checkpoint(
+                    acc,
+                    run.learner,
+                    checkpoint_dir(Path(run.cfg.run_dir), step),
+                    trainer_state(run, step),
+                    tcfg.checkpoint.keep,
+                )
+            heldout = log.evals[-1][headline(run.task)[0]] if log.evals else float("nan")
+            bar.set_postfix(bar_fields(metrics, heldout, offline), refresh=False)
+            bar.update()
+            if last:
+                if acc.is_main_process:
+                    mark_finished(Path(run.cfg.run_dir), tcfg, step, "max_judge_calls" if spent else "max_steps")
+                break
     log.close()

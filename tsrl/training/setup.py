@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -28,16 +29,19 @@ from tsrl.judging import (
     judge_fingerprint,
     judge_identity,
     ranking_judge_config,
+    run_allowances,
     set_noise_stream,
     step_stream,
 )
+from tsrl.models import pending_build
 from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
 from tsrl.rewards.base import Collective
 from tsrl.rewards.ladder import LadderConfig
 from tsrl.rewards.ladder_step import estimate_run, prepare_ladder, step_prompts
-from tsrl.rewards.spend import check_setup
+from tsrl.rewards.spend import check_caps, check_setup
 from tsrl.tasks import Task
+from tsrl.training import wallclock
 from tsrl.training.checkpoint import STATE_FILE, find_resume, load_checkpoint, pending_groups
 from tsrl.training.collective import AccelerateCollective, gather
 from tsrl.training.learner import Learner
@@ -72,26 +76,30 @@ class Run:
 def open_judges(cfg: RunConfig, task: Task) -> tuple[Judge, Judge]:
     """The training and evaluation judges. Built before anything else of the run: a judge that cannot answer
     (openai: an endpoint that is unreachable or does not serve the model) stops the run here, with one sentence.
-    The training judge carries the judge that ranks the anchor ladders when that is another one (`Ranked`)."""
-    judge = build_judge(cfg.judge, task, cfg.seed)
+    The training judge carries the judge that ranks the anchor ladders when that is another one (`Ranked`). Every
+    judge asking the training judge's endpoint counts against judge.budget's run caps (`run_allowances`)."""
+    allowance = run_allowances(cfg)
+    judge = build_judge(cfg.judge, task, cfg.seed, allowance(cfg.judge))
     try:
-        judge = with_ranking_judge(cfg, task, judge)
-        return judge, build_judge(eval_judge_config(cfg), task, cfg.seed)
+        judge = with_ranking_judge(cfg, task, judge, allowance)
+        evaluation = eval_judge_config(cfg)
+        return judge, build_judge(evaluation, task, cfg.seed, allowance(evaluation))
     except BaseException:
         close_judge(judge)
         raise
 
 
-def with_ranking_judge(cfg: RunConfig, task: Task, judge: Judge) -> Judge:
+def with_ranking_judge(cfg: RunConfig, task: Task, judge: Judge, allowance: Callable[[Any], Any]) -> Judge:
     """`judge`, beside the judge ladder.judge names to rank the anchor ladders when that one's verdicts differ
-    (built on its first question, so a regime that ranks no anchors never opens it); says which ranks them."""
+    (built on its first question, so a regime that ranks no anchors never opens it; its calls counted against
+    `allowance(its config)`); says which ranks them."""
     ranking = ranking_judge_config(cfg)
     fingerprint = judge_fingerprint(ranking)
     if ranks_anchors(cfg.reward):
         say_ranking_judge(cfg)
     if fingerprint == judge_fingerprint(cfg.judge):
         return judge
-    return Ranked(judge, Deferred(lambda: build_judge(ranking, task, cfg.seed)), fingerprint)
+    return Ranked(judge, Deferred(lambda: build_judge(ranking, task, cfg.seed, allowance(ranking))), fingerprint)
 
 
 def regime_context(cfg: RunConfig, task: Task, judge: Judge, **policy: Any) -> RegimeContext:
@@ -265,12 +273,25 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
 
 
+def time_lines(cfg: RunConfig, spend: Any) -> list[str]:
+    """The start message's wall-clock estimate, from earlier runs beside this one (tsrl/training/wallclock.py), and
+    what must be built before the first step."""
+    folder = Path(cfg.run_dir).resolve().parent
+    pace = wallclock.measured(folder, cfg)
+    lines = [wallclock.wallclock_line(pace, spend.steps, spend.evaluations, folder)]
+    build = pending_build(cfg.model, cfg.task)
+    return [*lines, f"  to build first: {build}"] if build else lines
+
+
 def say_spend(cfg: RunConfig, task: Any) -> None:
-    """Print the run's judge calls (setup, per step, evaluation, whole run; dollars where priced) on the main
-    process, and stop the run, before anything is asked, when its setup would pass judge.max_setup_calls."""
+    """Print the run's judge calls (setup, per step, evaluation, whole run; dollars where priced; the run caps), its
+    wall-clock estimate and what it must build first on the main process, and stop the run, before anything is
+    asked, when its setup would pass judge.max_setup_calls or its estimate a run cap of judge.budget (unless
+    judge.budget.allow_partial)."""
     resume = find_resume(Path(cfg.run_dir), cfg.trainer.checkpoint.resume)
     done = json.loads((resume / STATE_FILE).read_text())["step"] if resume is not None else 0
     spend = estimate_run(cfg, task, start_step=done)  # a resumed run: the steps and evaluations still to come
     if int(os.environ.get("RANK", "0")) == 0:
-        print("\n".join(spend.lines()), flush=True)
+        print("\n".join([*spend.lines(), *time_lines(cfg, spend)]), flush=True)
     check_setup(spend, cfg.judge.max_setup_calls)
+    check_caps(spend, cfg, int(os.environ.get("WORLD_SIZE", "1")))

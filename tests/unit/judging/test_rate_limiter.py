@@ -4,6 +4,7 @@ the estimate, the 1/W split over processes, the config checks, and the settings 
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 from pathlib import Path
 
@@ -15,7 +16,17 @@ from tsrl.config import register_configs
 from tsrl.errors import ConfigError
 from tsrl.judging import OpenAIJudgeConfig, RateConfig, judge_fingerprint
 from tsrl.judging.base import JudgeCounters
-from tsrl.judging.rate import IMAGE_TOKENS, Limiter, Pacer, RateWindow, estimate_tokens, limiter_for
+from tsrl.judging.rate import (
+    IMAGE_TOKENS,
+    SLACK_S,
+    WINDOW_S,
+    Grant,
+    Limiter,
+    Pacer,
+    RateWindow,
+    estimate_tokens,
+    limiter_for,
+)
 from tsrl.testing.judge_client import most_in_any_window
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
@@ -55,6 +66,60 @@ def test_no_window_ever_holds_more_than_r_requests():
     times = greedy(window, [1] * 120, arrivals)
     assert most_in_any_window(times, 60.0) == 7
     assert times[6] == 0.0 and times[7] == 60.0 and times[14] == 120.0
+
+
+def most_tokens_in_any_window(times: list[float], tokens: list[int], window_s: float) -> int:
+    """The most tokens that one interval [t, t + window_s) holds, over every start t (times need not be sorted)."""
+    ordered = sorted(zip(times, tokens))
+    most = inside = first = 0
+    for at, cost in ordered:
+        inside += cost
+        while ordered[first][0] <= at - window_s:
+            inside -= ordered[first][1]
+            first += 1
+        most = max(most, inside)
+    return most
+
+
+def paced_run(limiter: Limiter, seed: int, n: int) -> tuple[list[float], list[Grant]]:
+    """n requests through `limiter` as the pacer sends them (in arrival order, each waiting until admitted) on a
+    fake clock: bursts of 1 to 3R requests after idle gaps of 0 to 2 windows, estimates of 50 to 600 tokens, each
+    answered 0.1 to 5 s after its admission with a usage of 30–100 % of its estimate, which settles its grant. The
+    admission times and the grants as finally counted."""
+    rng, window = random.Random(seed), limiter.window
+    arrivals, now = [], 0.0
+    while len(arrivals) < n:
+        now += rng.uniform(0.0, 2 * window.window_s) * (rng.random() < 0.5)
+        arrivals += [now] * rng.randint(1, 3 * window.requests)
+    now, times, grants, answers = 0.0, [], [], []  # answers: (due, grant, usage)
+    for arrival in arrivals[:n]:
+        now, estimate = max(now, arrival), rng.randint(50, 600)
+        while True:
+            for answer in [a for a in answers if a[0] <= now]:
+                limiter.settle(answer[1], answer[2])
+                answers.remove(answer)
+            grant = limiter.try_admit(now, estimate)
+            if isinstance(grant, Grant):
+                break
+            now += min([grant, *(due - now for due, _, _ in answers)])  # an answer's usage may free room sooner
+        times.append(now)
+        grants.append(grant)
+        answers.append((now + rng.uniform(0.1, 5.0), grant, int(estimate * rng.uniform(0.3, 1.0))))
+    for _, grant, usage in answers:
+        limiter.settle(grant, usage)
+    return times, grants
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_over_a_long_bursty_run_no_provider_window_holds_more_than_r_requests_or_t_tokens(seed):
+    """The guarantee itself: 3,000 requests in bursts after idle gaps (a gap lets old grants age: a window that
+    forgot them early would admit the next burst too soon), on a fake clock, through a limiter of the window
+    limiter_for gives (the provider's minute plus the slack). Every interval of the provider's length, any start,
+    holds at most R admissions and T tokens as finally counted; and the run reaches R, so the check is not idle."""
+    r, t = 20, 4000
+    times, grants = paced_run(Limiter(r, t, WINDOW_S + SLACK_S), seed, 3000)
+    assert most_in_any_window(times, WINDOW_S) == r
+    assert most_tokens_in_any_window(times, [g.tokens for g in grants], WINDOW_S) <= t
 
 
 def test_a_token_bucket_of_the_same_burst_would_break_the_window():

@@ -79,6 +79,15 @@ def test_the_whole_run_and_its_dollars():
     assert any("at most $2.02" in line for line in spend.lines())
 
 
+def test_a_count_of_one_is_said_in_the_singular():
+    assert group_calls("ladder", LadderConfig(k=1), 1, both=False)[1] == "1 completion × 1 anchor"
+    assert group_calls("ladder", LadderConfig(k=4), 8, both=False)[1] == "8 completions × 4 anchors"
+    spend = Spend(judge="judge=rubric_sim", per_step=Calls(4, 4), steps=1)
+    spend.per_eval, spend.evaluations = 40, 1
+    said = "\n".join(spend.lines())
+    assert "40 calls × 1 evaluation = 40" in said and "+ 1 step × 4" in said, said
+
+
 def test_a_setup_over_the_cap_is_one_sentence_with_the_override():
     spend = Spend(judge="judge=rubric_sim", setup=[("rank the anchors", 81_600)])
     check_setup(spend, 0)  # 0 = no limit
