@@ -22,7 +22,7 @@ import numpy as np
 from scipy import stats
 
 from tsrl.reproduce import collect, headline_key
-from tsrl.reproduce_tables import MIN_GAIN
+from tsrl.reproduce.tables import MIN_GAIN
 
 NOISE = "judge.flip_prob"
 T95 = {n: float(stats.t.ppf(0.975, n - 1)) for n in range(2, 11)}

@@ -1,6 +1,6 @@
 """Building a run: the judges first (an unusable one stops the run before any model is built), then the
 accelerator, the anchors the reward needs, the cheap checks, the policy, the generator, the regime, the pipeline
-workers, and a resumed checkpoint's state. `Run` holds what the loop (tsrl/training/loop.py) steps with."""
+workers, and a resumed checkpoint's state (trainer_state writes one). `Run` holds what the loop (loop.py) steps with."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from typing import Any
 import torch
 
 from tsrl.algo import inert_clip_warning
+from tsrl.anchors.step import estimate_run, prepare_ladder, step_prompts
 from tsrl.config import RunConfig
+from tsrl.errors import UserError
 from tsrl.generation import Generator, HFGenerator, build_generator
 from tsrl.judging import (
     Deferred,
@@ -35,16 +37,22 @@ from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
 from tsrl.rewards.base import Collective
 from tsrl.rewards.ladder import LadderConfig
-from tsrl.rewards.ladder_step import estimate_run, prepare_ladder, step_prompts
-from tsrl.rewards.spend import check_setup
+from tsrl.spend import check_setup
 from tsrl.tasks import Task
-from tsrl.training.checkpoint import STATE_FILE, find_resume, load_checkpoint, pending_groups
+from tsrl.training.checkpoint import (
+    STATE_FILE,
+    checkpoint_dir,
+    find_resume,
+    load_checkpoint,
+    pending_groups,
+    save_checkpoint,
+)
 from tsrl.training.collective import AccelerateCollective, gather
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
 from tsrl.training.memory import check_memory
 from tsrl.training.offline import check_offline
-from tsrl.training.pipeline import Overlap, Streamer, check_pipeline, decode_groups
+from tsrl.training.pipeline import Overlap, Streamer, check_pipeline, decode_groups, encode_groups
 from tsrl.training.sampler import PromptSampler
 
 
@@ -191,7 +199,7 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
 
 
 def build_policy(cfg: RunConfig, task: Task, acc: Any, collective: Collective) -> tuple[RunConfig, Task, Learner, Any]:
-    """The learner and the generator, and the ladder step's anchors (tsrl/rewards/ladder_step.py): a step that
+    """The learner and the generator, and the ladder step's anchors (tsrl/anchors/step.py): a step that
     only reads data runs before the policy is built; one that writes anchors with the policy runs after, with the
     run's own generator on every process. Returns the config and task with the anchors the reward needs."""
     configured = cfg.task  # the policy's data: the ladder step's anchors are the policy's own samples
@@ -234,6 +242,43 @@ def restore(run: Run, state: dict[str, Any]) -> None:
         noise = step_stream(run.start_step + 1)  # from as they did before the stop
         run.pipeline.submit(*decode_groups(pending, run.task.prompts("train")), noise=noise)
     run.generator.load_weights(run.learner.weights_for_sync())
+
+
+def trainer_state(run: Run, step: int) -> dict[str, Any]:
+    """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
+    regime = run.regime.state_dict() if isinstance(run.regime, StatefulRegime) else None
+    in_flight = run.pipeline.in_flight if run.pipeline is not None else None
+    return json.loads(
+        json.dumps(
+            {
+                "step": step,
+                "sampler": run.sampler.state_dict(),
+                "judge_calls_total": run.judge_calls_total,
+                "judge_calls_training": run.training_calls,
+                "regime": regime,
+                "pending": encode_groups(*in_flight) if in_flight else None,
+            }
+        )
+    )
+
+
+def stopped_cleanly(run: Run, state: dict[str, Any], err: UserError) -> UserError:
+    """Save what the run has finished before a stop that needs the user (a spent judge budget, a dead judge):
+    a checkpoint of the last finished step, exactly as the periodic one would be (state and RNG from before
+    the failed step), the logs and the plot. Returns the error to raise: the cause, then where to resume."""
+    acc, step = run.accelerator, state["step"]
+    run.log.close()
+    if step <= run.start_step:
+        return type(err)(f"{err} No step finished since the start; nothing new to save.")
+    if acc.num_processes > 1:  # the failure may have hit one rank only: a collective save could hang
+        return type(err)(f"{err} Multi-process run: the newest periodic checkpoint is the place to resume from.")
+    path = checkpoint_dir(Path(run.cfg.run_dir), step)
+    if not path.is_dir():
+        save_checkpoint(acc, run.learner, path, state, run.cfg.trainer.checkpoint.keep)
+    return type(err)(
+        f"{err} Steps 1–{step} are saved in {path}; after the fix, the same command with "
+        "trainer.checkpoint.resume=auto continues from there."
+    )
 
 
 def process_group_kwargs(timeout_s: int) -> list[Any]:

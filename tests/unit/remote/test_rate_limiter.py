@@ -13,9 +13,10 @@ from omegaconf import OmegaConf
 
 from tsrl.config import register_configs
 from tsrl.errors import ConfigError
-from tsrl.judging import OpenAIJudgeConfig, RateConfig, judge_fingerprint
+from tsrl.judging import judge_fingerprint
 from tsrl.judging.base import JudgeCounters
-from tsrl.judging.rate import IMAGE_TOKENS, Limiter, Pacer, RateWindow, estimate_tokens, limiter_for
+from tsrl.remote.openai_config import OpenAIJudgeConfig
+from tsrl.remote.rate import IMAGE_TOKENS, Limiter, Pacer, RateConfig, RateWindow, estimate_tokens, limiter_for
 from tsrl.testing.judge_client import most_in_any_window
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"

@@ -1,7 +1,7 @@
 """What a `tsrl-reproduce` grid will ask its judges, said before the first run starts.
 
 Every run of the grid is composed as tsrl-train would compose it and estimated as tsrl-train estimates itself before
-its first call (tsrl/rewards/spend.py): setup, training and evaluation calls, dollars where the judge is priced.
+its first call (tsrl/spend.py): setup, training and evaluation calls, dollars where the judge is priced.
 Ladders are stored by their anchors and judge, so a ladder several runs share is ranked once, by the first: its
 round-robin is counted once. A grid whose judges are not all simulated and whose calls pass `CONFIRM_ABOVE` runs
 only with `--yes`, as does one with runs that cannot be estimated (its data cannot be read here, its settings stop
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tsrl.anchors.step import estimate_run
 from tsrl.config import CONFIG_PACKAGE
 from tsrl.errors import UserError
 from tsrl.judging.simulated import RubricSimConfig
-from tsrl.reproduce_tables import SEED
-from tsrl.rewards.ladder_step import estimate_run
-from tsrl.rewards.spend import NONE, Calls, Spend
+from tsrl.reproduce.tables import SEED
+from tsrl.spend import NONE, Calls, Spend
 from tsrl.tasks import build_task
 
 CONFIRM_ABOVE = 10_000
