@@ -42,9 +42,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tsrl.judging import HedgeConfig, OpenAIJudgeConfig, build_judge, close_judge  # noqa: E402
-from tsrl.judging.constrain import FORMS  # noqa: E402
-from tsrl.judging.transport import TRANSPORTS  # noqa: E402
+from tsrl.judging import build_judge, close_judge  # noqa: E402
+from tsrl.remote.constrain import FORMS  # noqa: E402
+from tsrl.remote.hedging import HedgeConfig  # noqa: E402
+from tsrl.remote.openai_config import OpenAIJudgeConfig  # noqa: E402
+from tsrl.remote.transport import TRANSPORTS  # noqa: E402
 from tsrl.testing.fakes import NumberTask  # noqa: E402
 from tsrl.types import PairRequest, Prompt  # noqa: E402
 

@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 from scipy.special import stdtrit
 
-from tsrl.judging import OpenAIJudgeConfig, RubricSimConfig, build_judge, close_judge, judge_fingerprint
+from tsrl.judging import RubricSimConfig, build_judge, close_judge, judge_fingerprint
 from tsrl.registry import REWARDS
+from tsrl.remote.openai_config import OpenAIJudgeConfig
 from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.near_duplicates import near_duplicates
 from tsrl.tasks import HumorConfig, build_task

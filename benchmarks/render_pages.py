@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tsrl.judging.rendering import PageRenderer, RenderConfig
+from tsrl.rendering import PageRenderer, RenderConfig
 
 
 def small_page(i: int) -> str:

@@ -1,10 +1,10 @@
-"""How well the list fit (tsrl/judging/fit_lists.py) recovers the simulated judge's list parameters: the frame σ_η,
+"""How well the list fit (tsrl/calibration/fit_lists.py) recovers the simulated judge's list parameters: the frame σ_η,
 the item noise σ_list and the position effect π, on the simulator's own answers.
 
 Each data set: P prompts with a ladder of 8 anchors of known latent quality (best first, 0.7 apart, jittered by
 N(0, 0.3²); 1–40 words), each prompt's anchors asked as one list in 4 orders (`check.lists=4`), the judge
 `rubric_sim` with taste 0, γ_grade = 0.3 and the default grade scale, and the fit run on its answers — the design of
-tests/unit/judging/test_fit_lists.py. For each truth and P, over `--seeds` independent data sets: the mean
+tests/unit/calibration/test_fit_lists.py. For each truth and P, over `--seeds` independent data sets: the mean
 estimate and its spread, the mean width of the 95 % interval, and how many intervals hold the truth.
 
     python scripts/list_fit_recovery.py [--seeds 20] [--prompts 20 40]
@@ -18,8 +18,8 @@ import argparse
 
 import numpy as np
 
+from tsrl.calibration.fit_lists import collect_lists, fit_lists
 from tsrl.judging import RubricSimConfig, SimulatedJudge
-from tsrl.judging.fit_lists import collect_lists, fit_lists
 from tsrl.testing.fakes import known_ladders
 
 TRUTHS = ((1.0, 0.5, 1.0), (0.3, 1.2, -0.8), (0.6, 0.8, 0.5), (0.0, 1.0, 0.0))

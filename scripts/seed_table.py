@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from tsrl.reproduce import collect, headline_key
-from tsrl.reproduce_tables import MIN_GAIN, interval
+from tsrl.reproduce.tables import MIN_GAIN, interval
 
 NOISE = "judge.flip_prob"
 

@@ -28,6 +28,7 @@ PACKAGES = (
     "tsrl.tasks",
     "tsrl.models",
     "tsrl.judging",
+    "tsrl.remote",
     "tsrl.rewards",
     "tsrl.algo",
     "tsrl.generation",

@@ -1,5 +1,5 @@
 """The records that travel between stages: plain dataclasses, no behaviour but one: a Rollout's text is the
-completion's answer, without the thinking block a reasoning model writes first (`answer_text`).
+completion's answer, without the thinking block a reasoning model writes first (`answer_text`); two task protocols.
 
 Dimension letters used across tsrl: B prompts, G completions per prompt (group), K anchors, T tokens.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -179,3 +180,17 @@ class RewardBatch:
 
     rewards: np.ndarray  # [B, G] float, NaN rows = groups the regime could not score
     metrics: dict[str, float] = field(default_factory=dict)  # reward/*, route/*, … (Count for counters)
+
+
+@runtime_checkable
+class SimulatedQuality(Protocol):
+    """A task with a latent quality q(prompt, text) computed from observable properties (judge=rubric_sim)."""
+
+    def quality(self, prompt: Prompt, text: str) -> float: ...
+
+
+@runtime_checkable
+class Rendered(Protocol):
+    """A task whose responses are web pages: page(text) is the HTML document to render and show the judge."""
+
+    def page(self, text: str) -> str: ...

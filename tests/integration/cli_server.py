@@ -34,7 +34,7 @@ WARM = (  # what the commands import before their first step
     "tsrl.commands.ladder",
     "tsrl.training.loop",
     "tsrl.training.setup",
-    "tsrl.judging.check",
+    "tsrl.calibration.check",
     "transformers.models.llama.modeling_llama",
     "deepspeed",
     "scipy.stats",

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tsrl.judging import OpenAIJudgeConfig, build_judge
+from tsrl.judging import build_judge
+from tsrl.remote.openai_config import OpenAIJudgeConfig
 from tsrl.testing.judge_client import FAST, KEY_ENV, OPENED
 from tsrl.testing.judge_server import JudgeServer
 from tsrl.types import PairRequest, Prompt

@@ -1,4 +1,4 @@
-"""Readable answers from any judge model (tsrl/judging/constrain.py) against the real loopback server in each
+"""Readable answers from any judge model (tsrl/remote/constrain.py) against the real loopback server in each
 constraint dialect: what judge.constrain=auto picks per endpoint and the fields it sends, explicit constraints
 a server cannot honour, the direct form and its soft verdicts, the fail-fast watch on a judge that never answers
 readably (and that it neither stops a judge that does nor hangs on transport failures), the probe's retries,
@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from tsrl.errors import ConfigError
-from tsrl.judging import HedgeConfig, JudgeUnavailable, JudgeUnreadable, OpenAIJudgeConfig
-from tsrl.judging.constrain import DIRECT_PAIRWISE, DIRECT_POINTWISE, fields, parse_direct, parse_json, regex, schema
+from tsrl.judging import JudgeUnavailable, JudgeUnreadable
 from tsrl.judging.prompting import ParseError
+from tsrl.remote.constrain import DIRECT_PAIRWISE, DIRECT_POINTWISE, fields, parse_direct, parse_json, regex, schema
+from tsrl.remote.hedging import HedgeConfig
+from tsrl.remote.openai_config import OpenAIJudgeConfig
 from tsrl.testing.judge_client import FAST, PROMPT, expected, judge_for, timed_compare, word_pairs
 from tsrl.testing.judge_server import JudgeServer
 from tsrl.types import ScoreRequest

@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from tsrl.judging import HedgeConfig, RateConfig
-from tsrl.judging import rate as rate_module
+from tsrl.remote import rate as rate_module
+from tsrl.remote.hedging import HedgeConfig
+from tsrl.remote.rate import RateConfig
 from tsrl.testing.cli import read_metrics
 from tsrl.testing.judge_client import FAST, KEY_ENV, judge_for, most_in_any_window, word_pairs
 from tsrl.testing.judge_server import JudgeServer

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tsrl.errors import INTERRUPTED, ConfigError
-from tsrl.judging import HedgeConfig, JudgeUnavailable
-from tsrl.judging.transport import TRANSPORTS
+from tsrl.judging import JudgeUnavailable
+from tsrl.remote.hedging import HedgeConfig
+from tsrl.remote.transport import TRANSPORTS
 from tsrl.testing.cli import TRAIN, cli_env, run_cli, tiny_overrides
 from tsrl.testing.judge_client import FAST, expected, judge_for, timed_compare, word_pairs
 from tsrl.testing.judge_server import FENCE, JudgeServer
@@ -168,7 +169,8 @@ def test_preflight_names_the_url_and_the_fix(transport):
 def test_a_judge_dropped_without_close_leaves_nothing_open():
     """The plain API: a judge used once and dropped, then the interpreter exits."""
     driver = (
-        "import gc, sys\nfrom tsrl.judging import OpenAIJudgeConfig, build_judge\n"
+        "import gc, sys\nfrom tsrl.judging import build_judge\n"
+        "from tsrl.remote.openai_config import OpenAIJudgeConfig\n"
         "from tsrl.testing.fakes import NumberTask\nfrom tsrl.testing.judge_client import word_pairs\n"
         "cfg = OpenAIJudgeConfig(base_urls=[sys.argv[1]], api_key_env='', order='fixed')\n"
         "print(build_judge(cfg, NumberTask()).compare(word_pairs(5))[0].p_first is not None)\ngc.collect()\n"

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tsrl.judging import JudgeUnreadable, OpenAIJudgeConfig
+from tsrl.judging import JudgeUnreadable
 from tsrl.judging.list_answers import list_regex, list_schema
-from tsrl.judging.openai_judge import OpenAIJudge
+from tsrl.remote.openai_config import OpenAIJudgeConfig
+from tsrl.remote.openai_judge import OpenAIJudge
 from tsrl.testing.judge_client import FAST, KEY_ENV, PROMPT, expected_scores, word_lists
 from tsrl.testing.judge_server import JudgeServer
 from tsrl.types import ListRequest, PairRequest

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tsrl.judging import BudgetConfig, BudgetExceeded, HedgeConfig, RetryConfig
-from tsrl.judging.openai_judge import JudgeUnavailable
-from tsrl.judging.transport import TRANSPORTS
+from tsrl.judging import BudgetConfig, BudgetExceeded
+from tsrl.remote.hedging import HedgeConfig
+from tsrl.remote.openai_config import RetryConfig
+from tsrl.remote.openai_judge import JudgeUnavailable
+from tsrl.remote.transport import TRANSPORTS
 from tsrl.testing.cli import TRAIN, cli_env, read_metrics, tiny_overrides
 from tsrl.testing.judge_client import FAST, KEY, KEY_ENV, PROMPT, expected, judge_for, timed_compare, word_pairs
 from tsrl.testing.judge_server import CONTENT, TRANSPORT, JudgeServer
@@ -75,7 +77,7 @@ def test_a_long_batch_reports_how_far_it_got(monkeypatch, caplog):
     """A batch still running after PROGRESS_EVERY_S says how many requests are answered, and again as long after."""
     import logging
 
-    from tsrl.judging import openai_judge
+    from tsrl.remote import openai_judge
 
     monkeypatch.setattr(openai_judge, "PROGRESS_EVERY_S", 0.1)
     with JudgeServer(latency_s=0.1) as server, caplog.at_level(logging.INFO, logger="tsrl"):
@@ -226,7 +228,9 @@ DRIVER = """
 import sys
 from tsrl.testing.fakes import NumberTask
 from tsrl.testing.judge_client import FAST, word_pairs
-from tsrl.judging import HedgeConfig, OpenAIJudgeConfig, build_judge
+from tsrl.judging import build_judge
+from tsrl.remote.hedging import HedgeConfig
+from tsrl.remote.openai_config import OpenAIJudgeConfig
 # no hedges: the test counts requests exactly, and a loaded machine's slow answers would be hedged
 cfg = OpenAIJudgeConfig(base_urls=[sys.argv[1]], api_key_env="TSRL_TEST_JUDGE_KEY", order="both",
                         cache_path=sys.argv[2], concurrency=8, retry=FAST, constrain="off",

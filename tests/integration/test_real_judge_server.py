@@ -172,8 +172,10 @@ def test_an_unconstrained_judge_that_ignores_the_format_stops_within_seconds(ser
 def test_tokens_and_soft_probabilities_match_the_server(served):
     """In process: the tokens the judge counts equal what the server processed for the same questions, and each
     soft verdict is a probability strictly inside (0, 1) whose hard side matches the answer text."""
-    from tsrl.judging import HedgeConfig, OpenAIJudgeConfig, build_judge, close_judge
-    from tsrl.judging.check import anchor_questions, raw_positions
+    from tsrl.calibration.check import anchor_questions, raw_positions
+    from tsrl.judging import build_judge, close_judge
+    from tsrl.remote.hedging import HedgeConfig
+    from tsrl.remote.openai_config import OpenAIJudgeConfig
     from tsrl.tasks import HumorConfig, build_task
 
     url, _ = served
@@ -255,8 +257,10 @@ def test_tokens_per_verdict_by_answer_form(served):
     prompt and completion tokens apart. Written to runs/judge_tokens/smollm2.json and printed; docs/benchmarks.md
     cites it. Asserted: only structure — every question is asked once, and the direct form generates fewer tokens
     per answer than the reasoning form."""
-    from tsrl.judging import HedgeConfig, OpenAIJudgeConfig, build_judge, close_judge
-    from tsrl.judging.check import anchor_questions
+    from tsrl.calibration.check import anchor_questions
+    from tsrl.judging import build_judge, close_judge
+    from tsrl.remote.hedging import HedgeConfig
+    from tsrl.remote.openai_config import OpenAIJudgeConfig
     from tsrl.tasks import HumorConfig, build_task
     from tsrl.types import ListRequest
 

@@ -1,4 +1,4 @@
-"""A rendered page gets nothing of a local file into its screenshot (tsrl/judging/page_server.py, rendering.py).
+"""A rendered page gets nothing of a local file into its screenshot (tsrl/rendering/: page_server.py, __init__.py).
 
 The secret files are all black (a large black PNG, a black HTML page, a stylesheet and a script that paint the
 page black, a text file whose content a script paints as a black block), and the pages that embed them are
@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tsrl import rendering
 from tsrl.errors import ConfigError
-from tsrl.judging import rendering
 from tsrl.judging.base import error_kind
-from tsrl.judging.page_server import PAGE_HOST, PageServer
-from tsrl.judging.rendering import PageRenderer, RenderConfig, find_chromium, local_reference
+from tsrl.rendering import PageRenderer, RenderConfig, find_chromium, local_reference
+from tsrl.rendering.page_server import PAGE_HOST, PageServer
 
 TOKEN = "SECRET-9f41c2d7e8b3a650" * 4
 FULL = "display:block;width:100vw;height:100vh;border:0;margin:0"

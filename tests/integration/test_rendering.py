@@ -1,4 +1,4 @@
-"""Web pages rendered for the judge (tsrl/judging/rendering.py).
+"""Web pages rendered for the judge (tsrl/rendering/).
 
 The pure tests (page extraction, the network check, failures before launch, the process-group kill, how
 RenderingJudge routes pairs) run anywhere: they use a stand-in browser (a shell script) or a fake renderer.
@@ -26,14 +26,15 @@ from pathlib import Path
 
 import pytest
 
+from tsrl import rendering
 from tsrl.errors import ConfigError
-from tsrl.judging import devtools, rendering
 from tsrl.judging.base import close_judge, error_kind
-from tsrl.judging.rendering import (
+from tsrl.judging.rendering_judge import RenderingJudge
+from tsrl.rendering import (
     PageRenderer,
     RenderConfig,
     Rendering,
-    RenderingJudge,
+    devtools,
     extract_page,
     find_chromium,
     network_reference,

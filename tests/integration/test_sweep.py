@@ -1,6 +1,6 @@
-"""A multirun's sweep table (tsrl/sweep.py): a real 2 × 2 `tsrl-train -m` at the tiniest size (1 step, a 2-prompt
-evaluation, the wandb logger offline) names its run folders by their swept settings, ends with sweep.md (a matrix
-of 4 cells) and sweep.png in its sweep folder and groups its wandb runs under the folder's name; `tsrl-sweep`
+"""A multirun's sweep table (tsrl/reproduce/sweep.py): a real 2 × 2 `tsrl-train -m` at the tiniest size (1 step, a
+2-prompt evaluation, the wandb logger offline) names its run folders by their swept settings, ends with sweep.md (a
+matrix of 4 cells) and sweep.png in its sweep folder and groups its wandb runs under the folder's name; `tsrl-sweep`
 writes the same table again; a multirun that a failed cell stopped says which; `tsrl-reproduce --aggregate-only`
 refuses the multirun's folder in one sentence."""
 
@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from tsrl.commands.sweep import main as sweep_main
-from tsrl.sweep import STOPPED
+from tsrl.reproduce.sweep import STOPPED
 from tsrl.testing.cli import run_cli, tiny_overrides
 
 pytestmark = pytest.mark.slow

@@ -356,7 +356,7 @@ def test_only_the_single_comparison_baselines_train_four_times_tsrls_steps():
 def test_the_web_judge_sees_rendered_pages_for_verdicts_and_grades(recipe):
     """Paper §3: "Kimi-K2-VL judges rendered webpages": under the recipe, task=web renders the pages and the model
     judge is sent the screenshots (judge.vision null = where pages are rendered), pairwise and pointwise alike."""
-    from tsrl.judging.openai_judge import pages_rendered
+    from tsrl.remote.openai_judge import pages_rendered
     from tsrl.tasks import build_task
 
     for method in ("tsrl", "rubric"):
@@ -418,7 +418,7 @@ def record(method: str, final: float, **values) -> dict:
 
 def test_the_gap_over_the_rubric_is_computed_per_policy():
     """TSRL 59.2 and 78.0 against the rubric's 45.0 and 50.0 (3B, 7B): gaps +14.2 and +28.0."""
-    from tsrl.reproduce_ablations import gap_table
+    from tsrl.reproduce.ablations import gap_table
 
     records = [
         record("tsrl", 59.0, model="qwen25_3b"),
@@ -434,7 +434,7 @@ def test_the_gap_over_the_rubric_is_computed_per_policy():
 
 
 def test_the_pool_table_shows_both_pools_diversity_and_strength_and_the_ablation_rows_their_labels():
-    from tsrl.reproduce_ablations import pool_table
+    from tsrl.reproduce.ablations import pool_table
 
     nested = {"distinct_1": 0.6, "distinct_2": 0.9, "jaccard_distance": 0.85, "strength": 0.1}
     near = {"distinct_1": 0.3, "distinct_2": 0.35, "jaccard_distance": 0.05, "strength": 0.2}
@@ -447,7 +447,7 @@ def test_the_pool_table_shows_both_pools_diversity_and_strength_and_the_ablation
 
 def test_the_compute_table_gives_judge_calls_tokens_and_wall_clock_beside_the_score():
     """§4.11: "TSRL at 220 steps (74.0, ~2.5 h) still beats the rubric baseline at 880 steps (47.5, ~7 h)"."""
-    from tsrl.reproduce_ablations import compute_table
+    from tsrl.reproduce.ablations import compute_table
 
     records = [
         record("tsrl", 74.0, judge_calls=112640.0, judge_tokens=9e6, wall_s=2.5 * 3600),

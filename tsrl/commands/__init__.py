@@ -4,13 +4,13 @@
 | command | module | library code |
 |---|---|---|
 | tsrl-train | `train.py` | tsrl.training.loop.train (a run: tsrl.training) |
-| tsrl-judge-check | `judge_check.py` | tsrl.judging.check.run_check |
+| tsrl-judge-check | `judge_check.py` | tsrl.calibration.check.run_check |
 | tsrl-eval | `evaluate.py` | tsrl.evaluation.report.evaluate_policies |
-| tsrl-ladder | `ladder.py` | tsrl.rewards.ladder_tool.build_ladders |
-| tsrl-reproduce | `reproduce.py` | tsrl.reproduce (the grid, its multiruns, the tables) and tsrl.reproduce_tables |
+| tsrl-ladder | `ladder.py` | tsrl.anchors.build.build_ladders |
+| tsrl-reproduce | `reproduce.py` | tsrl.reproduce (the grid, its multiruns, the tables) and tsrl.reproduce.tables |
 | tsrl-human-study | `human_study.py` | tsrl.evaluation.human_study, tsrl.evaluation.study_sheets |
-| tsrl-serve-judge | `serve_judge.py` | tsrl.judging.serve |
-| tsrl-sweep | `sweep.py` | tsrl.sweep (a multirun's sweep.md and sweep.png; tsrl-train's multiruns end with it) |
+| tsrl-serve-judge | `serve_judge.py` | tsrl.remote.serve |
+| tsrl-sweep | `sweep.py` | tsrl.reproduce.sweep (a multirun's sweep.md and sweep.png, also written as it ends) |
 
 The four Hydra commands share `base.py`: the components and the command's root schema registered, `recipes=<name>`
 checked, the composed config converted once to typed dataclasses (roots extend tsrl.config.CommandConfig), a

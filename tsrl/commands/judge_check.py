@@ -1,4 +1,4 @@
-"""`tsrl-judge-check`: measure a judge on the task's reference anchors (tsrl.judging.check.run_check), print the
+"""`tsrl-judge-check`: measure a judge on the task's reference anchors (tsrl.calibration.check.run_check), print the
 report, and exit with status 1 when the judge answered nothing or scored below check.min_accuracy."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from tsrl.calibration.check import JudgeCheckRunConfig, format_report, run_check
 from tsrl.commands.base import CONFIG_PATH, run_or_exit, start
-from tsrl.judging.check import JudgeCheckRunConfig, format_report, run_check
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="judge_check")

@@ -1,4 +1,4 @@
-"""`tsrl-ladder`: build, rank and store a task's anchor ladders (tsrl.rewards.ladder_tool.build_ladders) and print
+"""`tsrl-ladder`: build, rank and store a task's anchor ladders (tsrl.anchors.build.build_ladders) and print
 their diversity report."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from tsrl.anchors.build import LadderRunConfig, build_ladders, format_report
 from tsrl.commands.base import CONFIG_PATH, run_or_exit, start
-from tsrl.rewards.ladder_tool import LadderRunConfig, build_ladders, format_report
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="ladder")

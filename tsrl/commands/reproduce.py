@@ -16,7 +16,7 @@ from tsrl.config import override_error
 from tsrl.errors import UserError, not_a_file
 from tsrl.progress import counted
 from tsrl.reproduce import STAND_INS, aggregate, method_grids, not_sweeps, plan, run_grids
-from tsrl.reproduce_spend import CONFIRM_ABOVE, grid_spend, world_of
+from tsrl.reproduce.spend import CONFIRM_ABOVE, grid_spend, world_of
 
 
 def build_parser() -> argparse.ArgumentParser:

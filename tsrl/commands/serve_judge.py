@@ -1,5 +1,5 @@
 """`tsrl-serve-judge`: serve a local judge model for a run and stop the servers when done. What it starts and how
-(engines, replicas, devices, readiness, stopping): tsrl.judging.serve, whose docstring is this command's --help;
+(engines, replicas, devices, readiness, stopping): tsrl.remote.serve, whose docstring is this command's --help;
 this module reads the command line, handles Ctrl-C and SIGTERM, and sets the exit status."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tsrl.errors import UserError
-from tsrl.judging import serve as serving
-from tsrl.judging.serve import ENGINES, ServerFailed, say, serve, stop
+from tsrl.remote import serve as serving
+from tsrl.remote.serve import ENGINES, ServerFailed, say, serve, stop
 
 
 def interrupt(signum: int, frame: object) -> None:

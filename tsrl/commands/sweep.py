@@ -1,5 +1,5 @@
-"""`tsrl-sweep FOLDER`: sweep.md and sweep.png for a multirun's sweep folder, finished or not (tsrl.sweep, whose
-docstring says what they hold); a `tsrl-train -m` multirun writes them itself when it ends."""
+"""`tsrl-sweep FOLDER`: sweep.md and sweep.png for a multirun's sweep folder, finished or not (tsrl.reproduce.sweep,
+whose docstring says what they hold); a `tsrl-train -m` multirun writes them itself when it ends."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tsrl.errors import UserError
-from tsrl.sweep import PICTURE, TABLE, write_sweep
+from tsrl.reproduce.sweep import PICTURE, TABLE, write_sweep
 
 
 def build_parser() -> argparse.ArgumentParser:

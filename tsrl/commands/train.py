@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from tsrl.commands.base import CONFIG_PATH, check_recipes, command_line, run_app, run_or_exit, setup_or_exit
 from tsrl.config import RunConfig
-from tsrl.sweep import close_sweep
+from tsrl.reproduce.sweep import close_sweep
 from tsrl.training.checkpoint import kept_checkpoint
 from tsrl.training.loop import train
 

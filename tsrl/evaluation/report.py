@@ -32,7 +32,7 @@ from tsrl.generation import build_generator
 from tsrl.judging import Judge, build_judge, clean_judge_config, close_judge, judge_identity
 from tsrl.models import policy_source
 from tsrl.models.source import PolicySource, load_source
-from tsrl.rewards.spend import winrate_calls
+from tsrl.spend import winrate_calls
 from tsrl.tasks import Task, build_task
 from tsrl.types import Prompt
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from tsrl.errors import ConfigError
 from tsrl.generation.hf import check_sampling
-from tsrl.generation.vllm_engine import check_engine_sizes
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+AUTO = "auto"  # generator.gpu_memory_utilization, max_num_seqs, max_num_batched_tokens: sized by the memory plan
 
 
 @dataclass
@@ -70,3 +70,13 @@ class VLLMGeneratorConfig:
             raise ConfigError(
                 f"generator.max_model_len must be >= 0 (0 = sized to the longest prompt), got {self.max_model_len}."
             )
+
+
+def check_engine_sizes(cfg: VLLMGeneratorConfig) -> None:
+    """generator.gpu_memory_utilization in (0, 1], max_num_seqs and max_num_batched_tokens >= 1, or auto."""
+    share, seqs, tokens = cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_num_batched_tokens
+    if share != AUTO and not (isinstance(share, float | int) and 0 < share <= 1):
+        raise ConfigError(f"generator.gpu_memory_utilization must lie in (0, 1] or be auto, got {share!r}.")
+    for name, value in (("max_num_seqs", seqs), ("max_num_batched_tokens", tokens)):
+        if value != AUTO and not (isinstance(value, int) and value >= 1):
+            raise ConfigError(f"generator.{name} must be a whole number >= 1 or auto, got {value!r}.")

@@ -16,24 +16,21 @@ import logging
 import os
 import tempfile
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
 from tsrl.errors import ConfigError
 from tsrl.generation.hf import longest_prompt_tokens
+from tsrl.generation.vllm_config import AUTO, VLLMGeneratorConfig
 from tsrl.models.lora import is_adapted
 from tsrl.types import Prompt
-
-if TYPE_CHECKING:
-    from tsrl.generation.vllm_config import VLLMGeneratorConfig
 
 log = logging.getLogger("tsrl")
 LOGPROB_TEMPERATURE = "tsrl_logprob_temperature"  # SamplingParams.extra_args key read by the greedy processor
 PROMPT_MARGIN = 64  # tokens of context beyond the longest prompt: instructions appended later (ladder tiers)
 CONTEXT_STEP = 256  # the automatic context length is rounded up to a multiple of this
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM 0.32's choices of max_lora_rank (LoRAConfig)
-AUTO = "auto"  # generator.gpu_memory_utilization, max_num_seqs, max_num_batched_tokens: sized by the memory plan
 UNPLANNED_SHARE = 0.3  # gpu_memory_utilization=auto where no memory plan sized the engine: a learner may share the GPU
 
 
@@ -269,16 +266,6 @@ def engine_lora_rank(r: int) -> int:
             "or use generator=hf."
         )
     return fitting[0]
-
-
-def check_engine_sizes(cfg: VLLMGeneratorConfig) -> None:
-    """generator.gpu_memory_utilization in (0, 1], max_num_seqs and max_num_batched_tokens >= 1, or auto."""
-    share, seqs, tokens = cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_num_batched_tokens
-    if share != AUTO and not (isinstance(share, float | int) and 0 < share <= 1):
-        raise ConfigError(f"generator.gpu_memory_utilization must lie in (0, 1] or be auto, got {share!r}.")
-    for name, value in (("max_num_seqs", seqs), ("max_num_batched_tokens", tokens)):
-        if value != AUTO and not (isinstance(value, int) and value >= 1):
-            raise ConfigError(f"generator.{name} must be a whole number >= 1 or auto, got {value!r}.")
 
 
 def engine_sizes(engine: Any) -> str:

@@ -1,4 +1,4 @@
-"""Judges: the protocol, the simulated, OpenAI-compatible and local-HF judges, and composable wrappers.
+"""Judges: the protocol, the simulated and local-HF judges, composable wrappers (judge=openai: tsrl.remote).
 
 Each judge module registers itself in tsrl.registry.JUDGES (name, config class, builder(config, task)); a
 builder takes from the task only what its judge uses (the task's name for prompt templates, or the latent
@@ -18,12 +18,8 @@ from typing import Any
 
 from tsrl.judging.base import Judge, JudgeCounters, JudgeUnavailable, JudgeUnreadable, close_judge, stable_uniform
 from tsrl.judging.cache import VerdictCache
-from tsrl.judging.hedging import HedgeConfig
 from tsrl.judging.hf_local import HFLocalJudgeConfig
 from tsrl.judging.noise import Noise, set_noise_stream, skip_noise, step_stream
-from tsrl.judging.openai_judge import OpenAIJudgeConfig, RetryConfig
-from tsrl.judging.rate import RateConfig
-from tsrl.judging.rendering import PageRenderer
 from tsrl.judging.rendering_judge import RenderingJudge
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
 from tsrl.judging.wrappers import (
@@ -39,7 +35,8 @@ from tsrl.judging.wrappers import (
     RunAllowance,
 )
 from tsrl.registry import JUDGES
-from tsrl.tasks.base import Rendered
+from tsrl.rendering import PageRenderer
+from tsrl.types import Rendered
 
 
 def wrap(judge: Judge, cfg: JudgePolicyConfig, run_seed: int = 0, allowance: RunAllowance | None = None) -> Judge:
@@ -192,10 +189,6 @@ __all__ = [
     "RunAllowance",
     "VerdictCache",
     "JudgePolicyConfig",
-    "OpenAIJudgeConfig",
-    "RetryConfig",
-    "HedgeConfig",
-    "RateConfig",
     "HFLocalJudgeConfig",
     "build_judge",
     "judge_fingerprint",

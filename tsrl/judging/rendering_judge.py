@@ -1,5 +1,5 @@
 """The judge around a judge that shows web pages as screenshots (task=web; the pages are rendered by a Renderer,
-tsrl/judging/rendering.py, which also says why).
+tsrl/rendering/, which also says why).
 
 Every page of a batch is extracted from its completion (`page_of`) and rendered once; the inner judge is asked
 with the extracted pages and their screenshots. A page that failed to render is never shown:
@@ -16,13 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from tsrl.judging.base import Judge, error_kind, merge_metrics
+from tsrl.rendering import Renderer, Rendering
 from tsrl.types import Count, ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
-
-if TYPE_CHECKING:
-    from tsrl.judging.rendering import Renderer, Rendering
 
 
 class RenderingJudge:

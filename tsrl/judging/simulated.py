@@ -55,8 +55,7 @@ from tsrl.judging.base import JudgeCounters, stable_uniform
 from tsrl.judging.profile import load_profile
 from tsrl.judging.wrappers import JudgePolicyConfig
 from tsrl.registry import JUDGES
-from tsrl.tasks import SimulatedQuality
-from tsrl.types import ListRequest, ListScores, PairRequest, Prompt, Score, ScoreRequest, Verdict
+from tsrl.types import ListRequest, ListScores, PairRequest, Prompt, Score, ScoreRequest, SimulatedQuality, Verdict
 
 Quality = Callable[[Prompt, str], float]
 

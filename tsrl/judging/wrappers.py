@@ -38,7 +38,7 @@ from typing import ClassVar
 
 from tsrl.errors import ConfigError, UserError
 from tsrl.judging.base import Judge, JudgeCounters, close_judge, merge_metrics, stable_uniform
-from tsrl.judging.rendering import RenderConfig
+from tsrl.rendering import RenderConfig
 from tsrl.types import ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
 
 ORDERS = ("both", "random", "fixed")
@@ -114,7 +114,7 @@ class JudgePolicyConfig:
     """Most judge calls a run may make before training (the anchor round-robins); a run whose setup would ask more
     stops before asking anything (0 = no limit). The largest paper recipe asks 2,880 on its shipped data."""
     render: RenderConfig = field(default_factory=RenderConfig)
-    """Screenshots for tasks whose responses are web pages (task=web): see tsrl/judging/rendering.py."""
+    """Screenshots for tasks whose responses are web pages (task=web): see tsrl/rendering/."""
     seed: int = 0
     """Seed of random order and random fallback (stable hashes of seed and question)."""
     noise_seed: int | None = None

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tsrl.errors import ConfigError, DataError, not_a_file
 from tsrl.tasks.sources import load_rows
-from tsrl.types import Anchor, Group, Prompt
+from tsrl.types import Anchor, Group, Prompt, Rendered, SimulatedQuality  # noqa: F401 (capabilities the judges check)
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -34,13 +34,6 @@ class Task(Protocol):
     name: str
 
     def prompts(self, split: str) -> list[Prompt]: ...
-
-
-@runtime_checkable
-class SimulatedQuality(Protocol):
-    """A task with a latent quality q(prompt, text) computed from observable properties (judge=rubric_sim)."""
-
-    def quality(self, prompt: Prompt, text: str) -> float: ...
 
 
 @runtime_checkable
@@ -61,13 +54,6 @@ def verify_rollouts(task: Verifiable, groups: Sequence[Group]) -> list[list[floa
         scores.append(flat[start : start + len(group.rollouts)])
         start += len(group.rollouts)
     return scores
-
-
-@runtime_checkable
-class Rendered(Protocol):
-    """A task whose responses are web pages: page(text) is the HTML document to render and show the judge."""
-
-    def page(self, text: str) -> str: ...
 
 
 def task_metric(task: Any) -> str:

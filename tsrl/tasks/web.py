@@ -6,7 +6,7 @@ held-out descriptions, five anchor pages each, one per tier top > good > okay > 
 4 KB with inline CSS and nothing fetched from the network.
 
 Judging: the task is Rendered — page(text) is the HTML document in a completion (a fenced ```html block, or
-<html>…</html>, or the text itself). The judge wrapper in tsrl/judging/rendering.py renders both pages in
+<html>…</html>, or the text itself). The judge wrapper (judging/rendering_judge.py) renders both pages in
 headless Chromium (network blocked) and gives a vision judge the screenshots (judge=openai: by default, as
 TSRL's web judge, Kimi-K2-VL, sees rendered pages; judge.vision=false for a text judge, which compares the HTML).
 A page that fails to render (empty, too large,
@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tsrl.judging.rendering import extract_page, network_reference
 from tsrl.registry import TASKS
+from tsrl.rendering import extract_page, network_reference
 from tsrl.tasks.base import DataError, DatasetConfig, DatasetSchema, PromptSource, parse_anchors, reference_anchors
 from tsrl.tasks.stories import content_words
 from tsrl.types import Prompt

@@ -55,7 +55,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 def printed_spend(stdout: str) -> dict[str, tuple[int, int]]:
-    """The judge calls a run printed before its first call (tsrl/rewards/spend.py): setup (summed over its lines),
+    """The judge calls a run printed before its first call (tsrl/spend.py): setup (summed over its lines),
     per step, per evaluation, the number of evaluations and the whole run, each as (low, high)."""
     import re
 

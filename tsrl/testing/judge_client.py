@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tsrl.judging import Judge, OpenAIJudgeConfig, RetryConfig, build_judge, close_judge
+from tsrl.judging import Judge, build_judge, close_judge
+from tsrl.remote.openai_config import OpenAIJudgeConfig, RetryConfig
 from tsrl.testing.fakes import NumberTask
 from tsrl.testing.judge_server import JudgeServer
 from tsrl.types import ListRequest, PairRequest, Prompt

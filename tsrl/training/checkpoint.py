@@ -11,19 +11,13 @@ import json
 import random
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from tsrl.errors import ConfigError, DataError, UserError, read_json
-from tsrl.rewards import StatefulRegime
+from tsrl.config import TrainerConfig
+from tsrl.errors import ConfigError, DataError, read_json
 from tsrl.training.collective import gather
-from tsrl.training.pipeline import encode_groups
-
-if TYPE_CHECKING:
-    from tsrl.config import TrainerConfig
-    from tsrl.training.setup import Run
 
 STATE_FILE = "trainer_state.json"
 
@@ -145,40 +139,3 @@ def restore_rng(states: tuple) -> None:
     torch.set_rng_state(torch_state)
     if cuda is not None:
         torch.cuda.set_rng_state_all(cuda)
-
-
-def trainer_state(run: Run, step: int) -> dict[str, Any]:
-    """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
-    regime = run.regime.state_dict() if isinstance(run.regime, StatefulRegime) else None
-    in_flight = run.pipeline.in_flight if run.pipeline is not None else None
-    return json.loads(
-        json.dumps(
-            {
-                "step": step,
-                "sampler": run.sampler.state_dict(),
-                "judge_calls_total": run.judge_calls_total,
-                "judge_calls_training": run.training_calls,
-                "regime": regime,
-                "pending": encode_groups(*in_flight) if in_flight else None,
-            }
-        )
-    )
-
-
-def stopped_cleanly(run: Run, state: dict[str, Any], err: UserError) -> UserError:
-    """Save what the run has finished before a stop that needs the user (a spent judge budget, a dead judge):
-    a checkpoint of the last finished step, exactly as the periodic one would be (state and RNG from before
-    the failed step), the logs and the plot. Returns the error to raise: the cause, then where to resume."""
-    acc, step = run.accelerator, state["step"]
-    run.log.close()
-    if step <= run.start_step:
-        return type(err)(f"{err} No step finished since the start; nothing new to save.")
-    if acc.num_processes > 1:  # the failure may have hit one rank only: a collective save could hang
-        return type(err)(f"{err} Multi-process run: the newest periodic checkpoint is the place to resume from.")
-    path = checkpoint_dir(Path(run.cfg.run_dir), step)
-    if not path.is_dir():
-        save_checkpoint(acc, run.learner, path, state, run.cfg.trainer.checkpoint.keep)
-    return type(err)(
-        f"{err} Steps 1–{step} are saved in {path}; after the fix, the same command with "
-        "trainer.checkpoint.resume=auto continues from there."
-    )

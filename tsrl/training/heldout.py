@@ -17,7 +17,7 @@ def evaluate(run: Run, step: int) -> tuple[dict[str, float], list[dict]]:
     in prompt order. The prompts are generated in fixed chunks, each under a seed of its own and shared round-robin
     between the processes (tsrl.evaluation.chunks): one process and several give the same samples and the same
     number, and training's RNG does not move. The result's time_s is the evaluation's wall-clock on this process
-    (what tsrl/training/wallclock.py estimates later runs by)."""
+    (what tsrl/wallclock.py estimates later runs by)."""
     start = time.perf_counter()
     acc, cfg = run.accelerator, run.cfg.trainer.eval
     prompts = run.task.prompts("eval")

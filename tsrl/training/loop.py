@@ -46,14 +46,12 @@ from tsrl.training.checkpoint import (
     mark_finished,
     restore_rng,
     save_checkpoint,
-    stopped_cleanly,
-    trainer_state,
 )
 from tsrl.training.collective import gather, reduce_metrics
 from tsrl.training.heldout import evaluate
 from tsrl.training.offline import offline_groups, offline_ladders
 from tsrl.training.sampler import Share
-from tsrl.training.setup import Run, open_judges, quiet_libraries, say_spend, setup
+from tsrl.training.setup import Run, open_judges, quiet_libraries, say_spend, setup, stopped_cleanly, trainer_state
 from tsrl.types import Count, Emit, Group, RewardBatch
 
 

@@ -57,7 +57,8 @@ from typing import Any
 
 from tsrl.errors import ConfigError
 from tsrl.generation.hf import longest_prompt_tokens
-from tsrl.generation.vllm_engine import AUTO, engine_lora_rank, sized_context
+from tsrl.generation.vllm_config import AUTO
+from tsrl.generation.vllm_engine import engine_lora_rank, sized_context
 from tsrl.models import policy_source
 from tsrl.models.shape import ModelShape, model_shape
 from tsrl.models.source import load_tokenizer

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tsrl.generation.vllm_engine import AUTO
+from tsrl.generation.vllm_config import AUTO
 from tsrl.models.shape import ModelShape
 
 log = logging.getLogger("tsrl")

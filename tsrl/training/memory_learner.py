@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tsrl.models.logsoftmax import CHUNK_ELEMENTS
 from tsrl.models.shape import ModelShape
 
-if TYPE_CHECKING:  # memory.py imports this module (the terms of its plan)
+if TYPE_CHECKING:  # one concern with memory.py, which imports this module: the plan, its learner terms kept apart
     from tsrl.training.memory import RunShape
 
 NAIVE_LOGIT_BYTES = 20  # bytes per logit element over the model's logits on the naive path (measured, see memory.py)

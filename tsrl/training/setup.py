@@ -1,6 +1,6 @@
 """Building a run: the judges first (an unusable one stops the run before any model is built), then the
 accelerator, the anchors the reward needs, the cheap checks, the policy, the generator, the regime, the pipeline
-workers, and a resumed checkpoint's state. `Run` holds what the loop (tsrl/training/loop.py) steps with."""
+workers, and a resumed checkpoint's state (trainer_state writes one). `Run` holds what the loop (loop.py) steps with."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from typing import Any
 import torch
 
 from tsrl.algo import inert_clip_warning
+from tsrl.anchors.step import estimate_run, prepare_ladder, step_prompts
 from tsrl.config import RunConfig
+from tsrl.errors import UserError
 from tsrl.generation import Generator, HFGenerator, build_generator
 from tsrl.judging import (
     Deferred,
@@ -38,18 +40,24 @@ from tsrl.registry import REWARDS
 from tsrl.rewards import RegimeContext, RewardRegime, StatefulRegime, build_regime
 from tsrl.rewards.base import Collective
 from tsrl.rewards.ladder import LadderConfig
-from tsrl.rewards.ladder_step import estimate_run, prepare_ladder, step_prompts
-from tsrl.rewards.spend import check_caps, check_setup
+from tsrl.spend import check_caps, check_setup
 from tsrl.tasks import Task
-from tsrl.training import wallclock
-from tsrl.training.checkpoint import STATE_FILE, find_resume, load_checkpoint, pending_groups
+from tsrl.training.checkpoint import (
+    STATE_FILE,
+    checkpoint_dir,
+    find_resume,
+    load_checkpoint,
+    pending_groups,
+    save_checkpoint,
+)
 from tsrl.training.collective import AccelerateCollective, gather
 from tsrl.training.learner import Learner
 from tsrl.training.logs import RunLog
 from tsrl.training.memory import check_memory
 from tsrl.training.offline import check_offline
-from tsrl.training.pipeline import Overlap, Streamer, check_pipeline, decode_groups
+from tsrl.training.pipeline import Overlap, Streamer, check_pipeline, decode_groups, encode_groups
 from tsrl.training.sampler import PromptSampler
+from tsrl.wallclock import measured, wallclock_line
 
 
 @dataclass
@@ -199,7 +207,7 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
 
 
 def build_policy(cfg: RunConfig, task: Task, acc: Any, collective: Collective) -> tuple[RunConfig, Task, Learner, Any]:
-    """The learner and the generator, and the ladder step's anchors (tsrl/rewards/ladder_step.py): a step that
+    """The learner and the generator, and the ladder step's anchors (tsrl/anchors/step.py): a step that
     only reads data runs before the policy is built; one that writes anchors with the policy runs after, with the
     run's own generator on every process. Returns the config and task with the anchors the reward needs."""
     configured = cfg.task  # the policy's data: the ladder step's anchors are the policy's own samples
@@ -244,6 +252,43 @@ def restore(run: Run, state: dict[str, Any]) -> None:
     run.generator.load_weights(run.learner.weights_for_sync())
 
 
+def trainer_state(run: Run, step: int) -> dict[str, Any]:
+    """The trainer_state.json of a checkpoint at `step` (copied: later steps cannot change it)."""
+    regime = run.regime.state_dict() if isinstance(run.regime, StatefulRegime) else None
+    in_flight = run.pipeline.in_flight if run.pipeline is not None else None
+    return json.loads(
+        json.dumps(
+            {
+                "step": step,
+                "sampler": run.sampler.state_dict(),
+                "judge_calls_total": run.judge_calls_total,
+                "judge_calls_training": run.training_calls,
+                "regime": regime,
+                "pending": encode_groups(*in_flight) if in_flight else None,
+            }
+        )
+    )
+
+
+def stopped_cleanly(run: Run, state: dict[str, Any], err: UserError) -> UserError:
+    """Save what the run has finished before a stop that needs the user (a spent judge budget, a dead judge):
+    a checkpoint of the last finished step, exactly as the periodic one would be (state and RNG from before
+    the failed step), the logs and the plot. Returns the error to raise: the cause, then where to resume."""
+    acc, step = run.accelerator, state["step"]
+    run.log.close()
+    if step <= run.start_step:
+        return type(err)(f"{err} No step finished since the start; nothing new to save.")
+    if acc.num_processes > 1:  # the failure may have hit one rank only: a collective save could hang
+        return type(err)(f"{err} Multi-process run: the newest periodic checkpoint is the place to resume from.")
+    path = checkpoint_dir(Path(run.cfg.run_dir), step)
+    if not path.is_dir():
+        save_checkpoint(acc, run.learner, path, state, run.cfg.trainer.checkpoint.keep)
+    return type(err)(
+        f"{err} Steps 1–{step} are saved in {path}; after the fix, the same command with "
+        "trainer.checkpoint.resume=auto continues from there."
+    )
+
+
 def process_group_kwargs(timeout_s: int) -> list[Any]:
     """accelerate's process-group settings for a launch of several processes: gloo on CPU (otherwise every rank
     thinks it is rank 0 of 1), and trainer.collective_timeout_s, said once, for the waits at collectives."""
@@ -274,11 +319,11 @@ def quiet_libraries() -> None:
 
 
 def time_lines(cfg: RunConfig, spend: Any) -> list[str]:
-    """The start message's wall-clock estimate, from earlier runs beside this one (tsrl/training/wallclock.py), and
+    """The start message's wall-clock estimate, from earlier runs beside this one (tsrl/wallclock.py), and
     what must be built before the first step."""
     folder = Path(cfg.run_dir).resolve().parent
-    pace = wallclock.measured(folder, cfg)
-    lines = [wallclock.wallclock_line(pace, spend.steps, spend.evaluations, folder)]
+    pace = measured(folder, cfg)
+    lines = [wallclock_line(pace, spend.steps, spend.evaluations, folder)]
     build = pending_build(cfg.model, cfg.task)
     return [*lines, f"  to build first: {build}"] if build else lines
 

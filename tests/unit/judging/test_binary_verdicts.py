@@ -10,8 +10,7 @@ import math
 
 import pytest
 
-from tsrl.judging import OpenAIJudgeConfig, judge_fingerprint
-from tsrl.judging.constrain import answer_spec, direct_template
+from tsrl.judging import judge_fingerprint
 from tsrl.judging.prompting import (
     BINARY_TASKS,
     ParseError,
@@ -21,6 +20,8 @@ from tsrl.judging.prompting import (
     soft_verdict,
     ties_allowed,
 )
+from tsrl.remote.constrain import answer_spec, direct_template
+from tsrl.remote.openai_config import OpenAIJudgeConfig
 
 TSRL_TASKS = ["stories", "humor", "web", "counseling"]
 FENCE = "0123456789abcdef"

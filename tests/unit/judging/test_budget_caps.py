@@ -1,6 +1,6 @@
 """judge.budget's run caps: one allowance shared by the judges of a run that ask one endpoint (evaluation included),
 the dollar cap priced from what the model judge paid, and the refusal at start of a run whose estimate passes a cap
-(tsrl/rewards/spend.py's check_caps), worked out by hand on humor's shipped data."""
+(tsrl/spend.py's check_caps), worked out by hand on humor's shipped data."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tsrl.judging import (
     run_allowances,
 )
 from tsrl.judging.wrappers import usd_spent
-from tsrl.rewards.spend import check_caps, estimate
+from tsrl.spend import check_caps, estimate
 from tsrl.tasks import build_task
 from tsrl.testing.fakes import AnswerJudge, numbered_pairs
 from tsrl.types import Verdict

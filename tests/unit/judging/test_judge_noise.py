@@ -12,7 +12,6 @@ from tsrl.errors import ConfigError
 from tsrl.judging import (
     BudgetConfig,
     JudgePolicyConfig,
-    OpenAIJudgeConfig,
     RubricSimConfig,
     build_judge,
     clean_judge_config,
@@ -20,6 +19,7 @@ from tsrl.judging import (
     set_noise_stream,
     wrap,
 )
+from tsrl.remote.openai_config import OpenAIJudgeConfig
 from tsrl.rewards import LadderConfig, LadderRegime, RegimeContext
 from tsrl.testing.fakes import NumberTask, ScriptedJudge
 from tsrl.types import Group, PairRequest, Prompt, Rollout, ScoreRequest

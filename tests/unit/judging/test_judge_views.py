@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tsrl.judging.openai_judge import OpenAIJudge, OpenAIJudgeConfig
 from tsrl.judging.prompting import (
     GENERIC_CRITERIA,
     PROMPTS_DIR,
@@ -23,8 +22,10 @@ from tsrl.judging.prompting import (
     load_template,
     resolve_template,
 )
-from tsrl.judging.rendering import Rendering, RenderingJudge, extract_page
+from tsrl.judging.rendering_judge import RenderingJudge
 from tsrl.judging.simulated import RubricSimConfig, SimulatedJudge
+from tsrl.remote.openai_judge import OpenAIJudge, OpenAIJudgeConfig
+from tsrl.rendering import Rendering, extract_page
 from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.rubric import RLAIFConfig, RubricConfig, RubricRegime
 from tsrl.rewards.verified import AdaptiveConfig, AdaptiveRegime

@@ -10,7 +10,6 @@ import re
 import pytest
 
 from tsrl.errors import ConfigError
-from tsrl.judging.constrain import PARSE_KINDS, advice, answer_spec, list_spec
 from tsrl.judging.list_answers import DIRECT_LIST, direct_list_template, list_regex, list_schema, parse_list
 from tsrl.judging.prompting import (
     PROMPTS_DIR,
@@ -23,6 +22,7 @@ from tsrl.judging.prompting import (
     resolve_template,
     with_images,
 )
+from tsrl.remote.constrain import PARSE_KINDS, advice, answer_spec, list_spec
 from tsrl.testing.judge_answers import constrained_answer, scripted, unconstrained_answer
 
 FENCE = "0123456789abcdef"

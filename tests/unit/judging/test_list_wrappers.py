@@ -23,7 +23,8 @@ from tsrl.judging import (
 )
 from tsrl.judging.base import stable_uniform
 from tsrl.judging.noise import GRADES
-from tsrl.judging.rendering import Rendering, RenderingJudge, extract_page
+from tsrl.judging.rendering_judge import RenderingJudge
+from tsrl.rendering import Rendering, extract_page
 from tsrl.testing.fakes import AnswerJudge, ScriptedJudge
 from tsrl.types import ListRequest, ListScores, Prompt
 

@@ -726,7 +726,7 @@ def test_judge_identity_and_shown_order_separate_verdicts(tmp_path):
 
 
 def openai_identity(**settings) -> str:
-    from tsrl.judging.openai_judge import OpenAIJudge, OpenAIJudgeConfig
+    from tsrl.remote.openai_judge import OpenAIJudge, OpenAIJudgeConfig
 
     judge = OpenAIJudge(
         OpenAIJudgeConfig(api_key_env="", preflight=False, **{"constrain": "off", **settings}), NumberTask()

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from tsrl.anchors.build import BuildSettings
+from tsrl.anchors.step import policy_share
 from tsrl.judging import Noise, set_noise_stream
 from tsrl.rewards import LadderConfig, LadderRegime, RegimeContext
 from tsrl.rewards.base import SingleProcess, share
 from tsrl.rewards.ladder import ladder_digest
-from tsrl.rewards.ladder_step import policy_share
-from tsrl.rewards.ladder_tool import BuildSettings
 from tsrl.testing.fakes import NumberTask, ScriptedJudge, number_prompt
 from tsrl.types import Group, Rollout
 

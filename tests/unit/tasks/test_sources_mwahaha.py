@@ -105,10 +105,10 @@ def test_a_run_refuses_held_out_prompts_without_references_and_sizes_the_ladder_
     from dataclasses import replace
     from types import SimpleNamespace
 
+    from tsrl.anchors.step import anchors_needed, prepare_ladder, step_settings
     from tsrl.config import EndpointConfig, LadderStepConfig
     from tsrl.errors import UserError
     from tsrl.rewards.ladder import LadderConfig
-    from tsrl.rewards.ladder_step import anchors_needed, prepare_ladder, step_settings
     from tsrl.rewards.self_bootstrap import SelfBootstrapConfig
 
     task_cfg = HumorConfig(dataset=str(tsv), train_split="train[:75%]", eval_split="train[75%:]")

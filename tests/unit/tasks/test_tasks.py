@@ -15,7 +15,7 @@ import pytest
 from tsrl.errors import ConfigError, DataError
 from tsrl.evaluation import headline
 from tsrl.evaluation.passk import ks_for, pass_at_k, pass_summary
-from tsrl.judging.rendering import network_reference
+from tsrl.rendering import network_reference
 from tsrl.tasks import build_task
 from tsrl.tasks.aime import AimeConfig
 from tsrl.tasks.base import Rendered, SimulatedQuality, Verifiable, task_metric

@@ -17,7 +17,7 @@ from tsrl.commands.base import to_run_config
 from tsrl.config import register_configs
 from tsrl.judging import close_judge, set_noise_stream, step_stream
 from tsrl.rewards import build_regime
-from tsrl.rewards.spend import estimate
+from tsrl.spend import estimate
 from tsrl.tasks import build_task
 from tsrl.training.setup import open_judges, regime_context
 from tsrl.types import PairRequest

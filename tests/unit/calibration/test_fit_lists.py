@@ -1,4 +1,4 @@
-"""The list fit (tsrl/judging/fit_lists.py): on the simulated judge's own list answers it recovers the frame σ_η,
+"""The list fit (tsrl/calibration/fit_lists.py): on the simulated judge's own list answers it recovers the frame σ_η,
 the item noise σ_list and the position effect π within the intervals it reports, and the profile carries them.
 
 Each data set: prompts with a ladder of 8 anchors of known quality, each prompt's list asked in 4 orders."""
@@ -9,11 +9,12 @@ import math
 
 import pytest
 
+from tsrl.calibration.fit import fit_answers
+from tsrl.calibration.fit_lists import ListAnswers, collect_lists, fit_lists, list_orders
+from tsrl.calibration.fitted_profile import profile_from_fit
 from tsrl.errors import ConfigError
 from tsrl.judging import RubricSimConfig, SimulatedJudge
-from tsrl.judging.fit import fit_answers
-from tsrl.judging.fit_lists import ListAnswers, collect_lists, fit_lists, list_orders
-from tsrl.judging.profile import load_profile, profile_from_fit, write_profile
+from tsrl.judging.profile import load_profile, write_profile
 from tsrl.testing.fakes import ScriptedJudge, known_ladders
 from tsrl.types import Anchor, Prompt
 
@@ -108,7 +109,7 @@ def test_a_judge_without_lists_is_one_sentence_naming_it():
 def test_the_profile_takes_the_frame_from_the_lists_and_keeps_the_grades_whole_noise(tmp_path):
     """Pairs, grades and lists of one simulated judge: the profile's frame_noise, list_noise and list_position are
     the list fit's, rubric_noise is what is left of the grades' noise σ_g, and the file loads into the judge."""
-    from tsrl.judging.fit import collect_answers
+    from tsrl.calibration.fit import collect_answers
 
     truth = truth_of(0.8, 0.5, 0.6)
     ladders, quality = known_ladders(30, seed=6)

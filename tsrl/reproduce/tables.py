@@ -3,7 +3,7 @@ the two noise-robustness metrics (performance retained = noisy ÷ clean held-out
 for TSRL; gain kept = (noisy − base) ÷ (clean − base), §4.5's measure for the baselines), adaptive routing's
 shares, and the plots (held-out curves, the metric against each setting, both noise metrics against p,
 zero-variance groups, self-bootstrap rebuilds).
-Records in, markdown or PNG files out; tsrl/reproduce.py collects the runs and writes table.md."""
+Records in, markdown or PNG files out; tsrl/reproduce/__init__.py collects the runs and writes table.md."""
 
 from __future__ import annotations
 

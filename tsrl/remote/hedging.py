@@ -28,7 +28,7 @@ from typing import Any
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters
-from tsrl.judging.transport import AttemptError
+from tsrl.remote.transport import AttemptError
 
 WINDOW = 512  # answered attempts the p95 is taken over
 REFRESH = 16  # the p95 is recomputed after this many new answers (sorting on every answer would cost CPU)
@@ -36,7 +36,7 @@ REFRESH = 16  # the p95 is recomputed after this many new answers (sorting on ev
 
 @dataclass
 class HedgeConfig:
-    """When a slow judge request gets a duplicate (see tsrl/judging/hedging.py)."""
+    """When a slow judge request gets a duplicate (see tsrl/remote/hedging.py)."""
 
     enabled: bool = True
     """Hedge slow requests (false: every attempt waits for its own answer up to retry.timeout_s)."""

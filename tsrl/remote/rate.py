@@ -54,7 +54,7 @@ IMAGE_TOKENS = 765  # one image part: OpenAI's count for a 1024 x 1024 image at 
 
 @dataclass
 class RateConfig:
-    """The provider's limits, kept on our side (tsrl/judging/rate.py); 0 = no limit."""
+    """The provider's limits, kept on our side (tsrl/remote/rate.py); 0 = no limit."""
 
     requests_per_minute: int = 0
     """Most requests sent in any 60 s, over all endpoints and processes (each of W processes takes 1/W)."""

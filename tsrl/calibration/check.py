@@ -18,9 +18,9 @@ injection (`flip_prob`) turned off, so what is measured is the model's own behav
   Brier score.
 
 With `check.min_accuracy` set, a judge below it makes the command exit with status 1 (a gate for scripts).
-`check.fit=true` also grades the anchors and fits the simulated judge's perception model (tsrl/judging/fit.py);
+`check.fit=true` also grades the anchors and fits the simulated judge's perception model (tsrl/calibration/fit.py);
 `check.lists=R` with it asks each prompt's anchors as one list in R orders and fits the lists' frame apart from
-their item noise (tsrl/judging/fit_lists.py).
+their item noise (tsrl/calibration/fit_lists.py).
 """
 
 from __future__ import annotations
@@ -34,13 +34,14 @@ from typing import Any
 
 import numpy as np
 
+from tsrl.calibration.fit import Answers, collect_answers, fit_answers
+from tsrl.calibration.fit_lists import ListAnswers, collect_lists, fit_lists, list_lines
+from tsrl.calibration.fitted_profile import profile_from_fit
 from tsrl.config import CommandConfig
 from tsrl.errors import ConfigError
 from tsrl.judging import build_judge
 from tsrl.judging.base import Judge, close_judge
-from tsrl.judging.fit import Answers, collect_answers, fit_answers
-from tsrl.judging.fit_lists import ListAnswers, collect_lists, fit_lists, list_lines
-from tsrl.judging.profile import profile_from_fit, write_profile
+from tsrl.judging.profile import write_profile
 from tsrl.registry import JUDGES
 from tsrl.tasks import SimulatedQuality, build_task
 from tsrl.types import PairRequest, Prompt, Verdict
@@ -60,7 +61,7 @@ class CheckConfig:
     """Exit with status 1 when the accuracy is below this (0 = report only)."""
     fit: bool = False
     """Also grade every anchor and fit the simulated judge's perception model to the answers by maximum
-    likelihood (tsrl/judging/fit.py): parameters with 95 % intervals in the report, the profile written to
+    likelihood (tsrl/calibration/fit.py): parameters with 95 % intervals in the report, the profile written to
     run_dir/judge_profile.yaml for `judge=rubric_sim judge.profile=<that path>`."""
     repeats: int = 1
     """With fit: times each verdict and grade is asked (> 1 only helps a judge that samples; a temperature-0
@@ -68,7 +69,7 @@ class CheckConfig:
     lists: int = 0
     """With fit: also ask each prompt's anchors as one list (one call) in this many different orders (rotations of
     a random order, at most one per anchor), so each anchor is graded in several calls and slots, and fit the
-    lists' frame σ_η, item noise σ_list and position effect apart (tsrl/judging/fit_lists.py); the profile gets
+    lists' frame σ_η, item noise σ_list and position effect apart (tsrl/calibration/fit_lists.py); the profile gets
     them. 0 = no lists."""
     profile_name: str = "fitted"
     """With fit: the name written into the profile."""

@@ -9,11 +9,11 @@ import re
 import pytest
 
 from tsrl.errors import ConfigError
-from tsrl.judging import HedgeConfig, OpenAIJudgeConfig, RetryConfig
 from tsrl.judging.base import JudgeCounters
-from tsrl.judging.hedging import REFRESH, WINDOW, Hedger, LatencyWindow
-from tsrl.judging.preflight import served_models, url_problem
-from tsrl.judging.transport import AttemptError, Endpoints
+from tsrl.remote.hedging import REFRESH, WINDOW, HedgeConfig, Hedger, LatencyWindow
+from tsrl.remote.openai_config import OpenAIJudgeConfig, RetryConfig, url_problem
+from tsrl.remote.preflight import served_models
+from tsrl.remote.transport import AttemptError, Endpoints
 
 NEVER = 3600.0
 

@@ -8,7 +8,7 @@ pages are rendered, as TSRL's web judge sees rendered pages; judge.vision=false 
 Why the network is blocked: a page that pulls a stylesheet, font or image from a CDN renders differently from
 day to day (and offline not at all), so its reward would not be a property of the completion. The task asks
 for self-contained pages: `network_reference` refuses a page that would fetch before any browser starts, and
-Chromium's only proxy is the page server (tsrl/judging/page_server.py), which answers nothing but the page
+Chromium's only proxy is the page server (tsrl/rendering/page_server.py), which answers nothing but the page
 itself, with every host unresolvable, in case the static check misses a fetch.
 
 Why nothing local can be shown: the screenshot goes to the judge, often a hosted one, and a page opened as a
@@ -29,9 +29,9 @@ and a verdict of the same page see the same thing: each graded page is rendered 
 page that fails to render gets the lowest grade, 0, without a judge call (the reason in the grade's raw text,
 counted alike), and the others are asked with the extracted page and its screenshot. Lists (reward=listwise)
 alike: a page that fails gets 0 and the others are asked as a shorter list. The judge that does this,
-RenderingJudge, lives in tsrl/judging/rendering_judge.py (importable from here too).
+RenderingJudge, lives in tsrl/judging/rendering_judge.py.
 
-Each worker drives one long-lived Chromium over the DevTools pipe (tsrl/judging/devtools.py), a fresh tab per
+Each worker drives one long-lived Chromium over the DevTools pipe (tsrl/rendering/devtools.py), a fresh tab per
 page; a page that hangs past timeout_s or kills the browser costs a browser restart, so it cannot poison the
 next page. reuse_browser=false starts a fresh Chromium per page (own process group, throwaway profile, the
 group killed on timeout) as before: ~1 s a page on 2 cores (benchmarks/render_pages.py), mostly browser
@@ -57,10 +57,9 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 from tsrl.errors import ConfigError
-from tsrl.judging.devtools import BrowserPool, check_temp_dir, chromium_temp, kill_group, log_tail
-from tsrl.judging.page_server import PageServer
-from tsrl.judging.rendering_judge import RenderingJudge, forfeit, score_forfeit  # noqa: F401 (re-exported)
 from tsrl.progress import PROGRESS_EVERY_S, duration
+from tsrl.rendering.devtools import BrowserPool, check_temp_dir, chromium_temp, kill_group, log_tail
+from tsrl.rendering.page_server import PageServer
 
 log = logging.getLogger("tsrl")
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

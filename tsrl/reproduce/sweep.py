@@ -13,7 +13,7 @@ sweep.md: the settings that differ between the folder's runs (their .hydra/overr
 two settings are a matrix, any other number one row per cell — the seeds of a cell (`seed`, when it differs)
 pooled. Per cell: the held-out headline at each finished run's last evaluation (eval.json's "latest": the
 win-rate, or the pass ratio of a verifiable task), its mean over seeds with the seed count and a 95 % t-interval
-over seeds from two seeds on (tsrl.reproduce_tables.interval); the judge calls a run made (training, from
+over seeds from two seeds on (tsrl.reproduce.tables.interval); the judge calls a run made (training, from
 metrics.jsonl, and evaluation, from eval.json), mean per run; the wall-clock of a run's steps and evaluations
 (metrics.jsonl's time/step_s, eval.json's time_s; setup such as a policy build is not in it), mean per run.
 sweep.png: the final headline against the first varied setting, one line per value of the others (mean and std
@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from tsrl.errors import UserError
 from tsrl.progress import duration
 from tsrl.reproduce import collect, headline_key, run_folders
-from tsrl.reproduce_tables import SEED, _sortable, draw_against_axis, draw_curves, interval
+from tsrl.reproduce.tables import SEED, _sortable, draw_against_axis, draw_curves, interval
 
 TABLE, PICTURE = "sweep.md", "sweep.png"
 SWEPT_ENV = "TSRL_SWEPT_KEYS"  # the keys the running multirun sweeps, for its jobs' folder names (joblib workers too)

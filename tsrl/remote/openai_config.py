@@ -1,19 +1,19 @@
-"""The settings of `judge=openai` (OpenAIJudgeConfig, its RetryConfig) and the API key read for it; the judge
-itself is tsrl/judging/openai_judge.py."""
+"""The settings of `judge=openai` (OpenAIJudgeConfig, its RetryConfig), the form of its base URLs and the API key
+read for it; the judge itself is tsrl/remote/openai_judge.py."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from tsrl.errors import ConfigError
-from tsrl.judging.constrain import check_form
-from tsrl.judging.hedging import HedgeConfig
-from tsrl.judging.preflight import check_urls
-from tsrl.judging.rate import RateConfig
-from tsrl.judging.transport import TRANSPORTS
 from tsrl.judging.wrappers import JudgePolicyConfig
+from tsrl.remote.constrain import check_form
+from tsrl.remote.hedging import HedgeConfig
+from tsrl.remote.rate import RateConfig
+from tsrl.remote.transport import TRANSPORTS
 
 
 @dataclass
@@ -95,7 +95,7 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     """Ask for top log-probs to turn the verdict token into a soft probability (if the server supports it)."""
     form: str = "reasoning"
     """reasoning (brief reasoning, then a final VERDICT:/SCORE: line) | direct (the verdict or grade alone, a few
-    tokens; with logprobs its first token gives P(A)); see tsrl/judging/constrain.py."""
+    tokens; with logprobs its first token gives P(A)); see tsrl/remote/constrain.py."""
     constrain: str = "auto"
     """Have the server constrain answers to the form: auto (the best each endpoint honours, probed once at start) |
     regex | choice (direct form) | json (response_format JSON schema) | off (the template alone)."""
@@ -113,14 +113,14 @@ class OpenAIJudgeConfig(JudgePolicyConfig):
     price_out_per_m: float = 0.0
     """Dollars per 1M completion tokens (see price_in_per_m)."""
     transport: str = "aiohttp"
-    """aiohttp (lean client, default) | openai (the openai SDK's AsyncOpenAI); see tsrl/judging/transport.py."""
+    """aiohttp (lean client, default) | openai (the openai SDK's AsyncOpenAI); see tsrl/remote/transport.py."""
     preflight: bool = True
     """At start, check that every base URL answers GET /models and serves `model` (false: servers without /models)."""
     retry: RetryConfig = field(default_factory=RetryConfig)
     hedge: HedgeConfig = field(default_factory=HedgeConfig)
-    """Duplicates of requests outstanding far longer than the running p95 latency (tsrl/judging/hedging.py)."""
+    """Duplicates of requests outstanding far longer than the running p95 latency (tsrl/remote/hedging.py)."""
     rate: RateConfig = field(default_factory=RateConfig)
-    """The provider's requests and tokens per minute, kept on our side (tsrl/judging/rate.py; 0 = no limit)."""
+    """The provider's requests and tokens per minute, kept on our side (tsrl/remote/rate.py; 0 = no limit)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -150,3 +150,26 @@ def read_api_key(env_name: str) -> str:
             "server without --api-key) or set judge.api_key_env='' for no key."
         )
     return key
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with the form of a base URL, as the end of a sentence; None when nothing is."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "has no http:// or https:// scheme; write it as http://host:port/v1"
+    if not parts.hostname:
+        return "names no host; write it as http://host:port/v1"
+    try:
+        port = parts.port
+    except ValueError:  # urllib: out of range or not a number
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        return f"has port {parts.netloc.rsplit(':', 1)[-1]!r}, which is not a number in 1–65535; fix the port"
+    return None
+
+
+def check_urls(urls: list[str]) -> None:
+    for url in urls:
+        problem = url_problem(url)
+        if problem:
+            raise ConfigError(f"judge.base_urls entry {url!r} {problem}.")

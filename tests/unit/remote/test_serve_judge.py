@@ -18,8 +18,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from tsrl.commands import serve_judge
 from tsrl.errors import UserError
-from tsrl.judging import serve
-from tsrl.judging.serve import (
+from tsrl.remote import serve
+from tsrl.remote.serve import (
     ServerSpec,
     base_urls,
     judge_overrides,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tsrl.judging.openai_judge import Endpoints
-from tsrl.judging.transport import AttemptError, decode, env_proxy, retry_after, status_error
+from tsrl.remote.openai_judge import Endpoints
+from tsrl.remote.transport import AttemptError, decode, env_proxy, retry_after, status_error
 
 
 @pytest.mark.parametrize(

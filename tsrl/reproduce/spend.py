@@ -1,13 +1,13 @@
 """What a `tsrl-reproduce` grid will ask its judges, said before the first run starts.
 
 Every run of the grid is composed as tsrl-train would compose it and estimated as tsrl-train estimates itself before
-its first call (tsrl/rewards/spend.py): setup, training and evaluation calls, dollars where the judge is priced.
+its first call (tsrl/spend.py): setup, training and evaluation calls, dollars where the judge is priced.
 Ladders are stored by their anchors and judge, so a ladder several runs share is ranked once, by the first: its
 round-robin is counted once. A grid whose judges are not all simulated and whose calls pass `CONFIRM_ABOVE` runs
 only with `--yes`, as does one with runs that cannot be estimated (its data cannot be read here, its settings stop
 it): those are named with the reason, and tsrl-train stops them the same way when their turn comes. Beside the
 calls: the grid's wall-clock, from the step and evaluation times of earlier runs with the same settings in the
-output folder (tsrl/training/wallclock.py; runs without one are counted, not guessed), and the policies that must be
+output folder (tsrl/wallclock.py; runs without one are counted, not guessed), and the policies that must be
 built first.
 """
 
@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tsrl.anchors.step import estimate_run
 from tsrl.config import CONFIG_PACKAGE
 from tsrl.errors import UserError
 from tsrl.judging.simulated import RubricSimConfig
 from tsrl.models import pending_build
 from tsrl.progress import duration
-from tsrl.reproduce_tables import SEED
-from tsrl.rewards.ladder_step import estimate_run
-from tsrl.rewards.spend import NONE, Calls, Spend
+from tsrl.reproduce.tables import SEED
+from tsrl.spend import NONE, Calls, Spend
 from tsrl.tasks import build_task
-from tsrl.training import wallclock
+from tsrl.wallclock import Pace, measured, seconds
 
 CONFIRM_ABOVE = 10_000
 """Judge calls of a grid with a judge that is not simulated above which tsrl-reproduce asks for --yes."""
@@ -168,7 +168,7 @@ def grid_spend(
                 total.failed.append((" ".join(run), str(err).splitlines()[0][:300]))
                 total.simulated &= cfg is not None and simulated(cfg)  # a judge not known may be a paid one
                 continue
-            seen[same] = (spend, cfg, wallclock.measured(out, cfg) if out else None)
+            seen[same] = (spend, cfg, measured(out, cfg) if out else None)
             add(total, *seen[same], ladders)
     return total
 
@@ -178,12 +178,12 @@ def simulated(cfg: Any) -> bool:
     return all(judge is None or isinstance(judge, RubricSimConfig) for judge in (cfg.judge, cfg.eval_judge))
 
 
-def add(total: GridSpend, spend: Spend, cfg: Any, pace: wallclock.Pace | None, ladders: set[str]) -> None:
+def add(total: GridSpend, spend: Spend, cfg: Any, pace: Pace | None, ladders: set[str]) -> None:
     """One run's estimate into the grid's (its wall-clock at `pace`, where measured); a ladder already counted costs
     nothing again."""
     if pace is not None:
         total.timed += 1
-        total.wall_s += wallclock.seconds(pace, spend.steps, spend.evaluations)
+        total.wall_s += seconds(pace, spend.steps, spend.evaluations)
     setup = 0 if spend.ladder and spend.ladder in ladders else spend.setup_calls
     if spend.ladder:
         ladders.add(spend.ladder)

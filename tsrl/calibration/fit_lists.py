@@ -2,7 +2,7 @@
 
 Each prompt's anchors are shown as one list (one call, labels R1 … Rn) in R different orders — rotations of one
 random order, so the same anchor is graded in R calls and R slots. The model is the simulated judge's
-(docs/judge_simulator.md), with taste and per-text errors folded into the item noise as in tsrl/judging/fit.py:
+(docs/judge_simulator.md), with taste and per-text errors folded into the item noise as in tsrl/calibration/fit.py:
 
     u_{j,i} = q_i + γ·h_i + π·x_i + η_j + ε_{j,i},   η_j ~ N(0, σ_η²) per call,  ε ~ N(0, σ_list²) per item,
     x_i = ½ − i/(n−1) (the slot's position covariate),  grade = the level whose interval of
@@ -35,8 +35,8 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy import optimize, stats
 from scipy.special import log_ndtr, logsumexp
 
+from tsrl.calibration.fit import PRIOR_SD, Estimate, covariance, derived, grade_bounds, natural, penalty
 from tsrl.errors import ConfigError
-from tsrl.judging.fit import PRIOR_SD, Estimate, covariance, derived, grade_bounds, natural, penalty
 from tsrl.judging.simulated import slot_position, surface_feature
 from tsrl.types import ListRequest, Prompt
 

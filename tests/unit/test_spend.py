@@ -5,14 +5,14 @@ from dataclasses import dataclass, field
 import pytest
 from hydra import compose, initialize_config_module
 
+from tsrl.anchors.step import short_prompts
 from tsrl.commands.base import to_run_config
 from tsrl.config import EndpointConfig, LadderStepConfig, register_configs
 from tsrl.errors import ConfigError, UserError
 from tsrl.rewards.intragroup import ArenaConfig
 from tsrl.rewards.ladder import LadderConfig
-from tsrl.rewards.ladder_step import short_prompts
 from tsrl.rewards.listwise import ListwiseConfig
-from tsrl.rewards.spend import Calls, Spend, check_setup, estimate, evaluations, group_calls, schedule_matches
+from tsrl.spend import Calls, Spend, check_setup, estimate, evaluations, group_calls, schedule_matches
 from tsrl.tasks import build_task
 from tsrl.types import Anchor, Prompt
 
@@ -138,7 +138,7 @@ def test_auto_writes_anchors_only_for_data_with_one_reference_per_prompt():
 
 
 def test_a_grid_asks_for_yes_with_a_paid_judge_above_the_threshold_or_with_runs_it_could_not_estimate():
-    from tsrl.reproduce_spend import CONFIRM_ABOVE, GridSpend
+    from tsrl.reproduce.spend import CONFIRM_ABOVE, GridSpend
 
     assert not GridSpend(simulated=False).needs_yes()  # nothing to pay
     assert GridSpend(simulated=False, training=Calls(0, CONFIRM_ABOVE + 1)).needs_yes()

@@ -51,22 +51,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from tsrl.judging.base import JudgeCounters, JudgeUnavailable, JudgeUnreadable
-from tsrl.judging.constrain import (
-    KINDS,
-    PARSE_KINDS,
-    AnswerSpec,
-    FormatWatch,
-    advice,
-    answer_spec,
-    direct_template,
-    list_spec,
-    resolve,
-)
-from tsrl.judging.hedging import Hedger
-from tsrl.judging.judge_loop import shutdown, start_loop
 from tsrl.judging.list_answers import direct_list_template
-from tsrl.judging.openai_config import OpenAIJudgeConfig, RetryConfig, read_api_key  # noqa: F401 (RetryConfig: re-exported)
-from tsrl.judging.preflight import preflight, probe_dialects
 from tsrl.judging.prompting import (
     ParseError,
     load_template,
@@ -78,11 +63,25 @@ from tsrl.judging.prompting import (
     ties_allowed,
     with_images,
 )
-from tsrl.judging.rate import PacedTransport, Pacer, limiter_for
-from tsrl.judging.transport import AttemptError, Completion, Endpoints, backoff_s, build_transport, read_completion
 from tsrl.registry import JUDGES
-from tsrl.tasks.base import Rendered
-from tsrl.types import Count, ListRequest, ListScores, PairRequest, Score, ScoreRequest, Verdict
+from tsrl.remote.constrain import (
+    KINDS,
+    PARSE_KINDS,
+    AnswerSpec,
+    FormatWatch,
+    advice,
+    answer_spec,
+    direct_template,
+    list_spec,
+    resolve,
+)
+from tsrl.remote.hedging import Hedger
+from tsrl.remote.judge_loop import shutdown, start_loop
+from tsrl.remote.openai_config import OpenAIJudgeConfig, RetryConfig, read_api_key  # noqa: F401 (RetryConfig: re-exported)
+from tsrl.remote.preflight import preflight, probe_dialects
+from tsrl.remote.rate import PacedTransport, Pacer, limiter_for
+from tsrl.remote.transport import AttemptError, Completion, Endpoints, backoff_s, build_transport, read_completion
+from tsrl.types import Count, ListRequest, ListScores, PairRequest, Rendered, Score, ScoreRequest, Verdict
 
 log = logging.getLogger("tsrl")
 PROGRESS_EVERY_S = 30.0

@@ -14,15 +14,17 @@ from omegaconf import OmegaConf
 
 from tsrl.config import register_configs
 from tsrl.errors import ConfigError
-from tsrl.judging import OpenAIJudgeConfig, RateConfig, judge_fingerprint
+from tsrl.judging import judge_fingerprint
 from tsrl.judging.base import JudgeCounters
-from tsrl.judging.rate import (
+from tsrl.remote.openai_config import OpenAIJudgeConfig
+from tsrl.remote.rate import (
     IMAGE_TOKENS,
     SLACK_S,
     WINDOW_S,
     Grant,
     Limiter,
     Pacer,
+    RateConfig,
     RateWindow,
     estimate_tokens,
     limiter_for,

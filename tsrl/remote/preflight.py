@@ -1,8 +1,8 @@
 """The openai judge's start-up check: fail in one sentence before any model or ladder is built, not after
 twenty retries in the middle of a ladder build.
 
-- Form (`url_problem`, run by the config): each base URL needs an http(s) scheme, a host and a port in
-  1–65535. An out-of-range port would otherwise be retried as a connection error.
+- Form (`url_problem` in openai_config.py, run by the config): each base URL needs an http(s) scheme, a host and a
+  port in 1–65535. An out-of-range port would otherwise be retried as a connection error.
 - Reachability and model (`preflight`, run when the judge is built unless `judge.preflight=false`): each URL
   is asked `GET <base_url>/models`, all at once. Unreachable, a refused key, a server without that route or
   a list that lacks `judge.model` each stop the run with one sentence naming the URL and the fix.
@@ -17,43 +17,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import Any
 
 from tsrl.errors import ConfigError
 from tsrl.judging.base import JudgeCounters, JudgeUnavailable
-from tsrl.judging.constrain import DIALECTS, probe, probe_order
-from tsrl.judging.transport import AttemptError, backoff_s, read_completion
-
-if TYPE_CHECKING:  # openai_config imports this module (check_urls)
-    from tsrl.judging.openai_config import OpenAIJudgeConfig
+from tsrl.remote.constrain import DIALECTS, probe, probe_order
+from tsrl.remote.openai_config import OpenAIJudgeConfig
+from tsrl.remote.transport import AttemptError, backoff_s, read_completion
 
 log = logging.getLogger("tsrl")
 SKIP = "set judge.preflight=false to skip this check for servers without /models"
 LISTED = 8  # served model names quoted in an error (a hosted API may serve hundreds)
-
-
-def url_problem(url: str) -> str | None:
-    """What is wrong with the form of a base URL, as the end of a sentence; None when nothing is."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        return "has no http:// or https:// scheme; write it as http://host:port/v1"
-    if not parts.hostname:
-        return "names no host; write it as http://host:port/v1"
-    try:
-        port = parts.port
-    except ValueError:  # urllib: out of range or not a number
-        port = -1
-    if port is not None and not 1 <= port <= 65535:
-        return f"has port {parts.netloc.rsplit(':', 1)[-1]!r}, which is not a number in 1–65535; fix the port"
-    return None
-
-
-def check_urls(urls: list[str]) -> None:
-    for url in urls:
-        problem = url_problem(url)
-        if problem:
-            raise ConfigError(f"judge.base_urls entry {url!r} {problem}.")
 
 
 async def preflight(transport: Any, urls: list[str], model: str, key_env: str, timeout_s: float) -> None:

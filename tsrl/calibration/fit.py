@@ -21,7 +21,7 @@ A grade call shows one item, so the call's frame η and the item's noise ε are 
 σ_g is their sum, σ_g² = σ_η² + σ_ε². Taking the item noise to be the one the verdicts show (ε of std τπ/√6,
 the Gumbel whose differences are the logistic of scale τ), the frame is the grade noise beyond it:
 σ_η = √max(σ_g² − (τπ/√6)², 0), reported with its interval. Lists (`check.lists`) show the frame directly, several
-items in one call: tsrl/judging/fit_lists.py fits them, and a profile (tsrl/judging/profile.py, profile_from_fit)
+items in one call: tsrl/calibration/fit_lists.py fits them, and a profile (tsrl/calibration/fitted_profile.py)
 takes σ_η from there. The grade scale's range and levels are the judge's (0–10 integers for a model judge), not
 fitted.
 """

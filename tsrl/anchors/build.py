@@ -25,7 +25,7 @@ makes no judge call for its ladder. Written to the run directory:
     tsrl-ladder task=web build.source=endpoint endpoint.base_url=http://host:8000/v1 endpoint.model=big-model
     tsrl-ladder task=humor build.source=policy model=smollm2 'build.styles=[a pun,a one-liner]'
 
-tsrl-train runs the same builders as its first step (`ladder.*`, tsrl/rewards/ladder_step.py): when training
+tsrl-train runs the same builders as its first step (`ladder.*`, tsrl/anchors/step.py): when training
 prompts with one reference or none (WebSight, MentalChat16K, MWAHAHA), or any with ladder.build=policy|endpoint,
 have fewer anchors than the reward needs, each short prompt keeps its own anchors and gets tier × style anchors
 from `ladder.endpoint` or the policy, written once to the run directory's ladder_anchors.jsonl (a resumed run
@@ -54,14 +54,14 @@ from tsrl.errors import ConfigError, UserError
 from tsrl.generation import build_generator
 from tsrl.generation.seeds import derived_seed
 from tsrl.judging import build_judge, close_judge, judge_fingerprint, judge_identity
-from tsrl.judging.transport import AiohttpTransport, AttemptError
 from tsrl.models import policy_source
 from tsrl.models.source import load_source
+from tsrl.remote.transport import AiohttpTransport, AttemptError
 from tsrl.rewards.base import RegimeContext
 from tsrl.rewards.diversity import diversity_report, words
 from tsrl.rewards.ladder import LadderConfig, LadderRegime
 from tsrl.rewards.self_bootstrap import DEFAULT_TIERS
-from tsrl.rewards.spend import Spend, check_setup, ladder_setup
+from tsrl.spend import Spend, check_setup, ladder_setup
 from tsrl.tasks import TaskView, build_task
 from tsrl.types import Anchor, Prompt
 

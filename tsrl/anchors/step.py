@@ -6,7 +6,7 @@ asked: only when asked (ladder.build=policy|endpoint) or, with ladder.build=auto
 per prompt (WebSight, MentalChat16K, MWAHAHA: the datasets this step exists for). Anchors written by the policy are
 not the task's, so data with ladders of its own (humor's 10 a prompt) never gets them unasked: a reward.k above
 what it has stops the run in one sentence naming both numbers and the ways out. `estimate_run` is the spend preview
-of a run about to start (tsrl/rewards/spend.py's `estimate`) with the anchors this step will write counted.
+of a run about to start (tsrl/spend.py's `estimate`) with the anchors this step will write counted.
 """
 
 from __future__ import annotations
@@ -21,11 +21,7 @@ from typing import Any
 
 import torch
 
-from tsrl.errors import UserError
-from tsrl.generation.seeds import derived_seed
-from tsrl.rewards.base import Collective, SingleProcess, share
-from tsrl.rewards.ladder import LadderConfig
-from tsrl.rewards.ladder_tool import (
+from tsrl.anchors.build import (
     DEFAULT_TIERS,
     BuildSettings,
     from_endpoint,
@@ -33,9 +29,13 @@ from tsrl.rewards.ladder_tool import (
     requests_for,
     write_anchors,
 )
+from tsrl.errors import UserError
+from tsrl.generation.seeds import derived_seed
+from tsrl.rewards.base import Collective, SingleProcess, share
+from tsrl.rewards.ladder import LadderConfig
 from tsrl.rewards.listwise import ListwiseConfig
 from tsrl.rewards.reward_model import RewardModelConfig
-from tsrl.rewards.spend import Spend, estimate
+from tsrl.spend import Spend, estimate
 from tsrl.tasks import build_task
 from tsrl.tasks.base import task_metric
 from tsrl.types import Anchor, Prompt

@@ -25,7 +25,7 @@ held-out curve.
 
 A method that has no key of an axis (the rubric has no reward.k) runs once, without that axis: the grid is run as
 one multirun per set of axes its methods share. Before the first run, the grid's judge calls are estimated and
-printed (tsrl.reproduce_spend); a judge that is not simulated needs --yes above CONFIRM_ABOVE calls.
+printed (tsrl.reproduce.spend); a judge that is not simulated needs --yes above CONFIRM_ABOVE calls.
 
 The command line (options, the recipe's name, what is printed): tsrl.commands.reproduce.
 """
@@ -47,8 +47,8 @@ import numpy as np
 from tsrl.config import CONFIG_PACKAGE
 from tsrl.errors import QUIET_STOP_ENV, UserError
 from tsrl.evaluation import HEADLINE
-from tsrl.reproduce_ablations import compute_table, gap_table, pool_table, row_label
-from tsrl.reproduce_tables import (
+from tsrl.reproduce.ablations import compute_table, gap_table, pool_table, row_label
+from tsrl.reproduce.tables import (
     NOISE_AXIS,
     SEED,
     _sortable,

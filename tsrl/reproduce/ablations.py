@@ -1,4 +1,4 @@
-"""`tsrl-reproduce`'s tables for TSRL's ablations, from the per-run records tsrl/reproduce.py collects:
+"""`tsrl-reproduce`'s tables for TSRL's ablations, from the per-run records tsrl/reproduce/__init__.py collects:
 
 - the TSRL − rubric gap per setting: §4.6 reports it per policy size ("the gap over the rubric baseline grows from
   +14.2 to +28.0 with scale"), so a grid with both methods gets it per column;
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tsrl.reproduce_tables import mean_std
+from tsrl.reproduce.tables import mean_std
 
 ROW_LABELS = {"tsrl_bad_judge": "+ Bad Judge", "tsrl_low_diversity": "+ Low Diversity"}
 """Method → its row in TSRL Table 1: TSRL trained with the weak judge (§4.4) and on near-duplicate anchors (§4.3)."""

@@ -1,4 +1,4 @@
-"""Fitting the perception model (tsrl/judging/fit.py) and judge profiles (tsrl/judging/profile.py): the fit
+"""Fitting the perception model (tsrl/calibration/fit.py) and judge profiles (tsrl/judging/profile.py): the fit
 recovers the parameters the simulated judge answered with, within the intervals it reports; a judge blind to
 quality is reported as such; profiles load, are checked, and `ideal` is the default simulator answer for answer."""
 
@@ -9,10 +9,11 @@ import random
 
 import pytest
 
+from tsrl.calibration.fit import GUMBEL_STD, collect_answers, fit_answers
+from tsrl.calibration.fitted_profile import profile_from_fit
 from tsrl.errors import ConfigError
 from tsrl.judging import RubricSimConfig, SimulatedJudge, judge_fingerprint
-from tsrl.judging.fit import GUMBEL_STD, collect_answers, fit_answers
-from tsrl.judging.profile import PROFILE_FIELDS, load_profile, profile_from_fit, shipped_profiles, write_profile
+from tsrl.judging.profile import PROFILE_FIELDS, load_profile, shipped_profiles, write_profile
 from tsrl.types import Anchor, PairRequest, Prompt, ScoreRequest
 
 TRUTH = dict(
@@ -172,7 +173,7 @@ def test_the_shipped_smollm2_profile_is_the_fit_of_its_recorded_answers(tmp_path
     import json
     from pathlib import Path
 
-    from tsrl.judging.check import fit_saved
+    from tsrl.calibration.check import fit_saved
 
     saved = json.loads((Path(__file__).parents[2] / "data" / "smollm2_judge_answers.json").read_text())
     fit = fit_saved(saved, "smollm2-135m-vllm", tmp_path)

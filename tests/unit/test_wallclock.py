@@ -1,5 +1,5 @@
 """The wall-clock a run or a tsrl-reproduce grid is said to take before it starts, from the step and evaluation times
-of earlier runs with the same settings (tsrl/training/wallclock.py), and what it must build first."""
+of earlier runs with the same settings (tsrl/wallclock.py), and what it must build first."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from tsrl.commands.base import to_run_config
 from tsrl.config import register_configs
 from tsrl.models import pending_build
 from tsrl.models.tiny import tiny_folder
-from tsrl.reproduce_spend import GridSpend, grid_spend
+from tsrl.reproduce.spend import GridSpend, grid_spend
 from tsrl.tasks import build_task
-from tsrl.training.wallclock import Pace, as_config, measured, wallclock_line
+from tsrl.wallclock import Pace, as_config, measured, wallclock_line
 
 SMALL = ["trainer.max_steps=10", "trainer.eval.every=5"]
 
