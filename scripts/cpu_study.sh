@@ -7,8 +7,8 @@
 # Each grid resumes where it stopped (finished runs are skipped); results land in runs/reproduce/<name>_cpu/table.md.
 #   bash scripts/cpu_study.sh            (about 2 h 15 min on 2 cores: a 100-step run takes 2-3 min, a 400-step
 #                                         one about 12 min, two at a time)
-# One seed (seed=0) everywhere, plus seeds 1 and 2 of TSRL over the whole noise grid and of the single-comparison
-# baselines at p = 0 and 0.3. The TSRL run at k = 4, p = 0 serves the noise
+# One seed (seed=0) everywhere, plus seeds 1 and 2 of TSRL over the whole noise grid, of the single-comparison
+# baselines at p = 0 and 0.3, of every weak-judge cell and of in-batch rank at p = 0. The TSRL run at k = 4, p = 0 serves the noise
 # grid, the Table 1 comparison and the fixed ladder of the self-bootstrap comparison (read from noise_cpu); the k
 # sweep runs its own k = 4, the same configuration. Humor ships 10 anchors per training prompt, so TSRL's whole k grid {1, 2, 4, 5, 6, 8, 10} fits.
 set -euo pipefail
@@ -31,7 +31,8 @@ run paper/tsrl_noise --out runs/reproduce/noise_cpu method=one_anchor,rubric jud
 run paper/tsrl_table2_weak_judge --out runs/reproduce/weak_judge_cpu method=one_anchor,rubric \
     judge.profile=gpt35-mtbench eval_judge.order=random seed=0,1,2
 run paper/tsrl_noise --out runs/reproduce/noise_cpu method=one_anchor,rubric judge.flip_prob=0.05,0.1,0.2,0.4 seed=0
-run paper/tsrl_table1 --out runs/reproduce/table1_cpu method=sft,in_batch,reward_model,intuitor seed=0
+run paper/tsrl_table1 --out runs/reproduce/table1_cpu method=in_batch seed=0,1,2
+run paper/tsrl_table1 --out runs/reproduce/table1_cpu method=sft,reward_model,intuitor seed=0
 run paper/tsrl_dpo --out runs/reproduce/dpo_cpu method=dpo seed=0
 run paper/tsrl_k_sweep --out runs/reproduce/k_sweep_cpu method=tsrl reward.k=1,2,4,5,6,8,10 seed=0
 # TSRL §4.3's low-diversity pool (one anchor and 3 near-duplicates of it); its high-diversity pool is TSRL's own k = 4
