@@ -171,3 +171,11 @@ def test_readme_config_example_composes(tmp_path: Path) -> None:
             for part in key.split("."):
                 node = getattr(node, part)
             assert str(node) == value, f"{key}={value} composed to {node!r}"
+
+
+def test_the_measured_times_of_the_two_commands_live_in_one_place() -> None:
+    """The README and the pages once gave two different `make test` timings and test counts: the measured table is
+    in docs/getting-started.md alone, and the other files link to it."""
+    holders = [p.relative_to(ROOT) for p in LINKED_FILES if "| `make test` main stage" in p.read_text(encoding="utf-8")]
+    assert holders == [Path("docs/getting-started.md")], holders
+    assert "docs/getting-started.md#the-two-commands" in (ROOT / "README.md").read_text(encoding="utf-8")
