@@ -12,7 +12,9 @@ are imported only when such a judge is built, so `import tsrl` stays light.
 
 from __future__ import annotations
 
+import importlib
 import json
+import warnings
 from dataclasses import asdict, fields, is_dataclass, replace
 from typing import Any
 
@@ -163,6 +165,23 @@ def judge_identity(cfg: Any) -> dict[str, Any]:
     else:
         model = getattr(cfg, "model", "simulated")
     return {"kind": JUDGES.of(cfg).name, "model": model, "fingerprint": judge_fingerprint(cfg)}
+
+
+MOVED = {  # names this package exported before the remote-judge client became tsrl.remote, and their new homes
+    "OpenAIJudgeConfig": "tsrl.remote.openai_config",
+    "RetryConfig": "tsrl.remote.openai_config",
+    "HedgeConfig": "tsrl.remote.hedging",
+    "RateConfig": "tsrl.remote.rate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A moved name still imports from here, with a DeprecationWarning that says where it lives now (looked up by
+    name, not imported: tsrl.remote stands above this package)."""
+    if name not in MOVED:
+        raise AttributeError(f"module 'tsrl.judging' has no attribute {name!r}")
+    warnings.warn(f"tsrl.judging.{name} has moved: import it from {MOVED[name]}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(MOVED[name]), name)
 
 
 __all__ = [

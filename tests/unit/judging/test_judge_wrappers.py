@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+
+import pytest
+
 from tsrl.judging import Fallback, VerdictCache
 from tsrl.testing.fakes import ScriptedJudge
 from tsrl.types import PairRequest, Prompt, ScoreRequest
@@ -72,3 +76,13 @@ def test_failure_policy_applies_to_grades():
     assert values == [s.value for s in random_b[1:]]  # stable: same question, same draw
     assert all(0.0 <= v <= 10.0 for v in values) and values[0] != values[1]
     assert random_a[1].raw.startswith("[fallback random: scripted failure]")
+
+
+@pytest.mark.parametrize("name", ["OpenAIJudgeConfig", "RetryConfig", "HedgeConfig", "RateConfig"])
+def test_a_name_that_moved_to_tsrl_remote_still_imports_with_a_warning_that_says_where(name):
+    module = importlib.import_module("tsrl.judging")
+    with pytest.warns(DeprecationWarning, match=f"tsrl.judging.{name} has moved: import it from tsrl.remote"):
+        moved = getattr(module, name)
+    assert moved is getattr(importlib.import_module(module.MOVED[name]), name)
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        _ = module.NoSuchName
