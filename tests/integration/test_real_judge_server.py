@@ -32,7 +32,6 @@ pytestmark = [pytest.mark.judge_server, pytest.mark.slow]
 
 BIN = Path(sys.executable).parent
 VLLM_PYTHON = os.environ.get("TSRL_VLLM_PYTHON", "")
-FAIL_FAST_S = 30.0  # the acceptance bound for a judge that never answers in the format
 
 
 def free_port() -> int:
@@ -120,6 +119,14 @@ def server_tokens(url: str) -> float:
     return sum(map(float, counters))
 
 
+def server_requests(url: str) -> float:
+    """Requests the server has finished so far, whatever their finish reason (its Prometheus counters)."""
+    text = urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=10).read().decode()
+    counters = re.findall(r"^vllm:request_success_total\{[^}]*\} ([0-9.e+]+)$", text, re.MULTILINE)
+    assert counters, "the server's /metrics lacks vllm:request_success_total"
+    return sum(map(float, counters))
+
+
 @pytest.mark.parametrize("form, constraint", [("reasoning", "regex"), ("direct", "choice")])
 def test_constrained_verdicts_answer_every_question(served, tmp_path, form, constraint):
     _, judge = served
@@ -159,14 +166,19 @@ def test_the_fit_of_smollm2_says_it_is_a_poor_judge(served, tmp_path):
 
 
 def test_an_unconstrained_judge_that_ignores_the_format_stops_within_seconds(served, tmp_path):
-    _, judge = served
+    """It stops on its first answers: until one is readable only judge.retry.first_answers (4) requests go out, so
+    the server finishes those 4 of the check's 320 questions. Counted by the server rather than timed, so that a
+    loaded machine cannot fail it (20–22 s on a quiet one, 56 s beside a CI run and a study)."""
+    url, judge = served
+    before = server_requests(url)
     done, _, elapsed = judge_check(tmp_path, judge, "judge.constrain=off", "check.prompts=16")
+    finished = server_requests(url) - before
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     error = done.stderr.strip().splitlines()[-1]
     assert "none of its first 4 answers held a readable verdict" in error and "judge.constrain=auto" in error
     assert "failed 20 requests in a row" not in error  # not taken for a dead server
-    print(f"unconstrained judge stopped after {elapsed:.1f} s: {error}")
-    assert elapsed <= FAIL_FAST_S, f"took {elapsed:.1f} s"
+    print(f"unconstrained judge stopped after {elapsed:.1f} s and {finished:.0f} finished requests: {error}")
+    assert finished == 4, finished
 
 
 def test_tokens_and_soft_probabilities_match_the_server(served):
