@@ -308,7 +308,7 @@ class LadderRegime(Streams):
         logging.getLogger("tsrl").info(
             "ladder: %d prompts ranked (%s; ladder %s)",
             len(self.ladders),
-            "judged now" if stored is None else f"stored in {self.path}",
+            "judged now" if stored is None else f"from the verdicts stored in {self.path}",
             ladder_digest(self.ladders),
         )
         if ctx.collective.is_main:
