@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tsrl.reproduce import collect, headline_key
+from tsrl.reproduce.runs import collect, headline_key
 from tsrl.reproduce.tables import MIN_GAIN, interval
 
 NOISE = "judge.flip_prob"

@@ -46,8 +46,8 @@ import numpy as np
 
 from tsrl.config import CONFIG_PACKAGE
 from tsrl.errors import QUIET_STOP_ENV, UserError
-from tsrl.evaluation import HEADLINE
 from tsrl.reproduce.ablations import compute_table, gap_table, pool_table, row_label
+from tsrl.reproduce.runs import collect, headline_key, run_folders
 from tsrl.reproduce.tables import (
     NOISE_AXIS,
     SEED,
@@ -232,83 +232,6 @@ def run_multirun(cmd: list[str]) -> int:
     return status
 
 
-def run_folders(out: Path) -> dict[Path, dict[str, str]]:
-    """Every run folder under `out` (a Hydra job's: it holds .hydra/overrides.yaml), finished or not, with the
-    settings its command line gave it (key → value as written)."""
-    import yaml
-
-    return {
-        path.parent.parent: dict(o.split("=", 1) for o in yaml.safe_load(path.read_text()) or [] if "=" in o)
-        for path in sorted(out.rglob(".hydra/overrides.yaml"))
-    }
-
-
-def collect(out: Path) -> list[dict[str, Any]]:
-    """One record per run under `out` that has an eval.json: its grid values, evaluations and judge calls."""
-    runs = []
-    for run_dir, values in run_folders(out).items():
-        if not (run_dir / "eval.json").is_file():
-            continue
-        evals = json.loads((run_dir / "eval.json").read_text())
-        rows = (
-            [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-            if (run_dir / "metrics.jsonl").is_file()
-            else []
-        )
-        config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
-        runs.append(
-            {
-                "dir": str(run_dir),
-                "values": values,
-                "evals": evals,
-                "done": (run_dir / "done.json").is_file(),
-                "judge_calls": sum(r.get("judge/calls", 0.0) for r in rows),
-                "judge_tokens": sum(r.get("judge/tokens", 0.0) for r in rows),
-                "wall_s": sum(r.get("time/step_s", 0.0) for r in rows),
-                "pool": anchor_pool(run_dir),
-                "steps": len(rows),
-                "group_size": config.get("trainer", {}).get("group_size"),
-                "eval_samples": config.get("trainer", {}).get("eval", {}).get("samples"),
-                "benchmarks": benchmarks_of(config),
-                "generations_per_step": mean_metric(rows, "fill/generations_per_step"),
-                "zero_var": [(r["step"], r["reward/zero_var_frac"]) for r in rows if "reward/zero_var_frac" in r],
-                "refresh_steps": [
-                    b["step"]
-                    for a, b in zip([{}] + rows, rows)  # self_bootstrap's ladder rebuilds
-                    if b.get("bootstrap/refreshes", 0) > a.get("bootstrap/refreshes", 0)
-                ],
-                "zero_var_frac": mean_metric(rows, "reward/zero_var_frac"),
-                "zero_var_drawn": mean_metric(rows, "fill/zero_var_frac"),  # before trainer.fill=resample removed them
-                "route_verifier_frac": mean_metric(rows, "route/verifier_frac"),
-                "tournament_groups": mean_metric(rows, "route/tournament"),
-            }
-        )
-    return runs
-
-
-def benchmarks_of(config: dict) -> list[dict]:
-    """The held-out benchmarks a run's config names (task=stem: key, label, metric, in table order); none for a task
-    with one held-out set."""
-    heldout = config.get("task", {}).get("heldout") or {}
-    return [
-        {"key": key, "label": b.get("label") or key, "metric": b.get("metric", "pass_ratio")}
-        for key, b in heldout.items()
-    ]
-
-
-def anchor_pool(run_dir: Path) -> dict | None:
-    """The diversity and strength of the anchors a ladder run's reward compared with (ladder_diversity.json's
-    "selected"); None for a run without a ladder."""
-    path = run_dir / "ladder_diversity.json"
-    return json.loads(path.read_text()).get("selected") if path.is_file() else None
-
-
-def mean_metric(rows: list[dict], name: str) -> float | None:
-    """A metric's mean over the steps that log it (None when none does)."""
-    values = [r[name] for r in rows if r.get(name) is not None]
-    return float(np.mean(values)) if values else None
-
-
 def table1_cells(run: dict) -> dict[str, float]:
     """A run's Table 1 cells at its last evaluation and at step 0 (`<label> (step 0)`); none without benchmarks."""
     if not run["benchmarks"]:
@@ -318,11 +241,6 @@ def table1_cells(run: dict) -> dict[str, float]:
         **benchmark_cells(run["evals"]["latest"], run["benchmarks"]),
         **{f"{k} (step 0)": v for k, v in start.items()},
     }
-
-
-def headline_key(evals: dict) -> str:
-    """The task's headline number in an eval.json (tsrl.evaluation.HEADLINE: win-rate or pass ratio)."""
-    return next(key for key, _ in HEADLINE.values() if key in evals["latest"])
 
 
 def aggregate(out: Path, grid: dict[str, list[str]]) -> str:

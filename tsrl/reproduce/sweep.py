@@ -18,7 +18,7 @@ metrics.jsonl, and evaluation, from eval.json), mean per run; the wall-clock of 
 (metrics.jsonl's time/step_s, eval.json's time_s; setup such as a policy build is not in it), mean per run.
 sweep.png: the final headline against the first varied setting, one line per value of the others (mean and std
 over seeds), beside the held-out curves. The run folders are read as tsrl-reproduce reads them
-(tsrl.reproduce.collect).
+(tsrl.reproduce.runs.collect).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tsrl.errors import UserError
 from tsrl.progress import duration
-from tsrl.reproduce import collect, headline_key, run_folders
+from tsrl.reproduce.runs import collect, headline_key, run_folders
 from tsrl.reproduce.tables import SEED, _sortable, draw_against_axis, draw_curves, interval
 
 TABLE, PICTURE = "sweep.md", "sweep.png"
