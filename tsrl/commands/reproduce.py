@@ -85,7 +85,7 @@ def reproduce_grid(args: argparse.Namespace) -> None:
     setup_or_exit()
     recipe = paper_recipe(args.recipe)
     check_paths(args.out, args.accelerate)
-    scale = "smoke" if args.smoke else "cpu" if args.cpu else "full"
+    scale = scale_of(args)
     grid, fixed = plan_or_exit(recipe, args.overrides, scale)
     out = grid_folder(args)
     failed = 0
@@ -121,9 +121,14 @@ def reproduce_grid(args: argparse.Namespace) -> None:
         sys.exit(failed)
 
 
+def scale_of(args: argparse.Namespace) -> str:
+    """The grid's scale: smoke, cpu (the CPU stand-ins) or full."""
+    return "smoke" if args.smoke else "cpu" if args.cpu else "full"
+
+
 def grid_folder(args: argparse.Namespace) -> Path:
     """--out, or runs/reproduce/<recipe>[_cpu|_smoke] in the working directory."""
-    suffix = "_smoke" if args.smoke else "_cpu" if args.cpu else ""
+    suffix = "" if scale_of(args) == "full" else f"_{scale_of(args)}"
     return (args.out or Path("runs/reproduce") / (args.recipe.split("/")[-1] + suffix)).resolve()
 
 
