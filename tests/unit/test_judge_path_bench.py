@@ -119,3 +119,35 @@ def test_the_summary_and_bench_rows_pair_each_step_with_trl(tmp_path):
     table = bench.markdown({"latencies": {"1.0": {"summary": summary}}}).splitlines()
     assert len(table) == 2 + 4 and "| 1 | " in table[2] and "| **0.70** |" in table[4]  # TRL, sync, stream, …
     assert "MISSED" in bench.verdict(results) and bench.verdict({**results, "size": "tiny"}).endswith("this run")
+
+
+def test_the_vllm_report_shows_the_weight_sync_and_streams_arrivals(tmp_path):
+    """--generator vllm (hand-made rounds, no vLLM needed): the summary keeps the weight sync of every side and
+    when stream's first and last group reached the judge; the table adds both columns (— where a side has no
+    arrivals); the verdict holds overlap to ≤ 0.5× TRL, not merely below stream; the vLLM child's overrides pick
+    generator=vllm and leave the batch whole (no prompts_per_call)."""
+
+    def step(step_s: float, side: str) -> dict:
+        parts = {"cpu_s": 1.5, "generate_s": 1.0, "wait_s": 0.5, "update_s": 1.0, "sync_s": 0.25}
+        arrivals = {"first_arrival_s": 0.75, "last_arrival_s": 1.0} if side == "stream" else {}
+        return {"step_s": step_s, **parts, **arrivals, "judge_calls": 256, "tokens": 9}
+
+    times = {"trl": (10.0,) * 3, "sync": (9.0,) * 3, "stream": (5.5,) * 3, "overlap": (5.2,) * 3}
+    rounds = [{side: step(t[i], side) for side, t in times.items()} for i in range(3)]
+    summary = bench.summarise(rounds, warmup=1)
+    assert summary["stream"]["last_arrival_s"] == 1.0 and summary["trl"]["sync_s"] == 0.25
+    assert "last_arrival_s" not in summary["sync"]
+    results = {"size": "27m", "generator": "vllm", "latencies": {"1.0": {"summary": summary}}}
+    table = bench.markdown(results).splitlines()
+    header = [cell.strip() for cell in table[0].split("|")]
+    assert header.index("weight sync") == header.index("update") + 1 and "first–last arrival" in header
+    assert len(table[1].split("|")) == len(table[0].split("|")) == len(table[4].split("|"))
+    assert "| 0.25 | 0.75–1.00 |" in table[4] and "| 0.25 | — |" in table[3]  # stream; sync
+    assert "| 0.25 |" not in bench.markdown({**results, "generator": "hf"})  # the hf table is as before
+    assert bench.verdict(results).endswith("overlap 0.52× (≤ 0.5): MISSED")  # stream 0.55 met, overlap not
+    assert bench.verdict({**results, "generator": "hf"}).endswith(": met")  # with hf: overlap < stream is enough
+    spec = bench.RunSpec(tmp_path, 3, 0, 1)
+    overrides = bench.tsrl_overrides(spec, "stream", "http://x", "vllm")
+    assert "generator=vllm" in overrides and "generator.dtype=bfloat16" in overrides  # TRL's engine: bfloat16
+    assert not any("prompts_per_call" in o for o in overrides)
+    assert "generator.prompts_per_call=2" in bench.tsrl_overrides(spec, "stream", "http://x")

@@ -204,9 +204,9 @@ class VLLMGenerator(Generator):
         seeds: Sequence[int] | None = None,
     ) -> list[Group]:
         """n completions per prompt; with greedy_first, completion 0 of each group is the greedy decode. `emit`
-        gets each group the moment the engine finishes its last request (one engine per process; under tensor
-        parallelism the whole batch at the end). `seeds`: each prompt's group seed, None = drawn from torch's global
-        RNG (tsrl.generation.seeds)."""
+        gets each group the moment the engine finishes its last request, in one call with every other group that
+        engine step finished (one engine per process; under tensor parallelism the whole batch at the end).
+        `seeds`: each prompt's group seed, None = drawn from torch's global RNG (tsrl.generation.seeds)."""
         self._check_synced()
         seeds = group_seeds(seeds, len(prompts))
         tok = self.tokenizer
@@ -231,14 +231,15 @@ class VLLMGenerator(Generator):
             return groups
         finished: dict[int, Any] = {}
         groups: dict[int, Group] = {}
-        for r, output in self._stream(requests, limit):
-            finished[r] = output
-            b = r // per_prompt
-            if all(i in finished for i in range(b * per_prompt, (b + 1) * per_prompt)):
-                groups[b] = self._group(
-                    prompts[b], prompt_ids[b], [finished[i] for i in range(b * per_prompt, (b + 1) * per_prompt)]
-                )
-                emit([(b, groups[b])])
+        for done in self._stream(requests, limit):
+            finished.update(done)
+            complete = sorted({r // per_prompt for r in done})  # groups whose last request may be among these
+            complete = [b for b in complete if all(i in finished for i in range(b * per_prompt, (b + 1) * per_prompt))]
+            for b in complete:
+                parts = [finished[i] for i in range(b * per_prompt, (b + 1) * per_prompt)]
+                groups[b] = self._group(prompts[b], prompt_ids[b], parts)
+            if complete:  # one hand-over per engine step: groups finished together reach the judge together
+                emit([(b, groups[b]) for b in complete])
         return [groups[b] for b in range(len(prompts))]
 
     def _group(self, prompt: Prompt, ids: list[int], outputs: Sequence[Any]) -> Group:
@@ -282,9 +283,9 @@ class VLLMGenerator(Generator):
         )
         return outputs[mine]
 
-    def _stream(self, requests: list[Request], max_new_tokens: int) -> Iterator[tuple[int, Any]]:
-        """(index in `requests`, output) as each request finishes: the engine's own step loop, which
-        LLM.generate runs to the end before returning anything."""
+    def _stream(self, requests: list[Request], max_new_tokens: int) -> Iterator[dict[int, Any]]:
+        """Per engine step, {index in `requests`: output} of the requests it finished (steps that finish none are
+        skipped): the engine's own step loop, which LLM.generate runs to the end before returning anything."""
         ids = self.engine.enqueue(
             [{"prompt_token_ids": r.prompt_ids} for r in requests],
             self._params(requests, max_new_tokens),
@@ -295,9 +296,9 @@ class VLLMGenerator(Generator):
         index = {key: i for i, rid in enumerate(ids) for key in (str(rid), str(rid).rsplit("-", 1)[0])}
         engine = self.engine.llm_engine
         while engine.has_unfinished_requests():
-            for output in engine.step():
-                if output.finished:
-                    yield index[str(output.request_id)], output
+            done = {index[str(output.request_id)]: output for output in engine.step() if output.finished}
+            if done:
+                yield done
 
     def _rollout(self, completion: Any) -> Rollout:
         ids = list(completion.token_ids)
