@@ -16,7 +16,8 @@ BIN=$(dirname "$(readlink -f "$0")")/../.venv/bin
 export OMP_NUM_THREADS=1
 # The study's numbers were measured on the tiny policy's first build recipe (1,500 warm-start batches of 32 examples);
 # the default build since spends a 1.5M padded-token budget instead (a first run within minutes), so every run here
-# asks for the first recipe to reproduce docs/results.md exactly.
+# asks for the first recipe to reproduce docs/results.md exactly on a machine like the one that ran it (the build
+# follows the CPU's kernels: docs/results.md, "The policy these numbers start from").
 V1_POLICY=(model.warmstart_tokens=0 model.warmstart_batch_tokens=0)
 run() { "$BIN/tsrl-reproduce" "$@" --cpu task=humor hydra/launcher=local_parallel "${V1_POLICY[@]}"; }
 # The noise grid (injected noise drawn per judgment, keyed by the judgment, each seed its own draws; the ladder ranked

@@ -5,7 +5,8 @@ last evaluation, their mean and a 95 % t-interval over the seeds; each seed's pe
 ÷ the same seed's at the grid's clean p; the headline, as TSRL §4.5 and `tsrl-reproduce`'s table compute it, is the
 ratio of the means) and gain kept ((score − its Base) ÷ the same seed's clean gain); and the token entropy of the
 last 10 steps. With a second folder (a weak-judge grid), its cells are set beside the first folder's clean cells
-of the same method and seeds.
+of the same method and seeds. Cells whose runs did not start from one policy (different step-0 scores: runs from
+machines whose CPU kernels built different policies) get no ratios; a line below the table names them.
 
     python scripts/seed_table.py runs/reproduce/noise_cpu [runs/reproduce/weak_judge_cpu]
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from tsrl.reproduce.runs import collect, headline_key
-from tsrl.reproduce.tables import MIN_GAIN, interval
+from tsrl.reproduce.tables import MIN_GAIN, SAME_BASE, interval, mixed_bases
 
 NOISE = "judge.flip_prob"
 
@@ -33,7 +34,7 @@ def entropy_tail(run_dir: str, last: int = 10) -> float:
 
 
 def cells(folder: Path) -> dict[tuple[str, float], dict[int, dict]]:
-    """(method, p) → seed → {final, start, entropy} for every finished run of the folder."""
+    """(method, p) → seed → {final, start, entropy, machine} for every finished run of the folder."""
     out: dict[tuple[str, float], dict[int, dict]] = defaultdict(dict)
     for run in collect(folder):
         if not run["done"]:
@@ -45,6 +46,7 @@ def cells(folder: Path) -> dict[tuple[str, float], dict[int, dict]]:
             "final": evals["latest"][key],
             "start": evals["start"][key],
             "entropy": entropy_tail(run["dir"]),
+            "machine": run["machine"],
         }
     return out
 
@@ -68,13 +70,19 @@ def gain_kept(noisy: dict[int, dict], clean: dict[int, dict], seeds: list[int]) 
     return f"{100 * float(np.mean([noisy[s]['final'] - noisy[s]['start'] for s in seeds])) / clean_gain:.0f} %"
 
 
-def row(name: str, runs: dict[int, dict], clean: dict[int, dict] | None) -> str:
+def row(name: str, runs: dict[int, dict], clean: dict[int, dict] | None, clean_name: str = "") -> tuple[str, str]:
+    """A cell's table row and, where it and its clean cell (`clean`, named `clean_name`) did not start from one
+    policy, the line saying so (mixed_bases; the row then has no ratios)."""
     seeds = sorted(runs)
     finals = [runs[s]["final"] for s in seeds]
     each = ", ".join(f"{runs[s]['final']:.1f}" for s in seeds)
     text = f"| {name} | {interval(finals)} | {each} | {np.mean([runs[s]['entropy'] for s in seeds]):.2f} |"
     if clean is None:
-        return text + " — | — |"
+        return text + " — | — |", ""
+    shared = sorted(set(runs) & set(clean))
+    mixed = mixed_bases({name: [runs[s] for s in shared], clean_name: [clean[s] for s in shared]})
+    if mixed:
+        return text + " not compared (different Bases) | not compared |", mixed
     shared, kept, gain = ratios(runs, clean)
     headline = 100 * np.mean([runs[s]["final"] for s in shared]) / np.mean([clean[s]["final"] for s in shared])
     defined = [g for g in gain if g is not None]
@@ -82,7 +90,7 @@ def row(name: str, runs: dict[int, dict], clean: dict[int, dict] | None) -> str:
     return text + (
         f" {headline:.0f} % ({', '.join(f'{k:.0f}' for k in kept)}; per-seed {interval(kept)}) | "
         f"{gain_kept(runs, clean, shared)} ({each}{'; ' + interval(defined) if len(defined) > 1 else ''}) |"
-    )
+    ), ""
 
 
 def table(noise: dict, weak: dict | None) -> str:
@@ -91,14 +99,41 @@ def table(noise: dict, weak: dict | None) -> str:
         "retained (per seed) | gain kept (per seed) |",
         "|---|---|---|---|---|---|",
     ]
+    notes = []
     for method in dict.fromkeys(m for m, _ in sorted(noise, key=lambda c: (c[0], c[1]))):
         flips = sorted(p for m, p in noise if m == method)
-        clean = noise.get((method, flips[0]))
-        for p in flips:
-            lines.append(row(f"{method}, p = {p:g}", noise[(method, p)], None if p == flips[0] else clean))
+        clean, clean_name = noise.get((method, flips[0])), f"{method}, p = {flips[0]:g}"
+        shown = [(f"{method}, p = {p:g}", noise[(method, p)], None if p == flips[0] else clean) for p in flips]
         if weak is not None and (method, 0.0) in weak:
-            lines.append(row(f"{method}, weak judge", weak[(method, 0.0)], clean))
-    return "\n".join(lines)
+            shown.append((f"{method}, weak judge", weak[(method, 0.0)], clean))
+        for name, runs, paired in shown:
+            text, note = row(name, runs, paired, clean_name)
+            lines.append(text)
+            notes += [note] if note else []
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def base_line(noise: dict) -> str:
+    """The Base line: the step-0 score of the grid's runs, or, where the runs started from different policies,
+    each Base with its runs and machines instead of their mean."""
+    runs = [run for seeds in noise.values() for run in seeds.values()]
+    starts = [run["start"] for run in runs]
+    if max(starts) - min(starts) <= SAME_BASE:
+        return f"Base (step 0, the untrained policy): {np.mean(starts):.1f} over {len(starts)} runs"
+    bases: dict[float, list[dict]] = defaultdict(list)
+    for run in runs:
+        same = next((b for b in bases if abs(b - run["start"]) <= SAME_BASE), run["start"])
+        bases[same].append(run)
+    said = "; ".join(
+        f"{base:.6g} ({len(group)} runs, on "
+        + ", ".join(sorted({r["machine"] or "an unrecorded machine" for r in group}))
+        + ")"
+        for base, group in sorted(bases.items())
+    )
+    return (
+        f"Base (step 0, the untrained policy): the runs did not start from one policy, Bases {said}; no mean. "
+        "Re-run the cells on one machine (or from the same policy) to compare them."
+    )
 
 
 def main() -> None:
@@ -108,8 +143,7 @@ def main() -> None:
     args = parser.parse_args()
     noise = cells(args.noise)
     print(table(noise, cells(args.weak) if args.weak else None))
-    starts = [run["start"] for seeds in noise.values() for run in seeds.values()]
-    print(f"\nBase (step 0, the untrained policy): {np.mean(starts):.1f} over {len(starts)} runs")
+    print("\n" + base_line(noise))
 
 
 if __name__ == "__main__":

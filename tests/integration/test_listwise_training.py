@@ -5,10 +5,12 @@ orders; with anchors the ladder's round-robin is judged once at setup (4 prompts
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from tsrl.integrations.scoring import compose_run_config
 from tsrl.judging import build_judge
@@ -56,6 +58,9 @@ def test_listwise_trains_against_the_simulated_judge(cache_dir, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     rows = check_calls(tmp_path / "run", orders=2, setup=0)
     assert [r["step"] for r in rows] == [1, 2]
+    machine = json.loads((tmp_path / "run" / "setup.json").read_text())["machine"]  # where it ran: the CPU builds
+    assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability()  # the policy (tsrl-reproduce)
+    assert machine["torch"] == torch.__version__ and machine["platform"] == platform.machine() and machine["threads"]
 
 
 def test_listwise_ladder_resumes_on_the_streamed_trajectory(cache_dir, tmp_path):

@@ -341,6 +341,7 @@ def run_record(run: dict[str, Any], setting: dict[str, str], key: str) -> dict[s
         "signal_samples_per_step": None if groups is None or not size else groups * size,
         "generations_per_step": run["generations_per_step"],
         **table1_cells(run),
+        "machine": run["machine"],
         "run_dir": run["dir"],
     }
 

@@ -50,6 +50,7 @@ def collect(out: Path) -> list[dict[str, Any]]:
                 "group_size": config.get("trainer", {}).get("group_size"),
                 "eval_samples": config.get("trainer", {}).get("eval", {}).get("samples"),
                 "benchmarks": benchmarks_of(config),
+                "machine": machine_of(run_dir),
                 "generations_per_step": mean_metric(rows, "fill/generations_per_step"),
                 "zero_var": [(r["step"], r["reward/zero_var_frac"]) for r in rows if "reward/zero_var_frac" in r],
                 "refresh_steps": [
@@ -74,6 +75,20 @@ def benchmarks_of(config: dict) -> list[dict]:
         {"key": key, "label": b.get("label") or key, "metric": b.get("metric", "pass_ratio")}
         for key, b in heldout.items()
     ]
+
+
+def machine_of(run_dir: Path) -> str | None:
+    """Where a run ran, from its setup.json's machine record (CPU, torch's CPU kernels, torch version, threads,
+    platform), in words; None for a run that recorded none (written before setup.json had one). Runs from
+    different machines may have started from different policies (tsrl.reproduce.tables.mixed_bases)."""
+    path = run_dir / "setup.json"
+    machine = json.loads(path.read_text()).get("machine") if path.is_file() else None
+    if not machine:
+        return None
+    return (
+        f"{machine.get('cpu') or '?'} ({machine.get('cpu_capability', '?')}, torch {machine.get('torch', '?')}, "
+        f"{machine.get('threads', '?')} threads, {machine.get('platform') or '?'})"
+    )
 
 
 def anchor_pool(run_dir: Path) -> dict | None:

@@ -87,32 +87,71 @@ MIN_GAIN = 1.0
 """Points of held-out gain over the start below which a clean cell's gain kept is undefined (noise_fractions)."""
 
 
+SAME_BASE = 1e-9
+"""Step-0 scores closer than this are one starting policy (mixed_bases)."""
+
+
+def mixed_bases(cells: dict[str, list[dict]]) -> str:
+    """'' when every run of the cells a ratio pairs started from one policy (step-0 scores, `start`, equal to
+    SAME_BASE); else a line naming each cell's Bases and machines (`machine`, tsrl.reproduce.runs.machine_of) and
+    saying the ratio is withheld. The tiny policy's build is deterministic on one machine but follows the CPU's
+    kernels, so runs of one recipe from two machines may start from two policies, and a ratio of their scores
+    would compare those policies rather than the noise."""
+    starts = [r["start"] for runs in cells.values() for r in runs]
+    if not starts or max(starts) - min(starts) <= SAME_BASE:
+        return ""
+    said = "; ".join(
+        f"{name}: Base {', '.join(sorted({format(r['start'], '.6g') for r in runs}))} on "
+        + ", ".join(sorted({r.get("machine") or "an unrecorded machine" for r in runs}))
+        for name, runs in cells.items()
+    )
+    return (
+        f"Not compared: {' and '.join(cells)} did not start from the same policy ({said}); re-run the cells on one "
+        "machine (or from the same policy) to compare them."
+    )
+
+
+def noise_pairs(records: list[dict], row_axis: str) -> list[tuple[str, float, list[dict], list[dict], dict]]:
+    """Per method and flip probability p: the records at p and at the method's smallest p, over the seeds both
+    cells have (a cell run on seed 0 alone is paired with seed 0's clean run), as (method, p, noisy, clean,
+    {cell name: its records}, for mixed_bases). Records without a seed are one seed."""
+    runs: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for r in records:
+        runs[(r[row_axis], float(r[NOISE_AXIS]))][str(r.get("seed", ""))] = r
+    flips = sorted({p for _, p in runs})
+    pairs = []
+    for m in dict.fromkeys(r[row_axis] for r in records):
+        clean = runs.get((m, flips[0]), {})
+        for p in flips:
+            seeds = [s for s in runs.get((m, p), {}) if s in clean]
+            noisy, paired = [runs[(m, p)][s] for s in seeds], [clean[s] for s in seeds]
+            cells = {f"{row_axis}={m}, {NOISE_AXIS}={p}": noisy, f"{row_axis}={m}, {NOISE_AXIS}={flips[0]}": paired}
+            pairs.append((m, p, noisy, paired, cells))
+    return pairs
+
+
 def noise_fractions(records: list[dict], row_axis: str) -> dict[str, dict[str, dict[float, float]]]:
     """Per metric (NOISE_METRICS), method and flip probability p, against the method's runs at the smallest p of
-    the same seeds (a cell run on seed 0 alone is compared with seed 0's clean run, not with the mean of every
-    clean seed): performance retained = mean final at p ÷ mean final clean; gain kept = mean (final − start) at p
-    ÷ the same clean, left out (undefined) where the clean runs gained less than MIN_GAIN points over their start,
-    whose ratio would only say how near zero that gain is. Records without a seed are one seed. Pure: records in,
-    fractions out."""
-    runs: dict[tuple, dict[str, tuple[float, float]]] = defaultdict(dict)
-    for r in records:
-        runs[(r[row_axis], float(r[NOISE_AXIS]))][str(r.get("seed", ""))] = (r["final"], r["final"] - r["start"])
-    flips = sorted({p for _, p in runs})
+    the same seeds (noise_pairs): performance retained = mean final at p ÷ mean final clean; gain kept = mean
+    (final − start) at p ÷ the same clean, left out (undefined) where the clean runs gained less than MIN_GAIN
+    points over their start, whose ratio would only say how near zero that gain is. Both are left out where the
+    paired runs did not start from one policy (mixed_bases; noise_table says which). Pure: records in, fractions
+    out."""
     out: dict[str, dict[str, dict[float, float]]] = {name: {} for name in NOISE_METRICS}
-    for index, name in enumerate(("performance_retained", "gain_kept")):
-        for m in dict.fromkeys(r[row_axis] for r in records):
-            clean = runs.get((m, flips[0]), {})
-            out[name][m] = {}
-            for p in flips:
-                seeds = [s for s in runs.get((m, p), {}) if s in clean]
-                denominator = float(np.mean([clean[s][index] for s in seeds])) if seeds else 0.0
-                if denominator and (index == 0 or denominator >= MIN_GAIN):
-                    out[name][m][p] = float(np.mean([runs[(m, p)][s][index] for s in seeds])) / denominator
+    for m, p, noisy, clean, cells in noise_pairs(records, row_axis):
+        for index, name in enumerate(("performance_retained", "gain_kept")):
+            by_flip = out[name].setdefault(m, {})
+            if not noisy or mixed_bases(cells):
+                continue
+            denominator = float(np.mean([r["final"] - index * r["start"] for r in clean]))
+            if denominator and (index == 0 or denominator >= MIN_GAIN):
+                by_flip[p] = float(np.mean([r["final"] - index * r["start"] for r in noisy])) / denominator
     return out
 
 
 def noise_table(records: list[dict], row_axis: str) -> str:
-    """With a judge-noise axis: both noise metrics for each method at each p, each under its label."""
+    """With a judge-noise axis: both noise metrics for each method at each p, each under its label, and a line for
+    each pair of cells that started from different policies (their ratios withheld)."""
     if not records or NOISE_AXIS not in records[0]:
         return ""
     flips = sorted({float(r[NOISE_AXIS]) for r in records})
@@ -129,7 +168,8 @@ def noise_table(records: list[dict], row_axis: str) -> str:
             lines.append(
                 f"| {m} | " + " | ".join(f"{100 * by_flip[p]:.0f} %" if p in by_flip else "—" for p in flips) + " |"
             )
-    return "\n".join(lines) + "\n"
+    withheld = [line for *_, cells in noise_pairs(records, row_axis) if (line := mixed_bases(cells))]
+    return "\n".join(lines + ([""] + withheld if withheld else [])) + "\n"
 
 
 def benchmark_cells(evals: dict, benchmarks: list[dict]) -> dict[str, float | None]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -195,8 +196,9 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
         eval_judge=judge_identity(eval_judge_config(cfg)),
     )
     if acc.is_main_process:
+        resumed = str(resume_from) if resume_from else None
         (run_dir / "setup.json").write_text(
-            json.dumps({"judge_calls_setup": setup_calls, "resumed_from": str(resume_from) if resume_from else None})
+            json.dumps({"judge_calls_setup": setup_calls, "resumed_from": resumed, "machine": machine_record()})
         )
     calls_total = state.get("judge_calls_total", 0.0) + setup_calls
     parts = (cfg, acc, task, learner, generator, judge, eval_judge, regime, sampler, log)
@@ -204,6 +206,24 @@ def setup(cfg: RunConfig, task: Task, judge: Judge, eval_judge: Judge) -> Run:
     if state:
         restore(run, state)
     return run
+
+
+def machine_record() -> dict[str, Any]:
+    """Where the run ran, for setup.json: torch's CPU kernels differ between CPUs, so the same recipe and code build
+    a different tiny policy on another CPU (another step-0 score), and tsrl-reproduce names the machines of runs
+    it will not compare. The CPU's model name comes from /proc/cpuinfo where readable, else platform.processor()."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name") and ":" in line]
+    return {
+        "cpu": names[0] if names else platform.processor(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "platform": platform.machine(),
+    }
 
 
 def build_policy(cfg: RunConfig, task: Task, acc: Any, collective: Collective) -> tuple[RunConfig, Task, Learner, Any]:
