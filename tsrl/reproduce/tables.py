@@ -139,10 +139,10 @@ def noise_fractions(records: list[dict], row_axis: str) -> dict[str, dict[str, d
     out."""
     out: dict[str, dict[str, dict[float, float]]] = {name: {} for name in NOISE_METRICS}
     for m, p, noisy, clean, cells in noise_pairs(records, row_axis):
-        for index, name in enumerate(("performance_retained", "gain_kept")):
-            by_flip = out[name].setdefault(m, {})
-            if not noisy or mixed_bases(cells):
-                continue
+        by_metric = [out[name].setdefault(m, {}) for name in ("performance_retained", "gain_kept")]
+        if not noisy or mixed_bases(cells):
+            continue
+        for index, by_flip in enumerate(by_metric):
             denominator = float(np.mean([r["final"] - index * r["start"] for r in clean]))
             if denominator and (index == 0 or denominator >= MIN_GAIN):
                 by_flip[p] = float(np.mean([r["final"] - index * r["start"] for r in noisy])) / denominator
