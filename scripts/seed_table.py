@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tsrl.reproduce.runs import collect, headline_key
-from tsrl.reproduce.tables import MIN_GAIN, SAME_BASE, interval, mixed_bases
+from tsrl.reproduce.runs import collect, headline_key, start_scores
+from tsrl.reproduce.tables import MIN_GAIN, interval, mixed_bases, one_policy, score_differences
 
 NOISE = "judge.flip_prob"
 
@@ -45,6 +45,7 @@ def cells(folder: Path) -> dict[tuple[str, float], dict[int, dict]]:
         out[cell][int(values.get("seed", 0))] = {
             "final": evals["latest"][key],
             "start": evals["start"][key],
+            "start_scores": start_scores(evals["start"]),
             "entropy": entropy_tail(run["dir"]),
             "machine": run["machine"],
         }
@@ -114,25 +115,26 @@ def table(noise: dict, weak: dict | None) -> str:
 
 
 def base_line(noise: dict) -> str:
-    """The Base line: the step-0 score of the grid's runs, or, where the runs started from different policies,
-    each Base with its runs and machines instead of their mean."""
+    """The Base line: the step-0 score of the grid's runs, or, where the runs started from different policies
+    (tsrl.reproduce.tables.one_policy), each Base with its runs and machines, and the step-0 scores that differ,
+    instead of their mean."""
     runs = [run for seeds in noise.values() for run in seeds.values()]
     starts = [run["start"] for run in runs]
-    if max(starts) - min(starts) <= SAME_BASE:
+    if one_policy(runs):
         return f"Base (step 0, the untrained policy): {np.mean(starts):.1f} over {len(starts)} runs"
-    bases: dict[float, list[dict]] = defaultdict(list)
+    policies: dict[str, list[dict]] = defaultdict(list)
     for run in runs:
-        same = next((b for b in bases if abs(b - run["start"]) <= SAME_BASE), run["start"])
-        bases[same].append(run)
+        policies[run["start_scores"]].append(run)
     said = "; ".join(
-        f"{base:.6g} ({len(group)} runs, on "
+        f"{group[0]['start']:.6g} ({len(group)} runs, on "
         + ", ".join(sorted({r["machine"] or "an unrecorded machine" for r in group}))
         + ")"
-        for base, group in sorted(bases.items())
+        for group in sorted(policies.values(), key=lambda g: g[0]["start"])
     )
     return (
-        f"Base (step 0, the untrained policy): the runs did not start from one policy, Bases {said}; no mean. "
-        "Re-run the cells on one machine (or from the same policy) to compare them."
+        f"Base (step 0, the untrained policy): the runs did not start from one policy, Bases {said}, "
+        f"{score_differences(runs)}; no mean. Re-run the cells on one machine (or from the same policy) to compare "
+        "them."
     )
 
 

@@ -47,7 +47,7 @@ import numpy as np
 from tsrl.config import CONFIG_PACKAGE
 from tsrl.errors import QUIET_STOP_ENV, UserError
 from tsrl.reproduce.ablations import compute_table, gap_table, pool_table, row_label
-from tsrl.reproduce.runs import collect, headline_key, run_folders
+from tsrl.reproduce.runs import collect, headline_key, run_folders, start_scores
 from tsrl.reproduce.tables import (
     NOISE_AXIS,
     SEED,
@@ -335,6 +335,7 @@ def run_record(run: dict[str, Any], setting: dict[str, str], key: str) -> dict[s
         **setting,
         SEED: run["values"].get(SEED, ""),
         "start": run["evals"]["start"][key],
+        "start_scores": start_scores(run["evals"]["start"]),
         "final": run["evals"]["latest"][key],
         "final_step": run["evals"]["latest"]["step"],
         **{name: run[name] for name in RECORDED},

@@ -91,6 +91,20 @@ def machine_of(run_dir: Path) -> str | None:
     )
 
 
+UNTIMED = ("step", "time_s")
+"""Step-0 evaluation fields that say when and how fast it ran, not what the policy wrote (start_scores)."""
+
+
+def start_scores(start: dict[str, Any]) -> str:
+    """The step-0 evaluation's scores (every numeric field but UNTIMED), as sorted JSON: the untrained policy's
+    fingerprint. Two policies can share the headline score (two CPU builds of the tiny policy both scored 32.3
+    against all tiers, 10.4 and 6.2 against the top tier), so runs started from one policy only if all agree."""
+    return json.dumps(
+        {k: round(float(v), 9) for k, v in start.items() if k not in UNTIMED and isinstance(v, (int, float))},
+        sort_keys=True,
+    )
+
+
 def anchor_pool(run_dir: Path) -> dict | None:
     """The diversity and strength of the anchors a ladder run's reward compared with (ladder_diversity.json's
     "selected"); None for a run without a ladder."""

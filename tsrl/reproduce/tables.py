@@ -7,6 +7,7 @@ Records in, markdown or PNG files out; tsrl/reproduce/__init__.py collects the r
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -93,22 +94,45 @@ SAME_BASE = 1e-9
 
 def mixed_bases(cells: dict[str, list[dict]]) -> str:
     """'' when every run of the cells a ratio pairs started from one policy (step-0 scores, `start`, equal to
-    SAME_BASE); else a line naming each cell's Bases and machines (`machine`, tsrl.reproduce.runs.machine_of) and
-    saying the ratio is withheld. The tiny policy's build is deterministic on one machine but follows the CPU's
-    kernels, so runs of one recipe from two machines may start from two policies, and a ratio of their scores
-    would compare those policies rather than the noise."""
-    starts = [r["start"] for runs in cells.values() for r in runs]
-    if not starts or max(starts) - min(starts) <= SAME_BASE:
+    SAME_BASE, and every other step-0 score, `start_scores`, equal); else a line naming each cell's Bases and
+    machines (`machine`, tsrl.reproduce.runs.machine_of), the step-0 scores that differ, and saying the ratio is
+    withheld. The tiny policy's build is deterministic on one machine but follows the CPU's kernels, so runs of one
+    recipe from two machines may start from two policies, and a ratio of their scores would compare those policies
+    rather than the noise."""
+    runs = [r for group in cells.values() for r in group]
+    if one_policy(runs):
         return ""
     said = "; ".join(
-        f"{name}: Base {', '.join(sorted({format(r['start'], '.6g') for r in runs}))} on "
-        + ", ".join(sorted({r.get("machine") or "an unrecorded machine" for r in runs}))
-        for name, runs in cells.items()
+        f"{name}: Base {', '.join(sorted({format(r['start'], '.6g') for r in group}))} on "
+        + ", ".join(sorted({r.get("machine") or "an unrecorded machine" for r in group}))
+        for name, group in cells.items()
     )
     return (
-        f"Not compared: {' and '.join(cells)} did not start from the same policy ({said}); re-run the cells on one "
-        "machine (or from the same policy) to compare them."
+        f"Not compared: {' and '.join(cells)} did not start from the same policy ({said}; {score_differences(runs)}); "
+        "re-run the cells on one machine (or from the same policy) to compare them."
     )
+
+
+def one_policy(runs: list[dict]) -> bool:
+    """Whether the runs started from one policy: equal headline Bases and equal step-0 scores (records written
+    without `start_scores` are compared by their Bases alone)."""
+    starts = [r["start"] for r in runs]
+    return not starts or (max(starts) - min(starts) <= SAME_BASE and len({r.get("start_scores") for r in runs}) <= 1)
+
+
+def score_differences(runs: list[dict]) -> str:
+    """The step-0 scores on which the runs disagree, each with its distinct values ("step-0 winrate_top 6.2
+    against 11.5")."""
+    values: dict[str, set[float]] = defaultdict(set)
+    for r in runs:
+        for metric, value in json.loads(r.get("start_scores") or "{}").items():
+            values[metric].add(value)
+    differ = [
+        f"{metric} {' against '.join(format(v, '.3g') for v in sorted(seen, reverse=True))}"
+        for metric, seen in sorted(values.items())
+        if len(seen) > 1
+    ]
+    return "step-0 " + ", ".join(differ) if differ else "step-0 scores differ"
 
 
 def noise_pairs(records: list[dict], row_axis: str) -> list[tuple[str, float, list[dict], list[dict], dict]]:

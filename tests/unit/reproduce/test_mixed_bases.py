@@ -22,24 +22,27 @@ EPYC = {**XEON, "cpu": "AMD EPYC", "cpu_capability": "AVX2"}
 GRID = {"method": ["tsrl", "rubric"], NOISE_AXIS: ["0.0", "0.3"], SEED: ["0", "1"]}
 
 
-def fake_run(root: Path, method: str, p: str, seed: int, start: float, final: float, machine: dict) -> None:
-    """A finished run folder as tsrl-train leaves it: overrides, eval.json, metrics, setup.json, done.json."""
+def fake_run(
+    root: Path, method: str, p: str, seed: int, start: float, final: float, machine: dict, top: float = 11.5
+) -> None:
+    """A finished run folder as tsrl-train leaves it: overrides, eval.json, metrics, setup.json, done.json. `top`
+    is the step-0 win-rate against the top tier, which the headline `start` does not show."""
     run = root / f"method={method},{NOISE_AXIS}={p},{SEED}={seed}"
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "overrides.yaml").write_text(f"- method={method}\n- {NOISE_AXIS}={p}\n- {SEED}={seed}\n")
-    history = [{"step": 0, "winrate": start}, {"step": 5, "winrate": final}]
+    history = [{"step": 0, "winrate": start, "winrate_top": top, "time_s": 0.5 + seed}, {"step": 5, "winrate": final}]
     (run / "eval.json").write_text(json.dumps({"start": history[0], "latest": history[-1], "history": history}))
     (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "judge/calls": 4.0, "train/entropy": 0.5}) + "\n")
     (run / "setup.json").write_text(json.dumps({"judge_calls_setup": 0, "resumed_from": None, "machine": machine}))
     (run / "done.json").write_text(json.dumps({"step": 5, "reason": "max_steps"}))
 
 
-def fake_grid(root: Path, noisy_base: float, noisy_machine: dict) -> None:
-    """tsrl's clean runs from Base 32.3 on the Xeon, its noisy runs from `noisy_base` on `noisy_machine`; every
-    rubric run from 32.3 on the Xeon. Clean finals 60 and 50, noisy 54 and 45."""
+def fake_grid(root: Path, noisy_base: float, noisy_machine: dict, noisy_top: float = 11.5) -> None:
+    """tsrl's clean runs from Base 32.3 on the Xeon, its noisy runs from `noisy_base` (top tier `noisy_top`) on
+    `noisy_machine`; every rubric run from 32.3 on the Xeon. Clean finals 60 and 50, noisy 54 and 45."""
     for seed, (clean, noisy) in enumerate(((60.0, 54.0), (50.0, 45.0))):
         fake_run(root, "tsrl", "0.0", seed, 32.3, clean, XEON)
-        fake_run(root, "tsrl", "0.3", seed, noisy_base, noisy, noisy_machine)
+        fake_run(root, "tsrl", "0.3", seed, noisy_base, noisy, noisy_machine, noisy_top)
         fake_run(root, "rubric", "0.0", seed, 32.3, 40.0 + seed, XEON)
         fake_run(root, "rubric", "0.3", seed, 32.3, 36.0 + seed, XEON)
 
@@ -92,3 +95,22 @@ def test_seed_table_keeps_the_ratios_and_the_mean_base_of_runs_from_one_policy(t
     assert "| 0.50 | 90 % (90, 90; per-seed 90.0 [" in text and "| 76 % (" in text
     assert "Not compared" not in text
     assert seed_table.base_line(noise) == "Base (step 0, the untrained policy): 32.3 over 8 runs"
+
+
+def test_runs_with_one_headline_base_but_other_step0_scores_started_from_two_policies(tmp_path):
+    # measured: two CPU builds of the tiny policy both scored 32.3 against all tiers, 10.4 and 6.2 against the top
+    fake_grid(tmp_path / "grid", 32.3, EPYC, noisy_top=6.2)
+    text = aggregate(tmp_path / "grid", GRID)
+    assert "| tsrl | 100 % | — |" in text and "| rubric | 100 % | 90 % |" in text
+    line = next(line for line in text.splitlines() if line.startswith("Not compared:"))
+    assert "step-0 winrate_top 11.5 against 6.2" in line and "rubric" not in line
+    noise = seed_table.cells(tmp_path / "grid")
+    assert "not compared (different Bases)" in seed_table.table(noise, None)
+    base = seed_table.base_line(noise)
+    assert "did not start from one policy" in base and "no mean" in base and "winrate_top" in base
+
+
+def test_the_step0_wall_time_and_step_do_not_tell_policies_apart(tmp_path):
+    fake_grid(tmp_path, 32.3, XEON)  # each seed's step-0 evaluation took its own time_s
+    assert "Not compared" not in aggregate(tmp_path, GRID)
+    assert seed_table.base_line(seed_table.cells(tmp_path)).endswith("32.3 over 8 runs")
