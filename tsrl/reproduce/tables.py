@@ -117,12 +117,13 @@ def one_policy(runs: list[dict]) -> bool:
     """Whether the runs started from one policy: equal headline Bases and equal step-0 scores (records written
     without `start_scores` are compared by their Bases alone)."""
     starts = [r["start"] for r in runs]
-    return not starts or (max(starts) - min(starts) <= SAME_BASE and len({r.get("start_scores") for r in runs}) <= 1)
+    scores = {r.get("start_scores") for r in runs} - {None}
+    return not starts or (max(starts) - min(starts) <= SAME_BASE and len(scores) <= 1)
 
 
 def score_differences(runs: list[dict]) -> str:
-    """The step-0 scores on which the runs disagree, each with its distinct values ("step-0 winrate_top 6.2
-    against 11.5")."""
+    """The step-0 scores on which the runs disagree, each with its distinct values, highest first ("step-0
+    winrate_top 11.5 against 6.2")."""
     values: dict[str, set[float]] = defaultdict(set)
     for r in runs:
         for metric, value in json.loads(r.get("start_scores") or "{}").items():

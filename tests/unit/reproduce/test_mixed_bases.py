@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from tsrl.reproduce import NOISE_AXIS, SEED, aggregate
+from tsrl.reproduce.tables import one_policy
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "seed_table.py"
 spec = importlib.util.spec_from_file_location("seed_table", SCRIPT)
@@ -114,3 +115,10 @@ def test_the_step0_wall_time_and_step_do_not_tell_policies_apart(tmp_path):
     fake_grid(tmp_path, 32.3, XEON)  # each seed's step-0 evaluation took its own time_s
     assert "Not compared" not in aggregate(tmp_path, GRID)
     assert seed_table.base_line(seed_table.cells(tmp_path)).endswith("32.3 over 8 runs")
+
+
+def test_records_written_before_step0_scores_were_kept_are_compared_by_their_bases():
+    old = {"start": 32.3}
+    new = {"start": 32.3, "start_scores": '{"winrate": 32.3, "winrate_top": 11.5}'}
+    other = {"start": 32.3, "start_scores": '{"winrate": 32.3, "winrate_top": 6.2}'}
+    assert one_policy([old, new]) and not one_policy([old, new, other]) and not one_policy([old, {"start": 34.0}])
